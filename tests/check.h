@@ -1,0 +1,70 @@
+/* check.h: the project's tiny test harness (header only).
+ *
+ * A test program is a main() that calls CHECK*() and returns check_finish().
+ * Each failed check prints file:line and the expression; the program exits 1
+ * if any failed.  A test that cannot run here (no GPU, no PyTorch) calls
+ * check_skip("why"), which prints the reason and exits 77, which ctest
+ * reports as skipped (SKIP_RETURN_CODE 77 is set by giant_add_test). */
+#ifndef CHECK_H
+#define CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check_failures_;
+static int check_count_;
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        check_count_++;                                                        \
+        if (!(cond)) {                                                         \
+            check_failures_++;                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,   \
+                    #cond);                                                    \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                   \
+    do {                                                                       \
+        check_count_++;                                                        \
+        if (!(cond)) {                                                         \
+            check_failures_++;                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__,   \
+                    #cond);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                     \
+    CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld",               \
+              (long long)(a), (long long)(b))
+
+/* |a - b| <= atol + rtol * |b| */
+#define CHECK_CLOSE(a, b, atol, rtol)                                          \
+    do {                                                                       \
+        double ca_ = (double)(a), cb_ = (double)(b);                           \
+        CHECK_MSG(fabs(ca_ - cb_) <= (atol) + (rtol) * fabs(cb_),              \
+                  "%.9g vs %.9g (atol %g rtol %g)", ca_, cb_, (double)(atol),  \
+                  (double)(rtol));                                             \
+    } while (0)
+
+static inline int check_finish(void)
+{
+    if (check_failures_) {
+        fprintf(stderr, "FAILED: %d of %d checks\n", check_failures_,
+                check_count_);
+        return 1;
+    }
+    printf("ok: %d checks\n", check_count_);
+    return 0;
+}
+
+static inline void check_skip(const char *why)
+{
+    printf("SKIPPED: %s\n", why);
+    exit(77);
+}
+
+#endif
