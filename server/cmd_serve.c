@@ -1,0 +1,184 @@
+/* giant serve: the HTTP service.
+ *
+ * Start-up order: settings, data directory, database (migrated), engine
+ * (devices), routes, HTTP.  Shutdown on SIGTERM/SIGINT: stop accepting,
+ * let in-flight requests finish (up to --shutdown-grace seconds; a second
+ * signal cuts that short), close every connection, close the database. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "app.h"
+#include "commands.h"
+#include "http.h"
+#include "log.h"
+#include "routes.h"
+#include "settings.h"
+#include "store.h"
+#ifdef GIANT_HAVE_CUDA
+#include "cuda_devices.h"
+#endif
+
+static serve_routes_fn extra_routes;
+
+void cmd_serve_set_extra_routes(serve_routes_fn fn)
+{
+    extra_routes = fn;
+}
+
+static int ensure_dir(const char *path, gt_error *err)
+{
+    struct stat st;
+    if (mkdir(path, 0755) == 0)
+        return GT_OK;
+    if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return GT_OK;
+    return gt_error_set(err, GT_EIO, "data directory %s: %s", path,
+                        errno == EEXIST ? "exists and is not a directory" : strerror(errno));
+}
+
+/* Lists devices once: the CUDA runtime's first call costs a context set-up,
+ * far too slow to repeat per /v1/info request. */
+static void engine_init(app *a)
+{
+#ifdef GIANT_HAVE_CUDA
+    gt_devices_set_gpu_query(cuda_devices_query);
+#endif
+    gt_error err = { 0 };
+    if (gt_devices_query(a->devices, APP_MAX_DEVICES, &a->ndevices, &err) != GT_OK) {
+        a->engine_ok = 0;
+        snprintf(a->engine_error, sizeof a->engine_error, "%s", err.message);
+        log_msg(LOG_ERROR, "engine", "error=\"%s\"", err.message);
+        return;
+    }
+    a->engine_ok = 1;
+    for (int i = 0; i < a->ndevices; i++) {
+        const gt_device_info *d = &a->devices[i];
+        log_msg(LOG_INFO, "device", "kind=%s index=%d cc=%d.%d memory_mib=%zu cores=%d bf16=%d",
+                d->kind, d->index, d->cc_major, d->cc_minor, d->memory_bytes >> 20, d->cores,
+                d->bf16);
+    }
+}
+
+/* Waits for the in-flight requests to finish; returns how many did not. */
+static int drain(http_server *srv, const sigset_t *sigs, long grace_s)
+{
+    struct timespec until, now, tick = { 0, 10 * 1000 * 1000 };
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += grace_s;
+    for (;;) {
+        int left = http_server_in_flight(srv);
+        if (left == 0)
+            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > until.tv_sec ||
+            (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
+            return left;
+        int sig = sigtimedwait(sigs, NULL, &tick);
+        if (sig > 0) {
+            log_msg(LOG_WARN, "shutdown", "signal=%d in_flight=%d note=second-signal-stops-now",
+                    sig, left);
+            return left;
+        }
+    }
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    static const char usage[] = "usage: giant serve [options]\n\n"
+                                "Runs the HTTP service until SIGTERM or SIGINT.";
+    /* A client that hangs up mid-reply must not kill the process. */
+    signal(SIGPIPE, SIG_IGN);
+    /* Block the stop signals before any thread exists, so every thread
+     * inherits the mask and only sigwait below ever sees them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    app a;
+    memset(&a, 0, sizeof a);
+    gt_error err = { 0 };
+    int help = 0;
+    if (settings_load(&a.cfg, argc - 1, argv + 1, &help, &err) != GT_OK) {
+        fprintf(stderr, "giant serve: %s\n", err.message);
+        return 2;
+    }
+    if (help) {
+        settings_print_help(usage, stdout);
+        return 0;
+    }
+    log_set_level((log_level)log_parse_level(a.cfg.log_level));
+
+    int status = 1;
+    http_router *router = NULL;
+    http_server *srv = NULL;
+    store_migration list[STORE_MAX_MIGRATIONS];
+    int n = 0, applied = 0;
+    if (ensure_dir(a.cfg.data_dir, &err) != GT_OK ||
+        store_builtin_migrations(list, &n, &err) != GT_OK ||
+        store_open(&a.db, a.cfg.db, &err) != GT_OK ||
+        store_migrate(a.db, list, n, &applied, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        goto out;
+    }
+    a.schema_latest = n ? list[n - 1].version : 0;
+    log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d", a.cfg.db,
+            a.schema_latest, applied);
+    engine_init(&a);
+
+    router = http_router_new();
+    if (!router || routes_register(router, &err) != GT_OK ||
+        (extra_routes && extra_routes(router, &err) != GT_OK)) {
+        log_msg(LOG_ERROR, "startup", "error=\"routes: %s\"", router ? err.message : "no memory");
+        goto out;
+    }
+    char host[256];
+    int port;
+    settings_split_listen(a.cfg.listen, host, sizeof host, &port, NULL);
+    http_config hc = {
+        .host = host,
+        .port = port,
+        .threads = (unsigned)a.cfg.threads,
+        .max_body_bytes = (size_t)a.cfg.max_body_bytes,
+        .max_connections = (unsigned)a.cfg.max_connections,
+        .per_ip_connections = (unsigned)a.cfg.per_ip_connections,
+        .connection_memory = (size_t)a.cfg.connection_memory,
+        .timeout_s = (unsigned)a.cfg.timeout,
+    };
+    if (http_server_start(&srv, &hc, router, &a, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        goto out;
+    }
+    /* Tests and scripts read the bound port from this line (--listen :0). */
+    int v6 = strchr(host, ':') != NULL;
+    log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld", v6 ? "[" : "",
+            host, v6 ? "]" : "", http_server_port(srv), a.cfg.threads, a.cfg.max_body_bytes);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0)
+        ;
+    /* Stop accepting first, then log: once this line is out, new
+     * connections are refused (tests rely on that order). */
+    http_server_quiesce(srv);
+    log_msg(LOG_INFO, "shutdown", "signal=%d in_flight=%d", sig, http_server_in_flight(srv));
+    int left = drain(srv, &sigs, a.cfg.shutdown_grace);
+    if (left)
+        log_msg(LOG_WARN, "shutdown", "abandoned=%d", left);
+    status = 0;
+out:
+    http_server_free(srv);         /* joins the pool: no handler runs past here */
+    http_router_free(router);
+    if (store_close(a.db, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);
+        status = 1;
+    }
+    if (status == 0)
+        log_msg(LOG_INFO, "stopped", "clean=1");
+    return status;
+}

@@ -1,0 +1,628 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "log.h"
+
+/* ---------------------------------------------------------------------------
+ * Router
+ * ------------------------------------------------------------------------- */
+
+typedef struct http_route {
+    const char *method;
+    const char *pattern;
+    http_handler handler;
+    int flags;
+} http_route;
+
+struct http_router {
+    http_route routes[HTTP_MAX_ROUTES];
+    int n;
+};
+
+http_router *http_router_new(void)
+{
+    return calloc(1, sizeof(http_router));
+}
+
+void http_router_free(http_router *r)
+{
+    free(r);
+}
+
+int http_router_add(http_router *r, const char *method, const char *pattern,
+                    http_handler handler, int flags, gt_error *err)
+{
+    if (!r || !method || !pattern || !handler || pattern[0] != '/')
+        return gt_error_set(err, GT_EINVAL, "http_router_add: bad route");
+    if (r->n == HTTP_MAX_ROUTES)
+        return gt_error_set(err, GT_EINVAL, "http_router_add: more than %d routes",
+                            HTTP_MAX_ROUTES);
+    int captures = 0;
+    for (const char *p = pattern; *p; p++) {
+        if (*p != '{')
+            continue;
+        const char *close = strchr(p, '}');
+        if (!close || close == p + 1 || p[-1] != '/' || (close[1] != '/' && close[1] != '\0'))
+            return gt_error_set(err, GT_EINVAL, "http_router_add: bad capture in '%s'", pattern);
+        captures++;
+    }
+    if (captures > HTTP_MAX_PARAMS)
+        return gt_error_set(err, GT_EINVAL, "http_router_add: '%s' has more than %d captures",
+                            pattern, HTTP_MAX_PARAMS);
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->routes[i].method, method) == 0 &&
+            strcmp(r->routes[i].pattern, pattern) == 0)
+            return gt_error_set(err, GT_EINVAL, "http_router_add: %s %s added twice", method,
+                                pattern);
+    r->routes[r->n++] = (http_route){ method, pattern, handler, flags };
+    return GT_OK;
+}
+
+typedef struct http_capture {
+    const char *name;          /* into the pattern, not NUL-terminated */
+    size_t name_len;
+    char value[256];
+} http_capture;
+
+/* Matches path against pattern segment by segment; fills caps on success. */
+static int route_match(const char *pattern, const char *path, http_capture *caps, int *ncaps)
+{
+    int n = 0;
+    const char *p = pattern, *u = path;
+    while (*p && *u) {
+        if (*p != '/' || *u != '/')
+            return 0;
+        p++;
+        u++;
+        size_t plen = strcspn(p, "/"), ulen = strcspn(u, "/");
+        if (p[0] == '{') {
+            if (ulen == 0 || ulen >= sizeof caps[0].value)
+                return 0;
+            caps[n].name = p + 1;
+            caps[n].name_len = plen - 2;
+            memcpy(caps[n].value, u, ulen);
+            caps[n].value[ulen] = '\0';
+            n++;
+        } else if (plen != ulen || memcmp(p, u, plen) != 0) {
+            return 0;
+        }
+        p += plen;
+        u += ulen;
+    }
+    if (*p || *u)
+        return 0;
+    *ncaps = n;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Per-request state
+ * ------------------------------------------------------------------------- */
+
+struct http_request {
+    http_server *srv;
+    struct MHD_Connection *conn;
+    const http_route *route;
+    char method[16];
+    char *path;
+    http_capture caps[HTTP_MAX_PARAMS];
+    int ncaps;
+    int path_known;            /* some route has this path (405, not 404)    */
+    char *body;                /* accumulated, NUL-terminated               */
+    size_t body_len, body_cap;
+    int too_large;             /* body passed the cap; rest discarded        */
+    json_t *json;
+    int replied;
+    unsigned status;
+    size_t bytes;
+    struct timespec start;
+};
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    const http_router *router;
+    void *app;
+    size_t max_body;
+    int port;
+    atomic_int in_flight;
+    atomic_int draining;
+};
+
+const char *http_method(const http_request *req) { return req->method; }
+const char *http_path(const http_request *req) { return req->path; }
+json_t *http_body_json(const http_request *req) { return req->json; }
+int http_request_draining(const http_request *req) { return atomic_load(&req->srv->draining); }
+
+const char *http_body(const http_request *req, size_t *len)
+{
+    if (len)
+        *len = req->body_len;
+    return req->body ? req->body : "";
+}
+
+const char *http_param(const http_request *req, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < req->ncaps; i++)
+        if (req->caps[i].name_len == n && memcmp(req->caps[i].name, name, n) == 0)
+            return req->caps[i].value;
+    return NULL;
+}
+
+const char *http_query(const http_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_header(const http_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+/* ---------------------------------------------------------------------------
+ * Replies
+ * ------------------------------------------------------------------------- */
+
+static int queue(http_request *req, unsigned status, struct MHD_Response *resp,
+                 const char *content_type, size_t len)
+{
+    if (!resp)
+        return -1;
+    if (content_type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (atomic_load(&req->srv->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ok = MHD_queue_response(req->conn, status, resp);
+    MHD_destroy_response(resp);
+    req->replied = 1;
+    req->status = status;
+    req->bytes = len;
+    return ok == MHD_YES ? 0 : -1;
+}
+
+int http_reply_json(http_request *req, unsigned status, json_t *body)
+{
+    if (req->replied) {
+        json_decref(body);
+        return -1;
+    }
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(body);
+    if (!text) {
+        /* Only out-of-memory gets here; a fixed reply needs no allocation. */
+        static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":"
+                                  "\"out of memory encoding the reply\",\"field\":null}}";
+        return queue(req, 500,
+                     MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom,
+                                                     MHD_RESPMEM_PERSISTENT),
+                     "application/json", sizeof oom - 1);
+    }
+    size_t len = strlen(text);
+    /* json_dumps allocates with malloc (Jansson's default allocator). */
+    return queue(req, status, MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE),
+                 "application/json", len);
+}
+
+static json_t *error_body(const char *code, const char *field, const char *message)
+{
+    json_t *body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", code, "message",
+                             message, "field", field);
+    if (body)
+        return body;
+    /* Messages quote client input (paths, headers) that may not be UTF-8,
+     * which JSON strings must be: fall back to an ASCII-only copy. */
+    char ascii[1024];
+    size_t i = 0;
+    for (; message[i] && i + 1 < sizeof ascii; i++)
+        ascii[i] = (unsigned char)message[i] < 0x80 ? message[i] : '?';
+    ascii[i] = '\0';
+    return json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", code, "message", ascii,
+                     "field", field);
+}
+
+int http_reply_error(http_request *req, unsigned status, const char *code, const char *field,
+                     const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return http_reply_json(req, status, error_body(code, field, msg));
+}
+
+int http_reply_static(http_request *req, unsigned status, const char *content_type,
+                      const void *data, size_t len)
+{
+    if (req->replied)
+        return -1;
+    return queue(req, status,
+                 MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_PERSISTENT),
+                 content_type, len);
+}
+
+/* 405 needs an Allow header listing the methods the path does have. */
+static int reply_method_not_allowed(http_request *req)
+{
+    char allow[128] = "";
+    const http_router *r = req->srv->router;
+    http_capture caps[HTTP_MAX_PARAMS];
+    int ncaps;
+    for (int i = 0; i < r->n; i++) {
+        if (!route_match(r->routes[i].pattern, req->path, caps, &ncaps))
+            continue;
+        if (strstr(allow, r->routes[i].method))
+            continue;
+        size_t used = strlen(allow);
+        snprintf(allow + used, sizeof allow - used, "%s%s", used ? ", " : "",
+                 r->routes[i].method);
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s is not allowed on %s (allowed: %s)", req->method,
+             req->path, allow);
+    json_t *body = error_body(HTTP_E_METHOD_NOT_ALLOWED, NULL, msg);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    size_t len = strlen(text);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (resp)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    return queue(req, 405, resp, "application/json", len);
+}
+
+/* ---------------------------------------------------------------------------
+ * The request callback
+ * ------------------------------------------------------------------------- */
+
+static int is_json_media_type(const char *ct)
+{
+    if (!ct)
+        return 0;
+    while (*ct == ' ')
+        ct++;
+    static const char want[] = "application/json";
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return 0;
+    char next = ct[sizeof want - 1];
+    return next == '\0' || next == ';' || next == ' ';
+}
+
+/* JSON routes take application/json only; replies 415 and returns 0
+ * otherwise. */
+static int media_type_ok(http_request *req)
+{
+    if (!(req->route->flags & HTTP_JSON_BODY))
+        return 1;
+    const char *ct = http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (is_json_media_type(ct))
+        return 1;
+    http_reply_error(req, 415, HTTP_E_UNSUPPORTED_MEDIA, NULL,
+                     "Content-Type must be application/json, got '%s'", ct ? ct : "(none)");
+    return 0;
+}
+
+/* A body is coming when Content-Length is non-zero or it is chunked. */
+static int request_has_body(const http_request *req)
+{
+    const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > 0)
+        return 1;
+    return http_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
+/* Sends the 404 or 405 for a request that matched no route. */
+static void reply_unrouted(http_request *req)
+{
+    if (req->path_known)
+        reply_method_not_allowed(req);
+    else
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "no route for %s", req->path);
+}
+
+/* First call for a request: route it.  What can be refused before the body
+ * is read (no route, wrong media type, declared length over the cap) is
+ * answered now when a body is coming, so it is never read: MHD then closes
+ * the connection after the reply.  Without a body the answer waits for the
+ * final call and the connection stays open for the next request. */
+static void request_begin(http_request *req)
+{
+    const http_router *r = req->srv->router;
+    /* HEAD is served by the GET route; MHD drops the body. */
+    const char *method = strcmp(req->method, "HEAD") == 0 ? "GET" : req->method;
+    for (int i = 0; i < r->n; i++) {
+        int ncaps;
+        if (!route_match(r->routes[i].pattern, req->path, req->caps, &ncaps))
+            continue;
+        req->path_known = 1;
+        if (strcmp(r->routes[i].method, method) == 0) {
+            req->route = &r->routes[i];
+            req->ncaps = ncaps;
+            break;
+        }
+    }
+    if (!request_has_body(req))
+        return;
+    if (!req->route) {
+        reply_unrouted(req);
+        return;
+    }
+    if (!media_type_ok(req))
+        return;
+    const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        unsigned long long n = strtoull(cl, NULL, 10);
+        if (n > req->srv->max_body)
+            http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
+                             "request body of %llu bytes is over the limit of %zu", n,
+                             req->srv->max_body);
+    }
+}
+
+/* Appends a chunk, or marks the request too large and drops the chunk. */
+static void request_append(http_request *req, const char *data, size_t n)
+{
+    if (req->too_large)
+        return;
+    if (n > req->srv->max_body - req->body_len) {
+        req->too_large = 1;
+        free(req->body);
+        req->body = NULL;
+        req->body_len = req->body_cap = 0;
+        return;
+    }
+    if (req->body_len + n + 1 > req->body_cap) {
+        size_t cap = req->body_cap ? req->body_cap : 4096;
+        while (cap < req->body_len + n + 1)
+            cap *= 2;
+        char *grown = realloc(req->body, cap);
+        if (!grown) {
+            req->too_large = 1;        /* treated as over the cap: refuse */
+            return;
+        }
+        req->body = grown;
+        req->body_cap = cap;
+    }
+    memcpy(req->body + req->body_len, data, n);
+    req->body_len += n;
+    req->body[req->body_len] = '\0';
+}
+
+static void request_finish(http_request *req, void *app)
+{
+    if (!req->route) {
+        reply_unrouted(req);
+        return;
+    }
+    /* Bodiless requests to JSON routes were not checked at the start. */
+    if (!media_type_ok(req))
+        return;
+    if (req->too_large) {
+        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
+                         "request body is over the limit of %zu bytes", req->srv->max_body);
+        return;
+    }
+    if (req->route->flags & HTTP_JSON_BODY) {
+        json_error_t jerr;
+        req->json = json_loadb(req->body ? req->body : "", req->body_len,
+                               JSON_REJECT_DUPLICATES, &jerr);
+        if (!req->json) {
+            http_reply_error(req, 400, HTTP_E_MALFORMED_JSON, NULL,
+                             "malformed JSON at line %d, column %d: %s", jerr.line,
+                             jerr.column, jerr.text);
+            return;
+        }
+    }
+    req->route->handler(req, app);
+    if (!req->replied)
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    http_server *srv = cls;
+    http_request *req = *con_cls;
+    if (!req) {
+        req = calloc(1, sizeof *req);
+        if (!req)
+            return MHD_NO;
+        req->path = strdup(url ? url : "");
+        if (!req->path) {
+            free(req);
+            return MHD_NO;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &req->start);
+        req->srv = srv;
+        req->conn = conn;
+        snprintf(req->method, sizeof req->method, "%s", method);
+        *con_cls = req;
+        atomic_fetch_add(&srv->in_flight, 1);
+        request_begin(req);
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!req->replied)
+            request_append(req, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!req->replied)
+        request_finish(req, srv->app);
+    return MHD_YES;
+}
+
+/* Writes s into out with spaces, quotes, backslashes and control bytes as
+ * %XX, so a path can never break the key=value log format. */
+static void log_escape(const char *s, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (; *s && o + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c <= ' ' || c == '"' || c == '\\' || c == '%' || c >= 0x7f) {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    http_server *srv = cls;
+    http_request *req = *con_cls;
+    if (!req)
+        return;
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    long long us = (long long)(end.tv_sec - req->start.tv_sec) * 1000000LL +
+                   (end.tv_nsec - req->start.tv_nsec) / 1000;
+    char path[512], method[48];
+    log_escape(req->path, path, sizeof path);
+    log_escape(req->method, method, sizeof method);
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        log_msg(LOG_INFO, "request", "method=%s path=%s status=%u bytes=%zu us=%lld", method,
+                path, req->status, req->bytes, us);
+    else
+        log_msg(LOG_WARN, "request", "method=%s path=%s status=%u bytes=%zu us=%lld aborted=%d",
+                method, path, req->status, req->bytes, us, (int)toe);
+    json_decref(req->json);
+    free(req->body);
+    free(req->path);
+    free(req);
+    *con_cls = NULL;
+    atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512], esc[600];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    /* Keep MHD's text readable in one quoted value. */
+    size_t o = 0;
+    for (const char *p = msg; *p && o + 2 < sizeof esc; p++)
+        esc[o++] = *p == '"' ? '\'' : *p;
+    esc[o] = '\0';
+    log_msg(LOG_WARN, "httpd", "detail=\"%s\"", esc);
+}
+
+/* ---------------------------------------------------------------------------
+ * Server lifecycle
+ * ------------------------------------------------------------------------- */
+
+int http_server_start(http_server **out, const http_config *cfg, const http_router *router,
+                      void *app, gt_error *err)
+{
+    *out = NULL;
+    if (!cfg || !router || cfg->threads < 1 || cfg->max_connections < cfg->threads ||
+        cfg->max_body_bytes < 1)
+        return gt_error_set(err, GT_EINVAL,
+                            "http: need threads >= 1 and max_connections >= threads");
+    char port_text[16];
+    snprintf(port_text, sizeof port_text, "%d", cfg->port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(cfg->host, port_text, &hints, &ai);
+    if (gai != 0)
+        return gt_error_set(err, GT_EINVAL, "http: cannot resolve '%s': %s", cfg->host,
+                            gai_strerror(gai));
+    http_server *srv = calloc(1, sizeof *srv);
+    if (!srv) {
+        freeaddrinfo(ai);
+        return gt_error_set(err, GT_ENOMEM, "http: out of memory");
+    }
+    srv->router = router;
+    srv->app = app;
+    srv->max_body = cfg->max_body_bytes;
+    atomic_init(&srv->in_flight, 0);
+    atomic_init(&srv->draining, 0);
+
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    srv->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, srv,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,   /* first, to catch all */
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_connections,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!srv->daemon) {
+        free(srv);
+        return gt_error_set(err, GT_EIO,
+                            "http: cannot listen on %s:%d (address in use or not local?)",
+                            cfg->host, cfg->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info ? info->port : cfg->port;
+    *out = srv;
+    return GT_OK;
+}
+
+int http_server_port(const http_server *srv) { return srv->port; }
+int http_server_draining(const http_server *srv) { return atomic_load(&srv->draining); }
+int http_server_in_flight(const http_server *srv) { return atomic_load(&srv->in_flight); }
+
+void http_server_quiesce(http_server *srv)
+{
+    if (!srv || atomic_exchange(&srv->draining, 1))
+        return;
+    /* MHD hands the listening socket back to us; closing it makes new
+     * connection attempts fail fast instead of waiting in the backlog. */
+    MHD_socket s = MHD_quiesce_daemon(srv->daemon);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+}
+
+int http_server_drain(http_server *srv, long grace_ms)
+{
+    struct timespec tick = { 0, 10 * 1000 * 1000 };
+    for (long waited = 0; waited < grace_ms; waited += 10) {
+        if (atomic_load(&srv->in_flight) == 0)
+            return 0;
+        nanosleep(&tick, NULL);
+    }
+    return atomic_load(&srv->in_flight);
+}
+
+void http_server_free(http_server *srv)
+{
+    if (!srv)
+        return;
+    MHD_stop_daemon(srv->daemon);
+    free(srv);
+}

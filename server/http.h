@@ -1,0 +1,144 @@
+/* http: the service's HTTP layer on libmicrohttpd.
+ *
+ * - a router: routes are (method, pattern, handler, flags); patterns hold
+ *   literal segments and {name} captures ("/v1/runs/{id}"); no match is 404,
+ *   a path match with another method is 405 with an Allow header, both JSON;
+ * - request bodies accumulated per request up to a cap (413 past it); routes
+ *   flagged HTTP_JSON_BODY also get the Content-Type checked (415) and the
+ *   body parsed with duplicate keys rejected (400 malformed_json with the
+ *   parser's line and column) before the handler runs;
+ * - JSON replies and the one error shape
+ *       {"error": {"code": "...", "message": "...", "field": null|"..."}}
+ * - one log line per request: method, path, status, bytes, microseconds;
+ * - a daemon with a thread pool over epoll, connection, per-IP, memory and
+ *   idle limits, and a shutdown that stops accepting, lets in-flight
+ *   requests finish, then closes.
+ *
+ * Handlers run on pool threads and must be thread-safe.  Each handler sends
+ * exactly one reply with an http_reply_* function; one that sends none gets
+ * a 500 "internal" reply.  Depends on libmicrohttpd, Jansson, log. */
+#ifndef HTTP_H
+#define HTTP_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "gt_error.h"
+
+/* Stable error codes (the "code" field), one per kind of failure. */
+#define HTTP_E_NOT_FOUND          "not_found"
+#define HTTP_E_METHOD_NOT_ALLOWED "method_not_allowed"
+#define HTTP_E_BODY_TOO_LARGE     "body_too_large"
+#define HTTP_E_UNSUPPORTED_MEDIA  "unsupported_media_type"
+#define HTTP_E_MALFORMED_JSON     "malformed_json"
+#define HTTP_E_VALIDATION         "validation_failed"
+#define HTTP_E_CONFLICT           "conflict"
+#define HTTP_E_RATE_LIMITED       "rate_limited"
+#define HTTP_E_UNAVAILABLE        "unavailable"
+#define HTTP_E_INTERNAL           "internal"
+
+typedef struct http_request http_request;
+typedef struct http_router http_router;
+typedef struct http_server http_server;
+
+typedef void (*http_handler)(http_request *req, void *app);
+
+enum {
+    HTTP_JSON_BODY = 1 << 0,   /* Content-Type application/json, parsed body */
+};
+
+#define HTTP_MAX_ROUTES 128
+#define HTTP_MAX_PARAMS 4
+
+/* ---------------------------------------------------------------------------
+ * Router: built before the server starts, read-only afterwards
+ * ------------------------------------------------------------------------- */
+
+http_router *http_router_new(void);
+void http_router_free(http_router *r);
+
+/* method is "GET", "POST", ...; pattern must start with '/'. Literal and
+ * capture segments only; at most HTTP_MAX_PARAMS captures. The strings must
+ * outlive the router (string literals in practice). */
+int http_router_add(http_router *r, const char *method, const char *pattern,
+                    http_handler handler, int flags, gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Requests
+ * ------------------------------------------------------------------------- */
+
+const char *http_method(const http_request *req);
+const char *http_path(const http_request *req);
+/* The value captured by {name}, or NULL. */
+const char *http_param(const http_request *req, const char *name);
+/* Query-string argument (?name=value), or NULL. */
+const char *http_query(const http_request *req, const char *name);
+/* Request header (case-insensitive name), or NULL. */
+const char *http_header(const http_request *req, const char *name);
+/* The raw body (may be empty) and, for HTTP_JSON_BODY routes, the parsed
+ * JSON (borrowed: owned by the request). */
+const char *http_body(const http_request *req, size_t *len);
+json_t *http_body_json(const http_request *req);
+/* True once the server is shutting down (readiness turns false). */
+int http_request_draining(const http_request *req);
+
+/* ---------------------------------------------------------------------------
+ * Replies: exactly one per request. Each returns 0, or -1 when the reply
+ * could not be queued (the connection is then closed).
+ * ------------------------------------------------------------------------- */
+
+/* Sends body (a reference is stolen, NULL sends "null") as
+ * application/json. */
+int http_reply_json(http_request *req, unsigned status, json_t *body);
+
+/* Sends the error shape. field may be NULL (sent as null). */
+int http_reply_error(http_request *req, unsigned status, const char *code,
+                     const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Sends bytes that live as long as the process (embedded documents). */
+int http_reply_static(http_request *req, unsigned status, const char *content_type,
+                      const void *data, size_t len);
+
+/* ---------------------------------------------------------------------------
+ * Server
+ * ------------------------------------------------------------------------- */
+
+typedef struct http_config {
+    const char *host;              /* numeric address or name to bind        */
+    int port;                      /* 0 = pick a free port                    */
+    unsigned threads;              /* pool threads (>= 1)                     */
+    size_t max_body_bytes;         /* body cap (413 past it)                  */
+    unsigned max_connections;      /* >= threads                              */
+    unsigned per_ip_connections;   /* 0 = no limit                            */
+    size_t connection_memory;      /* per-connection buffer (bytes)           */
+    unsigned timeout_s;            /* idle timeout, 0 = none                  */
+} http_config;
+
+/* Binds and starts serving router on cfg. app is passed to every handler.
+ * The router must stay alive and unchanged until http_server_free. */
+int http_server_start(http_server **out, const http_config *cfg,
+                      const http_router *router, void *app, gt_error *err);
+
+/* The port actually bound (useful with port 0). */
+int http_server_port(const http_server *srv);
+
+/* Stops accepting connections; requests already received run to the end.
+ * Replies sent from then on carry "Connection: close". */
+void http_server_quiesce(http_server *srv);
+
+/* True once quiesce was called (for /readyz). */
+int http_server_draining(const http_server *srv);
+
+/* Requests received but not yet completed. */
+int http_server_in_flight(const http_server *srv);
+
+/* Waits until no request is in flight or grace_ms passed; returns the
+ * number still in flight (0 = drained). */
+int http_server_drain(http_server *srv, long grace_ms);
+
+/* Closes every connection, joins the threads and frees srv (NULL is fine). */
+void http_server_free(http_server *srv);
+
+#endif

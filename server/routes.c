@@ -1,0 +1,133 @@
+#include "routes.h"
+
+#include <string.h>
+
+#include "app.h"
+#include "build_info.h"
+#include "embed.h"
+
+/* ---------------------------------------------------------------------------
+ * Health
+ * ------------------------------------------------------------------------- */
+
+/* Liveness: the process answers. Nothing else is checked on purpose, so a
+ * slow database never gets a healthy process restarted. */
+static void route_healthz(http_request *req, void *ctx)
+{
+    (void)ctx;
+    http_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* Readiness: the database answers and is at this binary's schema version,
+ * the engine listed its devices, and the server is not shutting down. */
+static void route_readyz(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    char why[1024] = "";
+    int version = 0;
+    gt_error err = { 0 };
+    const char *db = "ok", *engine = "ok", *server = "ok";
+    if (store_schema_version(a->db, &version, &err) != GT_OK) {
+        db = "error";
+        snprintf(why, sizeof why, "database: %s", err.message);
+    } else if (version != a->schema_latest) {
+        db = "error";
+        snprintf(why, sizeof why, "database: schema version %d, expected %d", version,
+                 a->schema_latest);
+    }
+    if (!a->engine_ok) {
+        engine = "error";
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof why - n, "%sengine: %s", n ? "; " : "", a->engine_error);
+    }
+    if (http_request_draining(req)) {
+        server = "draining";
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof why - n, "%sserver: shutting down", n ? "; " : "");
+    }
+    json_t *checks = json_pack("{s:s, s:i, s:s, s:s}", "database", db, "schema_version",
+                               version, "engine", engine, "server", server);
+    if (why[0]) {
+        json_t *body = json_pack("{s:{s:s, s:s, s:n}, s:o}", "error", "code",
+                                 HTTP_E_UNAVAILABLE, "message", why, "field", "checks", checks);
+        http_reply_json(req, 503, body);
+        return;
+    }
+    http_reply_json(req, 200, json_pack("{s:s, s:o}", "status", "ready", "checks", checks));
+}
+
+/* ---------------------------------------------------------------------------
+ * Info
+ * ------------------------------------------------------------------------- */
+
+static json_t *device_json(const gt_device_info *d)
+{
+    json_t *o = json_pack("{s:s, s:i, s:s, s:I, s:i, s:b}", "kind", d->kind, "index", d->index,
+                          "name", d->name, "memory_bytes", (json_int_t)d->memory_bytes,
+                          "cores", d->cores, "bf16", d->bf16);
+    if (!o)
+        return NULL;
+    if (strcmp(d->kind, "cpu") != 0) {
+        char cc[16];
+        snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
+        json_object_set_new(o, "compute_capability", json_string(cc));
+    } else {
+        json_object_set_new(o, "compute_capability", json_null());
+    }
+    return o;
+}
+
+static void route_info(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    const build_info *b = build_info_get();
+    json_t *devices = json_array();
+    for (int i = 0; devices && i < a->ndevices; i++)
+        json_array_append_new(devices, device_json(&a->devices[i]));
+    json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:b, s:b}, s:o}", "name", "giant",
+                             "version", b->version, "git_commit", b->git_commit, "build",
+                             "type", b->build_type, "compiler", b->compiler, "cuda", b->cuda,
+                             "sanitizers", b->sanitizers, "devices", devices);
+    if (!body) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "could not build the info document");
+        return;
+    }
+    http_reply_json(req, 200, body);
+}
+
+static void route_openapi(http_request *req, void *ctx)
+{
+    (void)ctx;
+    if (embed_openapi_count < 1) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "no OpenAPI document was embedded");
+        return;
+    }
+    http_reply_static(req, 200, "application/json", embed_openapi[0].data,
+                      embed_openapi[0].size);
+}
+
+/* ---------------------------------------------------------------------------
+ * The table
+ * ------------------------------------------------------------------------- */
+
+static const struct {
+    const char *method, *pattern;
+    http_handler handler;
+    int flags;
+} routes[] = {
+    { "GET", "/healthz",          route_healthz, 0 },
+    { "GET", "/readyz",           route_readyz,  0 },
+    { "GET", "/v1/info",          route_info,    0 },
+    { "GET", "/v1/openapi.json",  route_openapi, 0 },
+};
+
+int routes_register(http_router *r, gt_error *err)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        int rc = http_router_add(r, routes[i].method, routes[i].pattern, routes[i].handler,
+                                 routes[i].flags, err);
+        if (rc != GT_OK)
+            return rc;
+    }
+    return GT_OK;
+}

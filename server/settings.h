@@ -1,0 +1,45 @@
+/* settings: the service's configuration.
+ *
+ * Every setting has a flag (--name), an environment variable (GIANT_NAME)
+ * and a key in the optional JSON config file (name with '_' for '-').
+ * Precedence, highest first: flags > GIANT_* environment > config file >
+ * built-in defaults.  The table in settings.c is the single list: --help,
+ * the config-file reader and the environment reader all walk it. */
+#ifndef SETTINGS_H
+#define SETTINGS_H
+
+#include <stddef.h>
+
+#include "gt_error.h"
+
+typedef struct settings {
+    char listen[256];          /* HOST:PORT, port 0 = pick a free port       */
+    char db[1024];             /* SQLite database file                        */
+    char data_dir[1024];       /* datasets, exports                           */
+    char config[1024];         /* JSON config file ("" = none)                */
+    char log_level[16];        /* debug | info | warn | error                 */
+    long threads;              /* HTTP worker threads (pool size)             */
+    long max_body_bytes;       /* request body cap; larger gets 413           */
+    long max_connections;      /* open connections across all clients         */
+    long per_ip_connections;   /* open connections from one address           */
+    long connection_memory;    /* per-connection buffer limit (bytes)         */
+    long timeout;              /* idle connection timeout (seconds)           */
+    long shutdown_grace;       /* seconds to let in-flight requests finish    */
+} settings;
+
+/* Loads defaults, then the config file (--config or GIANT_CONFIG), then
+ * GIANT_* variables, then the flags in argv[0..argc).  argv holds only the
+ * flags of the subcommand (no program or command name).  Returns GT_OK,
+ * GT_EINVAL with a message naming the flag/variable/key, or GT_EIO when the
+ * config file cannot be read.  *help is set when --help/-h was given (the
+ * rest is still parsed so the help can show effective values). */
+int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err);
+
+/* Prints usage for `giant serve`: every setting with its default and env. */
+void settings_print_help(const char *usage, void *stream);
+
+/* Splits s->listen into host and port; host "" never happens (validated). */
+int settings_split_listen(const char *listen, char *host, size_t host_cap,
+                          int *port, gt_error *err);
+
+#endif

@@ -1,0 +1,103 @@
+/* gt_devices: the CPU is always listed; a registered GPU lister's devices
+ * follow; a failing lister's error is reported; a machine without a CUDA
+ * driver or device lists none, without error. */
+#include "check.h"
+
+#include <string.h>
+
+#include "gt_devices.h"
+#ifdef GIANT_HAVE_CUDA
+#include "cuda_devices.h"
+#endif
+
+static int fake_two(gt_device_info *out, int max, int *count, gt_error *err)
+{
+    (void)err;
+    *count = 0;
+    for (int i = 0; i < 2 && i < max; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        strcpy(out[i].kind, "cuda");
+        out[i].index = i;
+        strcpy(out[i].name, "Fake GPU");
+        out[i].cc_major = 9;
+        out[i].memory_bytes = (size_t)1 << 30;
+        out[i].bf16 = 1;
+        (*count)++;
+    }
+    return GT_OK;
+}
+
+static int fake_broken(gt_device_info *out, int max, int *count, gt_error *err)
+{
+    (void)out;
+    (void)max;
+    *count = 0;
+    return gt_error_set(err, GT_EDEVICE, "driver exploded");
+}
+
+static int fake_liar(gt_device_info *out, int max, int *count, gt_error *err)
+{
+    (void)out;
+    (void)err;
+    *count = max + 5;
+    return GT_OK;
+}
+
+int main(void)
+{
+    gt_device_info d[8];
+    gt_error err = { 0 };
+    int n = -1;
+
+    gt_devices_set_gpu_query(NULL);
+    CHECK_EQ_INT(gt_devices_query(d, 8, &n, &err), GT_OK);
+    CHECK_EQ_INT(n, 1);
+    CHECK(strcmp(d[0].kind, "cpu") == 0);
+    CHECK_EQ_INT(d[0].index, 0);
+    CHECK(strlen(d[0].name) > 0);
+    CHECK(d[0].cores >= 1);
+    CHECK(d[0].memory_bytes > 0);
+    CHECK(d[0].bf16 == 0 || d[0].bf16 == 1);
+    CHECK_EQ_INT(d[0].cc_major, 0);
+
+    gt_devices_set_gpu_query(fake_two);
+    CHECK_EQ_INT(gt_devices_query(d, 8, &n, &err), GT_OK);
+    CHECK_EQ_INT(n, 3);
+    CHECK(strcmp(d[0].kind, "cpu") == 0);
+    CHECK(strcmp(d[1].kind, "cuda") == 0 && d[1].index == 0);
+    CHECK(strcmp(d[2].kind, "cuda") == 0 && d[2].index == 1);
+    CHECK_EQ_INT(gt_devices_query(d, 2, &n, &err), GT_OK);   /* room for one GPU */
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(gt_devices_query(d, 1, &n, &err), GT_OK);   /* CPU only */
+    CHECK_EQ_INT(n, 1);
+
+    gt_devices_set_gpu_query(fake_broken);
+    CHECK_EQ_INT(gt_devices_query(d, 8, &n, &err), GT_EDEVICE);
+    CHECK(strstr(err.message, "driver exploded") != NULL);
+    gt_devices_set_gpu_query(fake_liar);
+    CHECK_EQ_INT(gt_devices_query(d, 8, &n, &err), GT_EDEVICE);
+
+    CHECK_EQ_INT(gt_devices_query(d, 0, &n, &err), GT_EINVAL);
+    CHECK_EQ_INT(gt_devices_query(NULL, 8, &n, &err), GT_EINVAL);
+    CHECK_EQ_INT(gt_devices_query(d, 8, NULL, &err), GT_EINVAL);
+    CHECK_EQ_INT(gt_devices_query_cpu(NULL, &err), GT_EINVAL);
+
+#ifdef GIANT_HAVE_CUDA
+    /* Real CUDA: GT_OK whether or not this machine has a GPU and driver. */
+    gt_devices_set_gpu_query(cuda_devices_query);
+    int rc = gt_devices_query(d, 8, &n, &err);
+    CHECK_MSG(rc == GT_OK, "%s", err.message);
+    CHECK(n >= 1);
+    for (int i = 1; i < n; i++) {
+        CHECK(strcmp(d[i].kind, "cuda") == 0);
+        CHECK(d[i].cc_major >= 1 && d[i].memory_bytes > 0 && d[i].cores > 0);
+        CHECK_EQ_INT(d[i].bf16, d[i].cc_major >= 8);
+        printf("cuda:%d %s cc %d.%d %zu MiB %d SMs bf16 %d\n", d[i].index, d[i].name,
+               d[i].cc_major, d[i].cc_minor, d[i].memory_bytes >> 20, d[i].cores, d[i].bf16);
+    }
+    printf("devices listed: %d (CUDA ones: %d)\n", n, n - 1);
+    CHECK_EQ_INT(cuda_devices_query(NULL, 1, &n, &err), GT_EINVAL);
+#endif
+    gt_devices_set_gpu_query(NULL);
+    return check_finish();
+}

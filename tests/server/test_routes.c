@@ -1,0 +1,51 @@
+/* Test-only routes, compiled into giant_test_server and never into giant.
+ * They exercise machinery shared by every route that takes a body (the
+ * cap, the media-type check, JSON parsing), path captures, and shutdown
+ * with a request in flight. */
+#include "test_routes.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "log.h"
+
+/* POST /test/echo: {"echo": <the parsed body>} */
+static void route_echo(http_request *req, void *ctx)
+{
+    (void)ctx;
+    http_reply_json(req, 200, json_pack("{s:O}", "echo", http_body_json(req)));
+}
+
+/* GET /test/items/{id}: {"id": "<capture>"} */
+static void route_item(http_request *req, void *ctx)
+{
+    (void)ctx;
+    http_reply_json(req, 200, json_pack("{s:s}", "id", http_param(req, "id")));
+}
+
+/* GET /test/slow?ms=N: blocks its pool thread for N ms (at most 10 s). */
+static void route_slow(http_request *req, void *ctx)
+{
+    (void)ctx;
+    const char *q = http_query(req, "ms");
+    long ms = q ? strtol(q, NULL, 10) : 500;
+    if (ms < 0 || ms > 10000) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "ms", "ms must be in [0, 10000]");
+        return;
+    }
+    log_msg(LOG_INFO, "test_slow", "state=begin ms=%ld", ms);
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    http_reply_json(req, 200, json_pack("{s:i}", "slept_ms", (int)ms));
+}
+
+int test_routes_add(http_router *r, gt_error *err)
+{
+    int rc;
+    if ((rc = http_router_add(r, "POST", "/test/echo", route_echo, HTTP_JSON_BODY, err)) ||
+        (rc = http_router_add(r, "GET", "/test/items/{id}", route_item, 0, err)) ||
+        (rc = http_router_add(r, "GET", "/test/slow", route_slow, 0, err)))
+        return rc;
+    return GT_OK;
+}

@@ -1,0 +1,144 @@
+/* settings: defaults, each source, precedence flags > env > file > default,
+ * and refusal of bad values with the source named. */
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "settings.h"
+
+static int load(settings *s, gt_error *err, int argc, char **argv)
+{
+    int help = 0;
+    gt_error_clear(err);
+    return settings_load(s, argc, argv, &help, err);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+int main(void)
+{
+    settings s;
+    gt_error err;
+    const char *vars[] = { "GIANT_LISTEN", "GIANT_DB", "GIANT_DATA_DIR", "GIANT_CONFIG",
+                           "GIANT_THREADS", "GIANT_MAX_BODY_BYTES", "GIANT_LOG_LEVEL" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+
+    /* Defaults. */
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_OK);
+    CHECK(strcmp(s.listen, "127.0.0.1:8080") == 0);
+    CHECK(strcmp(s.db, "giant.db") == 0);
+    CHECK(strcmp(s.data_dir, "giant-data") == 0);
+    CHECK(strcmp(s.config, "") == 0);
+    CHECK_EQ_INT(s.threads, 4);
+    CHECK_EQ_INT(s.max_body_bytes, 1048576);
+
+    /* Each layer overrides the one below. */
+    write_file("settings-test.json",
+               "{\"threads\": 3, \"db\": \"file.db\", \"data_dir\": \"file-data\","
+               " \"max_body_bytes\": 2048}");
+    char *with_config[] = { "--config", "settings-test.json" };
+    CHECK_EQ_INT(load(&s, &err, 2, with_config), GT_OK);
+    CHECK_EQ_INT(s.threads, 3);
+    CHECK(strcmp(s.db, "file.db") == 0);
+    CHECK_EQ_INT(s.max_body_bytes, 2048);
+
+    setenv("GIANT_THREADS", "5", 1);
+    setenv("GIANT_DB", "env.db", 1);
+    CHECK_EQ_INT(load(&s, &err, 2, with_config), GT_OK);
+    CHECK_EQ_INT(s.threads, 5);
+    CHECK(strcmp(s.db, "env.db") == 0);
+    CHECK(strcmp(s.data_dir, "file-data") == 0);
+
+    char *flags[] = { "--config", "settings-test.json", "--threads", "7", "--db=flag.db",
+                      "--listen", "[::1]:0" };
+    CHECK_EQ_INT(load(&s, &err, 7, flags), GT_OK);
+    CHECK_EQ_INT(s.threads, 7);
+    CHECK(strcmp(s.db, "flag.db") == 0);
+    CHECK(strcmp(s.listen, "[::1]:0") == 0);
+    CHECK_EQ_INT(s.max_body_bytes, 2048);
+
+    /* GIANT_CONFIG names the file too. */
+    unsetenv("GIANT_THREADS");
+    unsetenv("GIANT_DB");
+    setenv("GIANT_CONFIG", "settings-test.json", 1);
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_OK);
+    CHECK_EQ_INT(s.threads, 3);
+    unsetenv("GIANT_CONFIG");
+
+    /* --help is reported, not an error. */
+    int help = 0;
+    char *h[] = { "--help" };
+    CHECK_EQ_INT(settings_load(&s, 1, h, &help, &err), GT_OK);
+    CHECK_EQ_INT(help, 1);
+
+    /* Bad input: the message names where the value came from. */
+    char *bad_int[] = { "--threads", "four" };
+    CHECK_EQ_INT(load(&s, &err, 2, bad_int), GT_EINVAL);
+    CHECK(strstr(err.message, "--threads") != NULL);
+    char *range[] = { "--threads", "0" };
+    CHECK_EQ_INT(load(&s, &err, 2, range), GT_EINVAL);
+    char *overflow[] = { "--max-body-bytes", "99999999999999999999" };
+    CHECK_EQ_INT(load(&s, &err, 2, overflow), GT_EINVAL);
+    char *missing[] = { "--db" };
+    CHECK_EQ_INT(load(&s, &err, 1, missing), GT_EINVAL);
+    CHECK(strstr(err.message, "needs a value") != NULL);
+    char *unknown[] = { "--frobnicate", "1" };
+    CHECK_EQ_INT(load(&s, &err, 2, unknown), GT_EINVAL);
+    char *prefix[] = { "--dbx", "1" };
+    CHECK_EQ_INT(load(&s, &err, 2, prefix), GT_EINVAL);
+    char *level[] = { "--log-level", "loud" };
+    CHECK_EQ_INT(load(&s, &err, 2, level), GT_EINVAL);
+    char *empty_db[] = { "--db", "" };
+    CHECK_EQ_INT(load(&s, &err, 2, empty_db), GT_EINVAL);
+    const char *bad_listens[] = { "8080", ":8080", "host:", "host:65536", "host:-1",
+                                  "::1:80", "[::1:80", "host:80x" };
+    for (size_t i = 0; i < sizeof bad_listens / sizeof bad_listens[0]; i++) {
+        char *l[] = { "--listen", (char *)bad_listens[i] };
+        CHECK_MSG(load(&s, &err, 2, l) == GT_EINVAL, "%s accepted", bad_listens[i]);
+    }
+    char longv[2000];
+    memset(longv, 'a', sizeof longv - 1);
+    longv[sizeof longv - 1] = '\0';
+    char *too_long[] = { "--db", longv };
+    CHECK_EQ_INT(load(&s, &err, 2, too_long), GT_EINVAL);
+
+    setenv("GIANT_THREADS", "-3", 1);
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_EINVAL);
+    CHECK(strstr(err.message, "GIANT_THREADS") != NULL);
+    unsetenv("GIANT_THREADS");
+
+    char *cfg[] = { "--config", "settings-test.json" };
+    write_file("settings-test.json", "{\"threads\": 2,\n \"threads\": 3}");
+    CHECK_EQ_INT(load(&s, &err, 2, cfg), GT_EINVAL);       /* duplicate key */
+    write_file("settings-test.json", "{\"threads\": \n}");
+    CHECK_EQ_INT(load(&s, &err, 2, cfg), GT_EINVAL);
+    CHECK_MSG(strstr(err.message, "line 2") != NULL, "%s", err.message);
+    write_file("settings-test.json", "{\"thread\": 2}");
+    CHECK_EQ_INT(load(&s, &err, 2, cfg), GT_EINVAL);
+    CHECK(strstr(err.message, "unknown setting") != NULL);
+    write_file("settings-test.json", "{\"threads\": \"2\"}");
+    CHECK_EQ_INT(load(&s, &err, 2, cfg), GT_EINVAL);
+    write_file("settings-test.json", "{\"config\": \"other.json\"}");
+    CHECK_EQ_INT(load(&s, &err, 2, cfg), GT_EINVAL);
+    write_file("settings-test.json", "[1, 2]");
+    CHECK_EQ_INT(load(&s, &err, 2, cfg), GT_EINVAL);
+    char *nofile[] = { "--config", "does-not-exist.json" };
+    CHECK_EQ_INT(load(&s, &err, 2, nofile), GT_EIO);
+    remove("settings-test.json");
+
+    char host[64];
+    int port = -1;
+    CHECK_EQ_INT(settings_split_listen("[::1]:9000", host, sizeof host, &port, &err), GT_OK);
+    CHECK(strcmp(host, "::1") == 0 && port == 9000);
+    CHECK_EQ_INT(settings_split_listen("0.0.0.0:0", host, sizeof host, &port, &err), GT_OK);
+    CHECK(strcmp(host, "0.0.0.0") == 0 && port == 0);
+    return check_finish();
+}

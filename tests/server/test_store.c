@@ -1,0 +1,177 @@
+/* store: opening (WAL, foreign keys), migrations on an empty database,
+ * re-run is a no-op, a newer schema or a changed migration is refused, a
+ * failing migration leaves nothing behind, a non-database is refused, and
+ * the first schema enforces what its README promises. */
+#include "check.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store.h"
+
+static void remove_db(const char *path)
+{
+    char aux[256];
+    remove(path);
+    snprintf(aux, sizeof aux, "%s-wal", path);
+    remove(aux);
+    snprintf(aux, sizeof aux, "%s-shm", path);
+    remove(aux);
+}
+
+static int exec(store *s, const char *sql)
+{
+    return sqlite3_exec(store_db(s), sql, NULL, NULL, NULL);
+}
+
+static long long scalar(store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    long long v = -1;
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static const char *text(store *s, const char *sql, char *buf, size_t cap)
+{
+    sqlite3_stmt *st = NULL;
+    buf[0] = '\0';
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return buf;
+}
+
+int main(void)
+{
+    const char *path = "test_store.db";
+    remove_db(path);
+    gt_error err = { 0 };
+    char buf[256];
+
+    store_migration list[STORE_MAX_MIGRATIONS];
+    int n = 0;
+    CHECK_EQ_INT(store_builtin_migrations(list, &n, &err), GT_OK);
+    CHECK(n >= 1);
+    CHECK_EQ_INT(list[0].version, 1);
+    CHECK(strcmp(list[0].name, "0001_init.sql") == 0);
+    int latest = list[n - 1].version;
+
+    /* Empty database: everything applied, in order, recorded. */
+    store *s = NULL;
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    if (!s)
+        return check_finish();
+    CHECK(strcmp(text(s, "PRAGMA journal_mode", buf, sizeof buf), "wal") == 0);
+    CHECK_EQ_INT(scalar(s, "PRAGMA foreign_keys"), 1);
+    CHECK(scalar(s, "PRAGMA busy_timeout") == STORE_BUSY_TIMEOUT_MS);
+    int version = -1, applied = -1;
+    CHECK_EQ_INT(store_schema_version(s, &version, &err), GT_OK);
+    CHECK_EQ_INT(version, 0);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n);
+    CHECK_EQ_INT(store_schema_version(s, &version, &err), GT_OK);
+    CHECK_EQ_INT(version, latest);
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM schema_migrations"), n);
+    const char *tables[] = { "datasets", "runs", "metrics", "val_losses", "checkpoints",
+                             "api_tokens", "run_events" };
+    for (int i = 0; i < 7; i++) {
+        char q[128];
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM sqlite_schema WHERE name = '%s'", tables[i]);
+        CHECK_MSG(scalar(s, q) == 1, "table %s missing", tables[i]);
+    }
+
+    /* Re-run: a no-op. */
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, 0);
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM schema_migrations"), n);
+
+    /* The schema enforces its rules. */
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"a\":1}')"), SQLITE_OK);
+    long long run = scalar(s, "SELECT MAX(id) FROM runs");
+    CHECK_EQ_INT(scalar(s, "SELECT status = 'queued' AND precision = 'fp32' FROM runs"), 1);
+    CHECK(exec(s, "INSERT INTO runs(config) VALUES ('not json')") != SQLITE_OK);
+    CHECK(exec(s, "UPDATE runs SET status = 'exploded'") != SQLITE_OK);
+    CHECK(exec(s, "UPDATE runs SET precision = 'fp16'") != SQLITE_OK);
+    CHECK(exec(s, "UPDATE runs SET progress = 1.5") != SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO runs(config, dataset_id) VALUES ('{}', 999)") != SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO metrics VALUES (999, 'energy', 'loss', 0, 1.0, 0)") != SQLITE_OK);
+    char q[512];
+    snprintf(q, sizeof q, "INSERT INTO metrics VALUES (%lld, 'energy', 'loss', 0, 1.0, 0)", run);
+    CHECK_EQ_INT(exec(s, q), SQLITE_OK);
+    CHECK(exec(s, q) != SQLITE_OK);                         /* one value per step */
+    snprintf(q, sizeof q,
+             "INSERT INTO checkpoints(run_id, stage, step, val_loss, is_best, checksum, "
+             "size_bytes, blob) VALUES (%lld, 'energy', 10, 0.5, 1, 'c', 3, x'010203')", run);
+    CHECK_EQ_INT(exec(s, q), SQLITE_OK);
+    snprintf(q, sizeof q,
+             "INSERT INTO checkpoints(run_id, stage, step, val_loss, is_best, checksum, "
+             "size_bytes, blob) VALUES (%lld, 'energy', 20, 0.4, 1, 'c', 3, x'010203')", run);
+    CHECK(exec(s, q) != SQLITE_OK);                         /* one best per stage */
+    snprintf(q, sizeof q,
+             "INSERT INTO checkpoints(run_id, stage, step, val_loss, is_best, checksum, "
+             "size_bytes, blob) VALUES (%lld, 'energy', 20, 0.4, 0, 'c', 5, x'010203')", run);
+    CHECK(exec(s, q) != SQLITE_OK);                         /* size matches blob */
+    CHECK_EQ_INT(exec(s, "DELETE FROM runs"), SQLITE_OK);   /* cascades */
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM metrics"), 0);
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM checkpoints"), 0);
+
+    /* A changed migration file is refused. */
+    store_migration changed[STORE_MAX_MIGRATIONS];
+    memcpy(changed, list, sizeof(store_migration) * (size_t)n);
+    changed[0].sql = "CREATE TABLE whatever(x);";
+    CHECK_EQ_INT(store_migrate(s, changed, n, &applied, &err), GT_EFORMAT);
+    CHECK_MSG(strstr(err.message, "0001_init.sql") && strstr(err.message, "never change"), "%s",
+              err.message);
+
+    /* A failing migration rolls back entirely and is not recorded. */
+    memcpy(changed, list, sizeof(store_migration) * (size_t)n);
+    changed[n] = (store_migration){ latest + 1, "9998_broken.sql",
+                                    "CREATE TABLE half_done(x); INSERT INTO nowhere VALUES (1);" };
+    CHECK_EQ_INT(store_migrate(s, changed, n + 1, &applied, &err), GT_EIO);
+    CHECK_MSG(strstr(err.message, "9998_broken.sql") != NULL, "%s", err.message);
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'half_done'"), 0);
+    CHECK_EQ_INT(store_schema_version(s, &version, &err), GT_OK);
+    CHECK_EQ_INT(version, latest);
+
+    /* A good extra migration applies; the binary that lacks it then refuses
+     * the database, naming both versions. */
+    changed[n] = (store_migration){ latest + 1, "9998_more.sql", "CREATE TABLE extra(x);" };
+    CHECK_EQ_INT(store_migrate(s, changed, n + 1, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, 1);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_EFORMAT);
+    char want[128];
+    snprintf(want, sizeof want, "version %d is newer than this binary supports (%d)",
+             latest + 1, latest);
+    CHECK_MSG(strstr(err.message, want) != NULL, "%s", err.message);
+
+    /* Out-of-order lists are a programming error, caught. */
+    store_migration swapped[2] = { { 2, "0002_b.sql", "" }, { 1, "0001_a.sql", "" } };
+    CHECK_EQ_INT(store_migrate(s, swapped, 2, NULL, &err), GT_EINVAL);
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+    remove_db(path);
+
+    /* Not a database: refused at open with the path in the message. */
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 200; i++)
+        fputs("this is not an SQLite file at all. ", f);
+    fclose(f);
+    s = NULL;
+    CHECK(store_open(&s, path, &err) != GT_OK);
+    CHECK(s == NULL);
+    CHECK_MSG(strstr(err.message, path) != NULL, "%s", err.message);
+    remove_db(path);
+    CHECK(store_open(&s, "no-such-dir/x.db", &err) == GT_EIO);
+    CHECK(store_open(&s, "", &err) == GT_EINVAL);
+    CHECK_EQ_INT(store_close(NULL, &err), GT_OK);
+
+    char sum[17];
+    store_checksum_text("", sum);
+    CHECK(strcmp(sum, "cbf29ce484222325") == 0);              /* FNV-1a 64 offset basis */
+    return check_finish();
+}
