@@ -8,6 +8,8 @@
 const command commands[] = {
     { "serve",   cmd_serve,   "run the HTTP service" },
     { "migrate", cmd_migrate, "create or upgrade the database schema, then exit" },
+    { "synth",   cmd_synth,   "simulate showers (GFlash) into a CaloChallenge HDF5 file" },
+    { "eval",    cmd_eval,    "compare two shower files with the CaloChallenge metrics" },
     { "version", cmd_version, "print version, git commit and build options" },
     { "help",    cmd_help,    "list the commands" },
 };

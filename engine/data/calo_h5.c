@@ -1,0 +1,647 @@
+/* calo_h5: CaloChallenge HDF5 reader and writer (libhdf5 C API). */
+#include "calo_h5.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+#include <pthread.h>
+#include <zlib.h>
+
+/* The Debian libhdf5 is built without thread safety: every call into it
+ * from this module holds one process-wide (recursive) lock, so the service
+ * may read and write files from several threads. */
+static pthread_mutex_t calo_h5_lock_mu;
+static pthread_once_t calo_h5_lock_once = PTHREAD_ONCE_INIT;
+
+static void calo_h5_lock_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&calo_h5_lock_mu, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+static void calo_h5_lock(void)
+{
+    pthread_once(&calo_h5_lock_once, calo_h5_lock_init);
+    pthread_mutex_lock(&calo_h5_lock_mu);
+}
+
+static void calo_h5_unlock(void)
+{
+    pthread_mutex_unlock(&calo_h5_lock_mu);
+}
+
+/* Turns off HDF5's automatic error-stack printing (once per process; the
+ * setting is global in the serial library). */
+static void calo_h5_quiet(void)
+{
+    static int done;
+    if (!done) {
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        done = 1;
+    }
+}
+
+/* Walking downward, entry 0 is the API call's message ("unable to open
+ * file") and the last one the most specific ("truncated file: eof = ...");
+ * keep both. */
+static herr_t calo_h5_walk_first(unsigned n, const H5E_error2_t *e, void *data)
+{
+    char *out = data; /* [0..199] outermost, [200..399] innermost */
+    if (!e->desc)
+        return 0;
+    if (n == 0)
+        snprintf(out, 200, "%s", e->desc);
+    else
+        snprintf(out + 200, 200, "%s", e->desc);
+    return 0;
+}
+
+/* Sets err from HDF5's current error stack and clears it. */
+static int calo_h5_fail(gt_error *err, int code, const char *what, const char *path)
+{
+    char walk[400] = "", detail[420];
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, calo_h5_walk_first, walk);
+    H5Eclear2(H5E_DEFAULT);
+    if (walk[200] && strcmp(walk, walk + 200))
+        snprintf(detail, sizeof detail, "%s (%s)", walk, walk + 200);
+    else
+        snprintf(detail, sizeof detail, "%s", walk);
+    return gt_error_set(err, code, "%s%s%s%s%s", what, path[0] ? " " : "", path,
+                        detail[0] ? ": " : "", detail);
+}
+
+int calo_h5_check_rows(const float *energies, const float *showers, int64_t n, int n_voxels,
+                       int64_t row_base, gt_error *err)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (energies) {
+            float e = energies[i];
+            if (!isfinite(e))
+                return gt_error_set(err, GT_EINVAL, "row %lld: incident energy is %s",
+                                    (long long)(row_base + i), isnan(e) ? "NaN" : "infinite");
+            if (!(e > 0))
+                return gt_error_set(err, GT_EINVAL, "row %lld: incident energy %g is not positive",
+                                    (long long)(row_base + i), e);
+        }
+        if (showers) {
+            const float *s = showers + i * (int64_t)n_voxels;
+            for (int v = 0; v < n_voxels; v++) {
+                float x = s[v];
+                /* one test for the common case, details only on failure */
+                if (!(x >= 0 && x <= 3.0e38f)) {
+                    if (isnan(x))
+                        return gt_error_set(err, GT_EINVAL, "row %lld voxel %d: energy is NaN",
+                                            (long long)(row_base + i), v);
+                    if (isinf(x))
+                        return gt_error_set(err, GT_EINVAL,
+                                            "row %lld voxel %d: energy is infinite",
+                                            (long long)(row_base + i), v);
+                    return gt_error_set(err, GT_EINVAL, "row %lld voxel %d: negative energy %g",
+                                        (long long)(row_base + i), v, x);
+                }
+            }
+        }
+    }
+    return GT_OK;
+}
+
+/* Checks one dataset: floating point, rank 2, given width; returns rows. */
+static int calo_h5_check_dataset(hid_t ds, const char *name, const char *path, int64_t width,
+                                 int64_t *rows, int64_t *cols, gt_error *err)
+{
+    hid_t type = H5Dget_type(ds);
+    hid_t space = H5Dget_space(ds);
+    int rc = GT_OK;
+    if (type < 0 || space < 0) {
+        rc = calo_h5_fail(err, GT_EFORMAT, "cannot inspect dataset in", path);
+        goto done;
+    }
+    if (H5Tget_class(type) != H5T_FLOAT) {
+        rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s is not floating point", path, name);
+        goto done;
+    }
+    int rank = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[2] = {0, 0};
+    if (rank != 2 || H5Sget_simple_extent_dims(space, dims, NULL) != 2) {
+        rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s has rank %d, expected 2", path, name,
+                          rank);
+        goto done;
+    }
+    if (width > 0 && dims[1] != (hsize_t)width) {
+        rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s has shape (%llu, %llu), expected "
+                          "(N, %lld)", path, name, (unsigned long long)dims[0],
+                          (unsigned long long)dims[1], (long long)width);
+        goto done;
+    }
+    *rows = (int64_t)dims[0];
+    *cols = (int64_t)dims[1];
+done:
+    if (type >= 0)
+        H5Tclose(type);
+    if (space >= 0)
+        H5Sclose(space);
+    return rc;
+}
+
+static int calo_h5_open_impl(calo_h5_reader *r, const char *path, const geo_geometry *geo,
+                             gt_error *err)
+{
+    calo_h5_quiet();
+    memset(r, 0, sizeof *r);
+    r->file = r->ds_energy = r->ds_shower = -1;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) {
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            H5Eclear2(H5E_DEFAULT);
+            return gt_error_set(err, GT_EIO, "cannot open %s: no such file or not readable",
+                                path);
+        }
+        fclose(f);
+        return calo_h5_fail(err, GT_EFORMAT, "not an HDF5 file (or truncated):", path);
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return calo_h5_fail(err, GT_EFORMAT, "cannot open HDF5 file (truncated or corrupt?)",
+                            path);
+    r->file = f;
+    int rc;
+    const char *names[2] = {"incident_energies", "showers"};
+    int64_t *ids[2] = {&r->ds_energy, &r->ds_shower};
+    for (int k = 0; k < 2; k++) {
+        if (H5Lexists(f, names[k], H5P_DEFAULT) <= 0) {
+            H5Eclear2(H5E_DEFAULT);
+            rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s is missing", path, names[k]);
+            goto fail;
+        }
+        hid_t ds = H5Dopen2(f, names[k], H5P_DEFAULT);
+        if (ds < 0) {
+            rc = calo_h5_fail(err, GT_EFORMAT, "cannot open a dataset in", path);
+            goto fail;
+        }
+        *ids[k] = ds;
+    }
+    int64_t ne, ce, ns, cs;
+    if ((rc = calo_h5_check_dataset(r->ds_energy, names[0], path, 1, &ne, &ce, err)))
+        goto fail;
+    if ((rc = calo_h5_check_dataset(r->ds_shower, names[1], path, geo ? geo->n_voxels : 0, &ns,
+                                    &cs, err)))
+        goto fail;
+    if (ne != ns) {
+        rc = gt_error_set(err, GT_EFORMAT, "%s: %lld incident energies but %lld showers", path,
+                          (long long)ne, (long long)ns);
+        goto fail;
+    }
+    if (cs <= 0 || cs > 100000000) {
+        rc = gt_error_set(err, GT_EFORMAT, "%s: showers have %lld voxels", path, (long long)cs);
+        goto fail;
+    }
+    r->n_rows = ne;
+    r->n_voxels = (int)cs;
+    return GT_OK;
+fail:
+    calo_h5_close(r);
+    return rc;
+}
+
+int calo_h5_open(calo_h5_reader *r, const char *path, const geo_geometry *geo, gt_error *err)
+{
+    calo_h5_lock();
+    int rc = calo_h5_open_impl(r, path, geo, err);
+    calo_h5_unlock();
+    return rc;
+}
+
+static void calo_h5_close_impl(calo_h5_reader *r)
+{
+    if (!r)
+        return;
+    if (r->ds_energy >= 0)
+        H5Dclose(r->ds_energy);
+    if (r->ds_shower >= 0)
+        H5Dclose(r->ds_shower);
+    if (r->file >= 0)
+        H5Fclose(r->file);
+    r->file = r->ds_energy = r->ds_shower = -1;
+}
+
+void calo_h5_close(calo_h5_reader *r)
+{
+    calo_h5_lock();
+    calo_h5_close_impl(r);
+    calo_h5_unlock();
+}
+
+static int calo_h5_read_slab(hid_t ds, int64_t row0, int64_t n, int64_t width, float *out,
+                             const char *path, gt_error *err)
+{
+    hid_t fspace = H5Dget_space(ds);
+    hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)n, (hsize_t)width};
+    hid_t mspace = H5Screate_simple(2, count, NULL);
+    int rc = GT_OK;
+    if (fspace < 0 || mspace < 0 ||
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, out) < 0)
+        rc = calo_h5_fail(err, GT_EIO, "read failed (truncated or corrupt file?)", path);
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    return rc;
+}
+
+static int calo_h5_read_rows_impl(calo_h5_reader *r, int64_t row0, int64_t n,
+                                  float *energies, float *showers, gt_error *err)
+{
+    if (r->file < 0)
+        return gt_error_set(err, GT_EINVAL, "reader is not open");
+    if (row0 < 0 || n < 0 || row0 + n > r->n_rows)
+        return gt_error_set(err, GT_EINVAL, "%s: rows [%lld, %lld) outside [0, %lld)", r->path,
+                            (long long)row0, (long long)(row0 + n), (long long)r->n_rows);
+    if (n == 0)
+        return GT_OK;
+    int rc;
+    if (energies && (rc = calo_h5_read_slab(r->ds_energy, row0, n, 1, energies, r->path, err)))
+        return rc;
+    if (showers &&
+        (rc = calo_h5_read_slab(r->ds_shower, row0, n, r->n_voxels, showers, r->path, err)))
+        return rc;
+    rc = calo_h5_check_rows(energies, showers, n, r->n_voxels, row0, err);
+    if (rc)
+        gt_error_wrap(err, "%s", r->path);
+    return rc;
+}
+
+int calo_h5_read_rows(calo_h5_reader *r, int64_t row0, int64_t n, float *energies,
+                      float *showers, gt_error *err)
+{
+    calo_h5_lock();
+    int rc = calo_h5_read_rows_impl(r, row0, n, energies, showers, err);
+    calo_h5_unlock();
+    return rc;
+}
+
+int calo_h5_read_next(calo_h5_reader *r, int64_t max_rows, float *energies, float *showers,
+                      int64_t *row0, int64_t *n_read, gt_error *err)
+{
+    int64_t n = r->n_rows - r->next_row;
+    if (n > max_rows)
+        n = max_rows;
+    if (n < 0)
+        n = 0;
+    *row0 = r->next_row;
+    *n_read = 0;
+    int rc = calo_h5_read_rows(r, r->next_row, n, energies, showers, err);
+    if (rc)
+        return rc;
+    r->next_row += n;
+    *n_read = n;
+    return GT_OK;
+}
+
+int calo_h5_read_all(const char *path, const geo_geometry *geo, float **energies,
+                     float **showers, int64_t *n_rows, gt_error *err)
+{
+    calo_h5_reader r;
+    *energies = NULL;
+    *showers = NULL;
+    *n_rows = 0;
+    int rc = calo_h5_open(&r, path, geo, err);
+    if (rc)
+        return rc;
+    size_t nv = (size_t)r.n_rows * (size_t)r.n_voxels;
+    float *e = malloc((r.n_rows ? r.n_rows : 1) * sizeof *e);
+    float *s = malloc((nv ? nv : 1) * sizeof *s);
+    if (!e || !s) {
+        rc = gt_error_set(err, GT_ENOMEM, "%s: out of memory for %lld showers", path,
+                          (long long)r.n_rows);
+    } else {
+        rc = calo_h5_read_rows(&r, 0, r.n_rows, e, s, err);
+    }
+    if (rc) {
+        free(e);
+        free(s);
+    } else {
+        *energies = e;
+        *showers = s;
+        *n_rows = r.n_rows;
+    }
+    calo_h5_close(&r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writer                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static hid_t calo_h5_make_dataset(hid_t file, const char *name, int64_t width,
+                                  int64_t chunk_rows, int gzip, const char *path, gt_error *err)
+{
+    hsize_t dims[2] = {0, (hsize_t)width};
+    hsize_t maxdims[2] = {H5S_UNLIMITED, (hsize_t)width};
+    hsize_t chunk[2] = {(hsize_t)chunk_rows, (hsize_t)width};
+    hid_t space = H5Screate_simple(2, dims, maxdims);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t ds = -1;
+    if (space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 2, chunk) >= 0 &&
+        (gzip == 0 || (H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, (unsigned)gzip) >= 0)))
+        ds = H5Dcreate2(file, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ds < 0)
+        calo_h5_fail(err, GT_EIO, "cannot create dataset in", path);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return ds;
+}
+
+/* fapl: H5P_DEFAULT for a file on disk, a core-driver list for memory. */
+static int calo_h5_create_impl(calo_h5_writer *w, const char *path, hid_t fapl, int n_voxels,
+                               int64_t chunk_rows, int gzip_level, gt_error *err)
+{
+    calo_h5_quiet();
+    memset(w, 0, sizeof *w);
+    w->file = w->ds_energy = w->ds_shower = -1;
+    if (n_voxels <= 0)
+        return gt_error_set(err, GT_EINVAL, "n_voxels must be positive");
+    if (gzip_level < 0 || gzip_level > 9)
+        return gt_error_set(err, GT_EINVAL, "gzip level %d outside 0..9", gzip_level);
+    if (chunk_rows <= 0) {
+        chunk_rows = (1 << 20) / ((int64_t)n_voxels * 4);
+        if (chunk_rows < 1)
+            chunk_rows = 1;
+    }
+    if (chunk_rows * (int64_t)n_voxels * 4 > (64LL << 20))
+        return gt_error_set(err, GT_EINVAL, "chunk of %lld rows is over 64 MiB",
+                            (long long)chunk_rows);
+    w->n_voxels = n_voxels;
+    w->gzip_level = gzip_level;
+    w->chunk_rows = chunk_rows;
+    w->n_stage_chunks = 16;
+    size_t chunk_bytes = (size_t)chunk_rows * n_voxels * sizeof(float);
+    w->zcap = chunk_bytes + compressBound((uLong)chunk_bytes);
+    w->stage = malloc(chunk_bytes * w->n_stage_chunks);
+    w->zbuf = malloc(w->zcap * w->n_stage_chunks);
+    w->zlen = malloc(w->n_stage_chunks * sizeof *w->zlen);
+    if (!w->stage || !w->zbuf || !w->zlen) {
+        calo_h5_finish(w, NULL);
+        return gt_error_set(err, GT_ENOMEM, "out of memory for the HDF5 write buffers");
+    }
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (f < 0) {
+        calo_h5_finish(w, NULL);
+        return calo_h5_fail(err, GT_EIO, "cannot create", path);
+    }
+    w->file = f;
+    int64_t echunk = chunk_rows * 64 > 65536 ? 65536 : chunk_rows * 64;
+    w->ds_energy = calo_h5_make_dataset(f, "incident_energies", 1, echunk, gzip_level, path, err);
+    if (w->ds_energy < 0)
+        goto fail;
+    w->ds_shower = calo_h5_make_dataset(f, "showers", n_voxels, chunk_rows, gzip_level, path,
+                                        err);
+    if (w->ds_shower < 0)
+        goto fail;
+    return GT_OK;
+fail:;
+    int code = err ? err->code : GT_EIO;
+    calo_h5_finish(w, NULL);
+    return code;
+}
+
+int calo_h5_create(calo_h5_writer *w, const char *path, int n_voxels, int64_t chunk_rows,
+                   int gzip_level, gt_error *err)
+{
+    calo_h5_lock();
+    int rc = calo_h5_create_impl(w, path, H5P_DEFAULT, n_voxels, chunk_rows, gzip_level, err);
+    calo_h5_unlock();
+    return rc;
+}
+
+static int calo_h5_append_one(hid_t ds, int64_t row0, int64_t n, int64_t width, const float *src,
+                              gt_error *err)
+{
+    hsize_t newdims[2] = {(hsize_t)(row0 + n), (hsize_t)width};
+    if (H5Dset_extent(ds, newdims) < 0)
+        return calo_h5_fail(err, GT_EIO, "cannot extend dataset", "");
+    hid_t fspace = H5Dget_space(ds);
+    hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)n, (hsize_t)width};
+    hid_t mspace = H5Screate_simple(2, count, NULL);
+    int rc = GT_OK;
+    if (fspace < 0 || mspace < 0 ||
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, src) < 0)
+        rc = calo_h5_fail(err, GT_EIO, "write failed (disk full?)", "");
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    return rc;
+}
+
+/* Writes the staged rows as whole chunks (the last one zero-padded when
+ * `partial` allows a short stage).  Compression runs in parallel; the
+ * HDF5 calls stay on this thread. */
+static int calo_h5_flush_stage(calo_h5_writer *w, gt_error *err)
+{
+    if (w->staged == 0)
+        return GT_OK;
+    int64_t cr = w->chunk_rows;
+    int n_chunks = (int)((w->staged + cr - 1) / cr);
+    size_t row_bytes = (size_t)w->n_voxels * sizeof(float);
+    size_t chunk_bytes = (size_t)cr * row_bytes;
+    /* zero the padding of a short last chunk (it is never read back) */
+    memset((char *)w->stage + (size_t)w->staged * row_bytes, 0,
+           (size_t)n_chunks * chunk_bytes - (size_t)w->staged * row_bytes);
+    int level = w->gzip_level, failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
+    for (int c = 0; c < n_chunks; c++) {
+        const unsigned char *src = (const unsigned char *)w->stage + (size_t)c * chunk_bytes;
+        unsigned char *shuf = w->zbuf + (size_t)c * w->zcap;
+        if (level == 0) {
+            w->zlen[c] = chunk_bytes;
+            continue;
+        }
+        /* HDF5's shuffle filter: byte k of every element, then byte k+1 */
+        size_t n_el = chunk_bytes / 4;
+        for (size_t i = 0; i < n_el; i++) {
+            shuf[i] = src[4 * i];
+            shuf[n_el + i] = src[4 * i + 1];
+            shuf[2 * n_el + i] = src[4 * i + 2];
+            shuf[3 * n_el + i] = src[4 * i + 3];
+        }
+        uLongf out_len = (uLongf)(w->zcap - chunk_bytes);
+        if (compress2(shuf + chunk_bytes, &out_len, shuf, (uLong)chunk_bytes, level) != Z_OK)
+            failed |= 1;
+        w->zlen[c] = out_len;
+    }
+    if (failed)
+        return gt_error_set(err, GT_EIO, "zlib compression failed");
+    int64_t rows_after = w->flushed + w->staged;
+    hsize_t dims[2] = {(hsize_t)rows_after, (hsize_t)w->n_voxels};
+    if (H5Dset_extent(w->ds_shower, dims) < 0)
+        return calo_h5_fail(err, GT_EIO, "cannot extend dataset", "showers");
+    for (int c = 0; c < n_chunks; c++) {
+        hsize_t off[2] = {(hsize_t)(w->flushed + (int64_t)c * cr), 0};
+        const void *buf = level == 0 ? (const void *)((const char *)w->stage + c * chunk_bytes)
+                                     : (const void *)(w->zbuf + c * w->zcap + chunk_bytes);
+        if (H5Dwrite_chunk(w->ds_shower, H5P_DEFAULT, 0, off, w->zlen[c], buf) < 0)
+            return calo_h5_fail(err, GT_EIO, "chunk write failed (disk full?)", "showers");
+    }
+    w->flushed = rows_after;
+    w->staged = 0;
+    return GT_OK;
+}
+
+static int calo_h5_append_impl(calo_h5_writer *w, const float *energies, const float *showers,
+                               int64_t n, gt_error *err)
+{
+    if (w->file < 0)
+        return gt_error_set(err, GT_EINVAL, "writer is not open");
+    if (n < 0 || !energies || !showers)
+        return gt_error_set(err, GT_EINVAL, "bad append arguments");
+    if (n == 0)
+        return GT_OK;
+    /* a chunk already on disk cannot take more rows: only flush at chunk
+     * boundaries (calo_h5_finish writes the short tail) */
+    int rc = calo_h5_check_rows(energies, showers, n, w->n_voxels, w->n_rows, err);
+    if (rc)
+        return rc;
+    if ((rc = calo_h5_append_one(w->ds_energy, w->n_rows, n, 1, energies, err)))
+        return rc;
+    int64_t cap = w->chunk_rows * w->n_stage_chunks;
+    size_t row_floats = (size_t)w->n_voxels;
+    for (int64_t done = 0; done < n;) {
+        int64_t m = cap - w->staged;
+        if (m > n - done)
+            m = n - done;
+        memcpy(w->stage + (size_t)w->staged * row_floats, showers + (size_t)done * row_floats,
+               (size_t)m * row_floats * sizeof(float));
+        w->staged += m;
+        done += m;
+        if (w->staged == cap && (rc = calo_h5_flush_stage(w, err)))
+            return rc;
+    }
+    w->n_rows += n;
+    return GT_OK;
+}
+
+int calo_h5_append(calo_h5_writer *w, const float *energies, const float *showers, int64_t n,
+                   gt_error *err)
+{
+    calo_h5_lock();
+    int rc = calo_h5_append_impl(w, energies, showers, n, err);
+    calo_h5_unlock();
+    return rc;
+}
+
+static int calo_h5_finish_impl(calo_h5_writer *w, gt_error *err)
+{
+    int rc = GT_OK;
+    if (w->file >= 0 && w->ds_shower >= 0)
+        rc = calo_h5_flush_stage(w, err);
+    int bad = 0;
+    if (w->ds_energy >= 0 && H5Dclose(w->ds_energy) < 0)
+        bad = 1;
+    if (w->ds_shower >= 0 && H5Dclose(w->ds_shower) < 0)
+        bad = 1;
+    if (w->file >= 0 && H5Fclose(w->file) < 0)
+        bad = 1;
+    w->file = w->ds_energy = w->ds_shower = -1;
+    free(w->stage);
+    free(w->zbuf);
+    free(w->zlen);
+    w->stage = NULL;
+    w->zbuf = NULL;
+    w->zlen = NULL;
+    if (rc)
+        return rc;
+    if (bad)
+        return calo_h5_fail(err, GT_EIO, "closing HDF5 file failed", "");
+    return GT_OK;
+}
+
+int calo_h5_finish(calo_h5_writer *w, gt_error *err)
+{
+    calo_h5_lock();
+    int rc = calo_h5_finish_impl(w, err);
+    calo_h5_unlock();
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* In-memory files                                                           */
+/* ------------------------------------------------------------------------ */
+
+int calo_h5_create_memory(calo_h5_writer *w, int n_voxels, int64_t chunk_rows, int gzip_level,
+                          gt_error *err)
+{
+    static unsigned long counter;
+    calo_h5_lock();
+    /* the core driver keys open files by name: make each one unique */
+    char name[64];
+    snprintf(name, sizeof name, "giant-memory-%lu.h5", ++counter);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    int rc;
+    if (fapl < 0 || H5Pset_fapl_core(fapl, 4 << 20, 0) < 0) {
+        memset(w, 0, sizeof *w);
+        w->file = w->ds_energy = w->ds_shower = -1;
+        rc = calo_h5_fail(err, GT_EIO, "cannot set up an in-memory HDF5 file", name);
+    } else {
+        rc = calo_h5_create_impl(w, name, fapl, n_voxels, chunk_rows, gzip_level, err);
+    }
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    calo_h5_unlock();
+    return rc;
+}
+
+int calo_h5_finish_memory(calo_h5_writer *w, void **image, size_t *len, gt_error *err)
+{
+    *image = NULL;
+    *len = 0;
+    calo_h5_lock();
+    int rc = GT_OK;
+    if (w->file < 0) {
+        rc = gt_error_set(err, GT_EINVAL, "writer is not open");
+        goto done;
+    }
+    if ((rc = calo_h5_flush_stage(w, err)))
+        goto fail;
+    if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0) {
+        rc = calo_h5_fail(err, GT_EIO, "cannot flush in-memory file", "");
+        goto fail;
+    }
+    ssize_t n = H5Fget_file_image(w->file, NULL, 0);
+    void *buf = n > 0 ? malloc((size_t)n) : NULL;
+    if (!buf) {
+        rc = n > 0 ? gt_error_set(err, GT_ENOMEM, "out of memory for a %zd-byte HDF5 image", n)
+                   : calo_h5_fail(err, GT_EIO, "cannot size the in-memory file", "");
+        goto fail;
+    }
+    if (H5Fget_file_image(w->file, buf, (size_t)n) != n) {
+        free(buf);
+        rc = calo_h5_fail(err, GT_EIO, "cannot copy the in-memory file", "");
+        goto fail;
+    }
+    *image = buf;
+    *len = (size_t)n;
+fail:
+    /* closes and frees either way; an error above takes precedence */
+    if (rc) {
+        calo_h5_finish_impl(w, NULL);
+    } else if ((rc = calo_h5_finish_impl(w, err))) {
+        free(*image);
+        *image = NULL;
+        *len = 0;
+    }
+done:
+    calo_h5_unlock();
+    return rc;
+}

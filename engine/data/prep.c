@@ -1,0 +1,350 @@
+/* prep: model representation of showers and its exact inverse. */
+#include "prep.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev, gt_error *err)
+{
+    memset(p, 0, sizeof *p);
+    if (!g || g->n_active < 1 || g->n_voxels < 1)
+        return gt_error_set(err, GT_EINVAL, "prep: geometry has no voxels");
+    if (!(threshold_mev >= 0) || !isfinite(threshold_mev))
+        return gt_error_set(err, GT_EINVAL, "prep: threshold must be >= 0");
+    p->geo = g;
+    p->n_layers = g->n_active;
+    p->n_u = g->n_active - 1;
+    p->n_voxels = g->n_voxels;
+    p->dim = p->n_u + p->n_voxels;
+    p->threshold_mev = threshold_mev;
+    return GT_OK;
+}
+
+double prep_logit_map(double p)
+{
+    if (!(p > 0))
+        p = 0;
+    if (p > 1)
+        p = 1;
+    double q = PREP_ALPHA + (1.0 - 2.0 * PREP_ALPHA) * p;
+    return log(q / (1.0 - q));
+}
+
+double prep_logit_unmap(double x)
+{
+    double q = 1.0 / (1.0 + exp(-x));
+    double p = (q - PREP_ALPHA) / (1.0 - 2.0 * PREP_ALPHA);
+    return p < 0 ? 0 : p > 1 ? 1 : p;
+}
+
+float prep_encode_energy(float e_dep, float e_inc)
+{
+    return e_dep / e_inc;
+}
+
+float prep_decode_energy(float r, float e_inc)
+{
+    return r > 0 ? r * e_inc : 0.0f;
+}
+
+float prep_condition_energy(float e_inc)
+{
+    return log10f(e_inc);
+}
+
+float prep_condition_energy_inverse(float c)
+{
+    return powf(10.0f, c);
+}
+
+void prep_stick_break(const double *layer_e, int n_layers, double *u)
+{
+    double remaining = 0;
+    for (int l = 0; l < n_layers; l++)
+        remaining += layer_e[l];
+    for (int l = 0; l < n_layers - 1; l++) {
+        u[l] = remaining > 0 ? layer_e[l] / remaining : 0.0;
+        if (u[l] > 1)
+            u[l] = 1;
+        remaining -= layer_e[l];
+        if (remaining < 0)
+            remaining = 0;
+    }
+}
+
+void prep_stick_join(const double *u, int n_layers, double e_dep, double *layer_e)
+{
+    double remaining = e_dep > 0 ? e_dep : 0;
+    for (int l = 0; l < n_layers - 1; l++) {
+        double ul = u[l] < 0 ? 0 : u[l] > 1 ? 1 : u[l];
+        layer_e[l] = ul * remaining;
+        remaining -= layer_e[l];
+    }
+    layer_e[n_layers - 1] = remaining;
+}
+
+int prep_encode_shower(const prep_layout *p, const float *shower, float *x, float *e_dep,
+                       gt_error *err)
+{
+    const geo_geometry *g = p->geo;
+    double layer_e[GEO_MAX_LAYERS], u[GEO_MAX_LAYERS];
+    double total = 0;
+    for (int k = 0; k < p->n_layers; k++) {
+        const geo_layer *l = &g->layers[g->active[k]];
+        double s = 0;
+        for (int v = 0; v < l->n_voxels; v++) {
+            float e = shower[l->offset + v];
+            if (!(e >= 0) || isinf(e))
+                return gt_error_set(err, GT_EINVAL, "voxel %d: energy %g is not a finite "
+                                    "non-negative number", l->offset + v, e);
+            s += e;
+        }
+        layer_e[k] = s;
+        total += s;
+    }
+    prep_stick_break(layer_e, p->n_layers, u);
+    for (int k = 0; k < p->n_u; k++)
+        x[k] = (float)prep_logit_map(u[k]);
+    float *xv = x + p->n_u;
+    for (int k = 0; k < p->n_layers; k++) {
+        const geo_layer *l = &g->layers[g->active[k]];
+        /* An empty layer gets the uniform distribution: every layer's
+         * fractions then lie on the simplex, and decoding multiplies them
+         * by E_layer = 0 anyway. */
+        double inv = layer_e[k] > 0 ? 1.0 / layer_e[k] : 0.0;
+        for (int v = 0; v < l->n_voxels; v++) {
+            double f = inv > 0 ? shower[l->offset + v] * inv : 1.0 / l->n_voxels;
+            xv[l->offset + v] = (float)prep_logit_map(f);
+        }
+    }
+    if (e_dep)
+        *e_dep = (float)total;
+    return GT_OK;
+}
+
+void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower)
+{
+    const geo_geometry *g = p->geo;
+    double layer_e[GEO_MAX_LAYERS], u[GEO_MAX_LAYERS];
+    for (int k = 0; k < p->n_u; k++)
+        u[k] = prep_logit_unmap(x[k]);
+    prep_stick_join(u, p->n_layers, e_dep, layer_e);
+    const float *xv = x + p->n_u;
+    /* voxels of layers without voxels do not exist; zero the whole row first
+     * so nothing stale survives */
+    memset(shower, 0, (size_t)p->n_voxels * sizeof *shower);
+    for (int k = 0; k < p->n_layers; k++) {
+        const geo_layer *l = &g->layers[g->active[k]];
+        double sum = 0;
+        for (int v = 0; v < l->n_voxels; v++) {
+            double f = prep_logit_unmap(xv[l->offset + v]);
+            shower[l->offset + v] = (float)f;
+            sum += f;
+        }
+        double scale = sum > 0 ? layer_e[k] / sum : 0.0;
+        for (int v = 0; v < l->n_voxels; v++) {
+            float e = sum > 0 ? (float)(shower[l->offset + v] * scale)
+                              : (float)(layer_e[k] / l->n_voxels);
+            shower[l->offset + v] = e < p->threshold_mev ? 0.0f : e;
+        }
+    }
+}
+
+int prep_encode_batch(const prep_layout *p, const float *showers, const float *e_inc,
+                      int64_t n, float *x, float *energy_target, gt_error *err)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float e_dep;
+        int rc = prep_encode_shower(p, showers + i * (int64_t)p->n_voxels,
+                                    x + i * (int64_t)p->dim, &e_dep, err);
+        if (rc)
+            return gt_error_wrap(err, "row %lld", (long long)i);
+        if (energy_target) {
+            if (!e_inc || !(e_inc[i] > 0))
+                return gt_error_set(err, GT_EINVAL, "row %lld: incident energy must be > 0",
+                                    (long long)i);
+            energy_target[i] = prep_encode_energy(e_dep, e_inc[i]);
+        }
+    }
+    return GT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Standardisation                                                           */
+/* ------------------------------------------------------------------------ */
+
+void prep_stats_free(prep_stats *s)
+{
+    if (!s)
+        return;
+    free(s->mean);
+    free(s->std);
+    memset(s, 0, sizeof *s);
+}
+
+static int prep_stats_alloc(prep_stats *s, int dim, gt_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (dim <= 0 || dim > 100000000)
+        return gt_error_set(err, GT_EINVAL, "stats: dimension %d out of range", dim);
+    s->mean = calloc(dim, sizeof(double));
+    s->std = calloc(dim, sizeof(double));
+    if (!s->mean || !s->std) {
+        prep_stats_free(s);
+        return gt_error_set(err, GT_ENOMEM, "stats: out of memory");
+    }
+    s->dim = dim;
+    return GT_OK;
+}
+
+int prep_stats_fit(prep_stats *s, const float *x, int64_t n, int dim, const int64_t *rows,
+                   int64_t n_rows, gt_error *err)
+{
+    if (!rows)
+        n_rows = n;
+    if (n_rows < 1)
+        return gt_error_set(err, GT_EINVAL, "stats: no rows to fit");
+    int rc = prep_stats_alloc(s, dim, err);
+    if (rc)
+        return rc;
+    /* two passes in double: numerically safe and cheap next to training */
+    for (int64_t k = 0; k < n_rows; k++) {
+        int64_t i = rows ? rows[k] : k;
+        if (i < 0 || i >= n) {
+            prep_stats_free(s);
+            return gt_error_set(err, GT_EINVAL, "stats: row %lld outside [0, %lld)",
+                                (long long)i, (long long)n);
+        }
+        const float *r = x + i * (int64_t)dim;
+        for (int d = 0; d < dim; d++)
+            s->mean[d] += r[d];
+    }
+    for (int d = 0; d < dim; d++)
+        s->mean[d] /= (double)n_rows;
+    for (int64_t k = 0; k < n_rows; k++) {
+        const float *r = x + (rows ? rows[k] : k) * (int64_t)dim;
+        for (int d = 0; d < dim; d++) {
+            double t = r[d] - s->mean[d];
+            s->std[d] += t * t;
+        }
+    }
+    for (int d = 0; d < dim; d++) {
+        double sd = sqrt(s->std[d] / (double)n_rows);
+        if (!isfinite(s->mean[d]) || !isfinite(sd)) {
+            prep_stats_free(s);
+            return gt_error_set(err, GT_EINVAL, "stats: feature %d is not finite", d);
+        }
+        s->std[d] = sd > 1e-6 * (1.0 + fabs(s->mean[d])) ? sd : 1.0;
+    }
+    return GT_OK;
+}
+
+void prep_stats_apply(const prep_stats *s, float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *r = x + i * (int64_t)s->dim;
+        for (int d = 0; d < s->dim; d++)
+            r[d] = (float)((r[d] - s->mean[d]) / s->std[d]);
+    }
+}
+
+void prep_stats_invert(const prep_stats *s, float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *r = x + i * (int64_t)s->dim;
+        for (int d = 0; d < s->dim; d++)
+            r[d] = (float)(r[d] * s->std[d] + s->mean[d]);
+    }
+}
+
+static uint64_t prep_fnv1a(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void prep_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t prep_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+#define PREP_STATS_HEADER 16 /* magic 4, version 4, dim 8 */
+
+size_t prep_stats_size(const prep_stats *s)
+{
+    return PREP_STATS_HEADER + 16 * (size_t)s->dim + 8;
+}
+
+int prep_stats_to_bytes(const prep_stats *s, uint8_t *buf, size_t cap, size_t *len,
+                        gt_error *err)
+{
+    size_t need = prep_stats_size(s);
+    if (len)
+        *len = need;
+    if (!buf || cap < need)
+        return gt_error_set(err, GT_EINVAL, "stats: buffer of %zu bytes, need %zu", cap, need);
+    memcpy(buf, "GTPS", 4);
+    buf[4] = 1;
+    buf[5] = buf[6] = buf[7] = 0;
+    prep_put_u64(buf + 8, (uint64_t)s->dim);
+    uint8_t *p = buf + PREP_STATS_HEADER;
+    for (int d = 0; d < s->dim; d++, p += 8) {
+        uint64_t v;
+        memcpy(&v, &s->mean[d], 8);
+        prep_put_u64(p, v);
+    }
+    for (int d = 0; d < s->dim; d++, p += 8) {
+        uint64_t v;
+        memcpy(&v, &s->std[d], 8);
+        prep_put_u64(p, v);
+    }
+    prep_put_u64(p, prep_fnv1a(buf, need - 8));
+    return GT_OK;
+}
+
+int prep_stats_from_bytes(prep_stats *s, const uint8_t *buf, size_t len, gt_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (!buf || len < PREP_STATS_HEADER + 8 || memcmp(buf, "GTPS", 4))
+        return gt_error_set(err, GT_EFORMAT, "stats: not a statistics blob");
+    if (buf[4] != 1 || buf[5] || buf[6] || buf[7])
+        return gt_error_set(err, GT_EFORMAT, "stats: unsupported version %u", buf[4]);
+    uint64_t dim = prep_get_u64(buf + 8);
+    if (dim == 0 || dim > 100000000 || len != PREP_STATS_HEADER + 16 * dim + 8)
+        return gt_error_set(err, GT_EFORMAT, "stats: length %zu does not match dimension %llu",
+                            len, (unsigned long long)dim);
+    if (prep_get_u64(buf + len - 8) != prep_fnv1a(buf, len - 8))
+        return gt_error_set(err, GT_ECHECKSUM, "stats: checksum mismatch");
+    int rc = prep_stats_alloc(s, (int)dim, err);
+    if (rc)
+        return rc;
+    const uint8_t *p = buf + PREP_STATS_HEADER;
+    for (int d = 0; d < s->dim; d++, p += 8) {
+        uint64_t v = prep_get_u64(p);
+        memcpy(&s->mean[d], &v, 8);
+    }
+    for (int d = 0; d < s->dim; d++, p += 8) {
+        uint64_t v = prep_get_u64(p);
+        memcpy(&s->std[d], &v, 8);
+        if (!(s->std[d] > 0) || !isfinite(s->std[d]) || !isfinite(s->mean[d])) {
+            double bad = s->std[d];
+            prep_stats_free(s);
+            return gt_error_set(err, GT_EFORMAT, "stats: feature %d has std %g", d, bad);
+        }
+    }
+    return GT_OK;
+}

@@ -1,0 +1,89 @@
+/* prep: the transforms between showers (MeV per voxel) and the vectors the
+ * two model stages see, each with an exact inverse.  The choices and their
+ * reasons are written out in engine/data/README.md ("Model representation").
+ *
+ * Stage 1 (energy):  r = E_dep / E_inc            (prep_encode_energy)
+ * Stage 2 (shower):  x = [ logit-map(u_0 .. u_{L-2}),            L-1 values
+ *                          logit-map(v_0 .. v_{V-1}) ]            V values
+ *   u_l = E_l / sum_{j>=l} E_j over the L layers that have voxels
+ *   v_i = E_voxel / E_layer within each layer (uniform 1/n when E_layer = 0)
+ *   logit-map(p) = logit(alpha + (1 - 2 alpha) p), alpha = 1e-6
+ * Conditioning: c = log10(E_inc / MeV) (prep_condition_energy).
+ * Every vector is then standardised with prep_stats (training split only). */
+#ifndef PREP_H
+#define PREP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "geo.h"
+#include "gt_error.h"
+
+#define PREP_ALPHA 1e-6
+
+typedef struct prep_layout {
+    const geo_geometry *geo; /* borrowed                                       */
+    int n_layers;            /* L: layers with voxels                          */
+    int n_u;                 /* L - 1 stick-breaking fractions                 */
+    int n_voxels;            /* V                                              */
+    int dim;                 /* n_u + n_voxels: length of a stage-2 vector     */
+    float threshold_mev;     /* decoded voxels under it become 0               */
+} prep_layout;
+
+int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev, gt_error *err);
+
+/* logit(alpha + (1 - 2 alpha) p) for p clamped to [0, 1], and its inverse
+ * (the result clamped to [0, 1]). */
+double prep_logit_map(double p);
+double prep_logit_unmap(double x);
+
+/* Stage 1 target and its inverse. */
+float prep_encode_energy(float e_dep, float e_inc);
+float prep_decode_energy(float r, float e_inc);
+float prep_condition_energy(float e_inc);
+float prep_condition_energy_inverse(float c);
+
+/* Stick-breaking of L layer energies into L-1 fractions (u_l = 0 once the
+ * remaining energy is 0) and its inverse; e_dep is the sum of the layers. */
+void prep_stick_break(const double *layer_e, int n_layers, double *u);
+void prep_stick_join(const double *u, int n_layers, double e_dep, double *layer_e);
+
+/* shower (V) -> x (dim), *e_dep = total energy.  Rejects NaN/negative. */
+int prep_encode_shower(const prep_layout *p, const float *shower, float *x, float *e_dep,
+                       gt_error *err);
+
+/* x (dim) + E_dep -> shower (V) in MeV with the readout threshold applied.
+ * Voxel fractions are renormalised per layer so every layer keeps exactly
+ * the energy the stick-breaking gives it (before the threshold). */
+void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower);
+
+/* Batches: n rows, contiguous. */
+int prep_encode_batch(const prep_layout *p, const float *showers, const float *e_inc,
+                      int64_t n, float *x, float *energy_target, gt_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Standardisation statistics                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct prep_stats {
+    int dim;
+    double *mean;
+    double *std; /* floored: a constant feature gets std 1 */
+} prep_stats;
+
+/* Fits mean/std over the rows listed in `rows` (n_rows of them; NULL = all n). */
+int prep_stats_fit(prep_stats *s, const float *x, int64_t n, int dim, const int64_t *rows,
+                   int64_t n_rows, gt_error *err);
+void prep_stats_free(prep_stats *s);
+/* In place: x = (x - mean) / std, and back. */
+void prep_stats_apply(const prep_stats *s, float *x, int64_t n);
+void prep_stats_invert(const prep_stats *s, float *x, int64_t n);
+
+/* Serialisation (stored with the model): "GTPS", version 1, dim, then
+ * float64 mean and std, little-endian, then an FNV-1a 64 checksum. */
+size_t prep_stats_size(const prep_stats *s);
+int prep_stats_to_bytes(const prep_stats *s, uint8_t *buf, size_t cap, size_t *len,
+                        gt_error *err);
+int prep_stats_from_bytes(prep_stats *s, const uint8_t *buf, size_t len, gt_error *err);
+
+#endif

@@ -1,0 +1,142 @@
+/* The synth and eval commands, called as the giant binary calls them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calo_h5.h"
+#include "check.h"
+#include "data_test_util.h"
+
+int cmd_synth(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+#define RUN(fn, ...)                                                           \
+    ({                                                                         \
+        char *argv_[] = {__VA_ARGS__, NULL};                                   \
+        fflush(stdout);                                                        \
+        fn((int)(sizeof argv_ / sizeof argv_[0]) - 1, argv_);                  \
+    })
+
+static int files_equal(const char *a, const char *b)
+{
+    float *ea, *sa, *eb, *sb;
+    int64_t na, nb;
+    gt_error err = {0};
+    if (calo_h5_read_all(a, NULL, &ea, &sa, &na, &err) ||
+        calo_h5_read_all(b, NULL, &eb, &sb, &nb, &err)) {
+        fprintf(stderr, "%s\n", err.message);
+        return 0;
+    }
+    calo_h5_reader r;
+    calo_h5_open(&r, a, NULL, &err);
+    int nv = r.n_voxels;
+    calo_h5_close(&r);
+    int same = na == nb && !memcmp(ea, eb, na * 4) && !memcmp(sa, sb, (size_t)na * nv * 4);
+    free(ea);
+    free(sa);
+    free(eb);
+    free(sb);
+    return same;
+}
+
+static int file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+int main(void)
+{
+    char *g2 = strdup(dt_geometry_path("binning_dataset_2.xml"));
+    char *g1 = strdup(dt_geometry_path("binning_dataset_1_photons.xml"));
+
+    /* help and usage errors */
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--help"), 0);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "-h"), 0);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "10"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "ten", "-o", "a.h5"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "0", "-o", "a.h5"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5", "--bogus",
+                     "1"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5",
+                     "--energy", "gauss"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5", "--emin",
+                     "5000", "--emax", "100"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5",
+                     "--particle", "pion"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5",
+                     "--particle", "photon"), 0);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", "missing.xml", "--n", "5", "-o", "a.h5"),
+                 1);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "no/dir/a.h5"), 1);
+
+    /* same seed, different thread counts: identical files */
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "300", "--seed", "1", "-o",
+                     "s1.h5", "--threads", "1"), 0);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "300", "--seed", "1", "-o",
+                     "s1b.h5", "--threads", "2", "--particle", "electron"), 0);
+    CHECK(files_equal("s1.h5", "s1b.h5"));
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "300", "--seed", "2", "-o",
+                     "s2.h5"), 0);
+    CHECK(!files_equal("s1.h5", "s2.h5"));
+    /* dataset-1 style with discrete energies */
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g1, "--n", "50", "--energy", "discrete",
+                     "--emin", "256", "--emax", "4194304", "-o", "d1.h5"), 0);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g1, "--n", "5", "--energy", "fixed",
+                     "--emin", "65536", "-o", "d1f.h5"), 0);
+    float *e, *s;
+    int64_t n;
+    gt_error err = {0};
+    CHECK(calo_h5_read_all("d1f.h5", NULL, &e, &s, &n, &err) == GT_OK);
+    CHECK(n == 5 && e[0] == 65536.0f && e[4] == 65536.0f);
+    free(e);
+    free(s);
+
+    /* eval: a file against itself is exactly 0, against another seed small */
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s1b.h5", "--geometry", g2, "--json",
+                     "self.json", "--no-distances"), 0);
+    CHECK(file_contains("self.json", "\"summary\": {\"count\": 362, \"mean\": 0, "));
+    CHECK(file_contains("self.json", "\"fpd_x1e3\": null"));
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--json",
+                     "e12.json"), 0);
+    CHECK(file_contains("e12.json", "\"E_layer_12\": "));
+    CHECK(file_contains("e12.json", "\"groups\": {"));
+    if (dt_have_h5py()) {
+        /* the same numbers from a numpy port of the CaloChallenge code */
+        char cmd[2048];
+        const char *root = getenv("GIANT_SOURCE_DIR");
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/data/calochallenge_sep.py "
+                 "s1.h5 s2.h5 e12.json", root ? root : "../..");
+        CHECK_MSG(dt_system(cmd) == 0, "separation powers differ from CaloChallenge's");
+    }
+    if (dt_have_h5py())
+        CHECK(dt_system("/usr/bin/python3 -c \"import json; d = json.load(open('e12.json')); "
+                        "assert d['summary']['mean'] < 0.15, d['summary']; "
+                        "assert len(d['separation_power']) == 362\"") == 0);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "d1.h5", "d1.h5", "--geometry", g1, "--max-showers",
+                     "20", "--json", "d1.json"), 0);
+    /* too few showers for FPD/KPD: reported as not computed */
+    CHECK(file_contains("d1.json", "\"fpd_x1e3\": null"));
+    CHECK(file_contains("d1.json", "\"summary\": {\"count\": 30, \"mean\": 0, "));
+    /* eval errors */
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "--geometry", g2), 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5"), 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "d1.h5", "--geometry", g2), 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--threshold", "-1"),
+                 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "missing.h5", "--geometry", g2), 1);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "d1.h5", "--geometry", g2), 1);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g1), 1);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--json",
+                     "no/dir/x.json", "--no-distances"), 1);
+    free(g1);
+    free(g2);
+    return check_finish();
+}

@@ -1,0 +1,245 @@
+/* prep: every transform against its inverse, conventions for empty layers,
+ * standardisation statistics and their serialisation. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "data_test_util.h"
+#include "geo.h"
+#include "prep.h"
+#include "synth.h"
+
+static void test_logit(void)
+{
+    for (int i = 0; i <= 1000; i++) {
+        double p = i / 1000.0;
+        CHECK_CLOSE(prep_logit_unmap(prep_logit_map(p)), p, 1e-12, 0);
+    }
+    CHECK_CLOSE(prep_logit_map(0.0), log(1e-6 / (1 - 1e-6)), 1e-12, 0);
+    CHECK_CLOSE(prep_logit_map(1.0), -log(1e-6 / (1 - 1e-6)), 1e-9, 0);
+    CHECK_CLOSE(prep_logit_map(0.5), 0.0, 1e-15, 0);
+    /* out-of-range inputs are clamped, not NaN */
+    CHECK(prep_logit_map(-0.5) == prep_logit_map(0.0));
+    CHECK(prep_logit_map(1.5) == prep_logit_map(1.0));
+    CHECK(prep_logit_unmap(-100) == 0.0 && prep_logit_unmap(100) == 1.0);
+    CHECK(prep_logit_map(NAN) == prep_logit_map(0.0));
+}
+
+static void test_stick(void)
+{
+    double e[6] = {3.0, 0.0, 5.0, 2.0, 0.0, 0.0}, u[5], back[6];
+    prep_stick_break(e, 6, u);
+    CHECK_CLOSE(u[0], 0.3, 1e-15, 0);
+    CHECK_CLOSE(u[1], 0.0, 1e-15, 0);
+    CHECK_CLOSE(u[2], 5.0 / 7.0, 1e-15, 0);
+    CHECK_CLOSE(u[3], 1.0, 1e-15, 0);
+    CHECK_CLOSE(u[4], 0.0, 1e-15, 0); /* nothing left: defined as 0 */
+    prep_stick_join(u, 6, 10.0, back);
+    for (int i = 0; i < 6; i++)
+        CHECK_CLOSE(back[i], e[i], 1e-12, 0);
+    /* any u in [0,1]^(L-1) conserves the deposited energy */
+    double u2[5] = {0.9, 0.1, 0.5, 0.33, 0.7}, s = 0;
+    prep_stick_join(u2, 6, 42.0, back);
+    for (int i = 0; i < 6; i++) {
+        CHECK(back[i] >= 0);
+        s += back[i];
+    }
+    CHECK_CLOSE(s, 42.0, 1e-12, 0);
+}
+
+static void roundtrip_geometry(const char *file, int n)
+{
+    geo_geometry g;
+    synth_detector d;
+    gt_error err = {0};
+    if (geo_load_file(&g, dt_geometry_path(file), &err) || synth_detector_init(&d, &g, &err)) {
+        CHECK_MSG(0, "%s", err.message);
+        return;
+    }
+    prep_layout p;
+    CHECK_EQ_INT(prep_layout_init(&p, &g, (float)d.threshold_mev, &err), GT_OK);
+    CHECK_EQ_INT(p.dim, g.n_active - 1 + g.n_voxels);
+    synth_config c;
+    synth_config_default(&c);
+    float *s = malloc((size_t)n * g.n_voxels * sizeof *s), *e = malloc(n * sizeof *e);
+    float *x = malloc((size_t)n * p.dim * sizeof *x), *r = malloc(n * sizeof *r);
+    float *back = malloc(g.n_voxels * sizeof *back);
+    CHECK_EQ_INT(synth_generate(&d, &g, &c, 0, n, NULL, e, s, &err), GT_OK);
+    CHECK_EQ_INT(prep_encode_batch(&p, s, e, n, x, r, &err), GT_OK);
+    int bad = 0, nonfinite = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        const float *si = s + (size_t)i * g.n_voxels;
+        double tot = 0;
+        for (int v = 0; v < g.n_voxels; v++)
+            tot += si[v];
+        for (int k = 0; k < p.dim; k++)
+            if (!isfinite(x[(size_t)i * p.dim + k]))
+                nonfinite++;
+        /* stage 1 */
+        float e_dep = prep_decode_energy(r[i], e[i]);
+        CHECK_CLOSE(e_dep, tot, 0, 1e-6);
+        /* stage 2 */
+        prep_decode_shower(&p, x + (size_t)i * p.dim, (float)tot, back);
+        for (int v = 0; v < g.n_voxels; v++) {
+            double a = si[v], b = back[v];
+            double dlt = fabs(a - b) / (1e-3 * d.threshold_mev + 1e-4 * a);
+            if (dlt > 1)
+                bad++;
+            if (dlt > worst)
+                worst = dlt;
+        }
+    }
+    CHECK_EQ_INT(nonfinite, 0);
+    CHECK_MSG(bad == 0, "%s: %d voxels off (worst %.3g of tolerance)", file, bad, worst);
+    printf("%s: round trip of %d showers, worst voxel error %.3g of tolerance\n", file, n, worst);
+
+    /* an empty layer: uniform fractions, and zeros when decoded */
+    float *one = calloc(g.n_voxels, sizeof *one);
+    const geo_layer *l0 = &g.layers[g.active[0]], *l1 = &g.layers[g.active[1]];
+    one[l1->offset] = 100.0f;
+    one[l1->offset + 1] = 300.0f;
+    float e_dep;
+    CHECK_EQ_INT(prep_encode_shower(&p, one, x, &e_dep, &err), GT_OK);
+    CHECK_CLOSE(e_dep, 400.0, 0, 1e-7);
+    CHECK_CLOSE(x[0], prep_logit_map(0.0), 1e-5, 0);              /* u_0 = 0 */
+    CHECK_CLOSE(x[1], prep_logit_map(1.0), 1e-4, 0);              /* all in layer 1 */
+    CHECK_CLOSE(x[p.n_u + l0->offset], prep_logit_map(1.0 / l0->n_voxels), 1e-5, 0);
+    CHECK_CLOSE(x[p.n_u + l1->offset + 1], prep_logit_map(0.75), 1e-5, 0);
+    prep_decode_shower(&p, x, e_dep, back);
+    double tot = 0;
+    for (int v = 0; v < g.n_voxels; v++)
+        tot += back[v];
+    CHECK_CLOSE(back[l1->offset], 100.0, 0, 1e-4);
+    CHECK_CLOSE(back[l1->offset + 1], 300.0, 0, 1e-4);
+    CHECK_CLOSE(tot, 400.0, 0, 1e-4);
+    /* the threshold applies on decoding */
+    prep_decode_shower(&p, x, 1e-4f, back);
+    tot = 0;
+    for (int v = 0; v < g.n_voxels; v++)
+        tot += back[v];
+    CHECK(tot == 0 || d.threshold_mev < 1e-4);
+    /* bad voxel values are refused with the voxel named */
+    one[5] = -1.0f;
+    CHECK_EQ_INT(prep_encode_shower(&p, one, x, &e_dep, &err), GT_EINVAL);
+    CHECK(strstr(err.message, "voxel 5") != NULL);
+    one[5] = NAN;
+    CHECK_EQ_INT(prep_encode_shower(&p, one, x, &e_dep, &err), GT_EINVAL);
+    one[5] = INFINITY;
+    CHECK_EQ_INT(prep_encode_shower(&p, one, x, &e_dep, &err), GT_EINVAL);
+    free(one);
+    free(s);
+    free(e);
+    free(x);
+    free(r);
+    free(back);
+    synth_detector_free(&d);
+    geo_free(&g);
+}
+
+static void test_conditions(void)
+{
+    CHECK_CLOSE(prep_condition_energy(1000.0f), 3.0, 1e-6, 0);
+    CHECK_CLOSE(prep_condition_energy_inverse(prep_condition_energy(12345.0f)), 12345.0, 0,
+                1e-5);
+    CHECK_CLOSE(prep_decode_energy(prep_encode_energy(950.0f, 1000.0f), 1000.0f), 950.0, 0,
+                1e-6);
+    CHECK(prep_decode_energy(-0.1f, 1000.0f) == 0.0f);
+    prep_layout p;
+    gt_error err = {0};
+    CHECK_EQ_INT(prep_layout_init(&p, NULL, 0, &err), GT_EINVAL);
+}
+
+static void test_stats(void)
+{
+    const int n = 500, dim = 4;
+    float *x = malloc(n * dim * sizeof *x), *y = malloc(n * dim * sizeof *y);
+    for (int i = 0; i < n; i++) {
+        x[i * dim + 0] = (float)i;                    /* mean 249.5 */
+        x[i * dim + 1] = (i % 2) ? 3.0f : -1.0f;      /* mean 1, std 2 */
+        x[i * dim + 2] = 7.0f;                        /* constant */
+        x[i * dim + 3] = (float)sin(i) * 1e-3f;
+    }
+    prep_stats s;
+    gt_error err = {0};
+    CHECK_EQ_INT(prep_stats_fit(&s, x, n, dim, NULL, 0, &err), GT_OK);
+    CHECK_CLOSE(s.mean[0], 249.5, 1e-9, 0);
+    CHECK_CLOSE(s.mean[1], 1.0, 1e-12, 0);
+    CHECK_CLOSE(s.std[1], 2.0, 1e-12, 0);
+    CHECK_CLOSE(s.mean[2], 7.0, 1e-12, 0);
+    CHECK(s.std[2] == 1.0); /* constant feature: no division by ~0 */
+    memcpy(y, x, n * dim * sizeof *x);
+    prep_stats_apply(&s, y, n);
+    double m0 = 0, v1 = 0;
+    for (int i = 0; i < n; i++) {
+        m0 += y[i * dim] / n;
+        v1 += y[i * dim + 1] * y[i * dim + 1] / n;
+    }
+    CHECK_CLOSE(m0, 0, 1e-5, 0);
+    CHECK_CLOSE(v1, 1, 1e-5, 0);
+    prep_stats_invert(&s, y, n);
+    int bad = 0;
+    for (int i = 0; i < n * dim; i++)
+        if (fabs(y[i] - x[i]) > 1e-4 * (1 + fabs(x[i])))
+            bad++;
+    CHECK_EQ_INT(bad, 0);
+
+    /* fit on a subset of rows only (the training split) */
+    int64_t rows[3] = {0, 2, 4};
+    prep_stats t;
+    CHECK_EQ_INT(prep_stats_fit(&t, x, n, dim, rows, 3, &err), GT_OK);
+    CHECK_CLOSE(t.mean[0], 2.0, 1e-12, 0);
+    CHECK_CLOSE(t.mean[1], -1.0, 1e-12, 0);
+    prep_stats_free(&t);
+    int64_t bad_rows[1] = {n};
+    CHECK_EQ_INT(prep_stats_fit(&t, x, n, dim, bad_rows, 1, &err), GT_EINVAL);
+    CHECK_EQ_INT(prep_stats_fit(&t, x, n, dim, rows, 0, &err), GT_EINVAL);
+    x[7] = NAN;
+    CHECK_EQ_INT(prep_stats_fit(&t, x, n, dim, NULL, 0, &err), GT_EINVAL);
+
+    /* bytes round trip, bit exact */
+    size_t len = prep_stats_size(&s);
+    uint8_t *buf = malloc(len);
+    size_t got = 0;
+    CHECK_EQ_INT(prep_stats_to_bytes(&s, buf, len - 1, &got, &err), GT_EINVAL);
+    CHECK_EQ_INT(prep_stats_to_bytes(&s, buf, len, &got, &err), GT_OK);
+    CHECK_EQ_INT(got, len);
+    CHECK(!memcmp(buf, "GTPS", 4));
+    prep_stats u;
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, buf, len, &err), GT_OK);
+    CHECK_EQ_INT(u.dim, dim);
+    CHECK(!memcmp(u.mean, s.mean, dim * sizeof(double)));
+    CHECK(!memcmp(u.std, s.std, dim * sizeof(double)));
+    prep_stats_free(&u);
+    /* corruption, truncation, wrong magic, wrong version */
+    buf[20] ^= 1;
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, buf, len, &err), GT_ECHECKSUM);
+    buf[20] ^= 1;
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, buf, len - 8, &err), GT_EFORMAT);
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, buf, 3, &err), GT_EFORMAT);
+    buf[4] = 2;
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, buf, len, &err), GT_EFORMAT);
+    buf[4] = 1;
+    buf[0] = 'X';
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, buf, len, &err), GT_EFORMAT);
+    CHECK_EQ_INT(prep_stats_from_bytes(&u, NULL, 0, &err), GT_EFORMAT);
+    free(buf);
+    prep_stats_free(&s);
+    free(x);
+    free(y);
+}
+
+int main(void)
+{
+    test_logit();
+    test_stick();
+    test_conditions();
+    roundtrip_geometry("binning_dataset_2.xml", 40);
+    roundtrip_geometry("binning_dataset_1_photons.xml", 200);
+    roundtrip_geometry("binning_dataset_1_pions.xml", 100);
+    test_stats();
+    return check_finish();
+}
