@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum gt_status {
     GT_OK = 0,
     GT_EINVAL,        /* bad argument: shape, dtype, range, NaN in data      */
@@ -40,5 +44,9 @@ void gt_error_clear(gt_error *err);
 
 /* Stable lower-case name of a status, e.g. "invalid_argument". */
 const char *gt_status_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,63 @@
+"""Reads the RESULT rows of bench_trunk and torch_peer.py and prints one
+table: time, TFLOP/s, fraction of the measured cuBLASLt bf16 GEMM rate,
+throughput, and the ratios the issue asks about.
+
+usage: python3 summary.py LOG [LOG...]
+"""
+import sys
+
+
+def load(paths):
+    r = {}
+    for p in paths:
+        try:
+            with open(p) as f:
+                for line in f:
+                    w = line.split()
+                    if len(w) == 5 and w[0] == "RESULT":
+                        r[w[1]] = (float(w[2]), float(w[3]), float(w[4]))
+        except OSError:
+            pass
+    return r
+
+
+def main():
+    r = load(sys.argv[1:])
+    if not r:
+        print("summary: no RESULT rows found")
+        return 1
+    ceil = next((v[1] for k, v in r.items() if k.startswith("gemm_bf16")), 0.0)
+    print()
+    print(f"{'benchmark':<28} {'ms':>10} {'TFLOP/s':>9} {'% bf16 GEMM':>12} {'per s':>14}")
+    print("-" * 77)
+    for k, (ms, tf, ps) in r.items():
+        frac = f"{100 * tf / ceil:.1f}" if ceil > 0 and tf > 0 else "-"
+        print(f"{k:<28} {ms:>10.3f} {tf:>9.1f} {frac:>12} {ps:>14.0f}")
+    print()
+
+    def ratio(label, num, den, target=None):
+        if num in r and den in r and r[num][0] > 0:
+            x = r[den][0] / r[num][0]
+            t = f"   (target >= {target}x: {'met' if x >= target else 'NOT met'})" if target else ""
+            print(f"{label:<52} {x:6.2f}x{t}")
+
+    ratio("bf16 vs fp32 training, graph (speed-up)", "train_bf16_graph", "train_fp32_graph", 1.35)
+    ratio("bf16 vs fp32 training, eager (speed-up)", "train_bf16_eager", "train_fp32_eager")
+    ratio("graph vs eager, fp32 training step", "train_fp32_graph", "train_fp32_eager")
+    ratio("graph vs eager, bf16 training step", "train_bf16_graph", "train_bf16_eager")
+    ratio("graph vs eager, bf16 forward", "fwd_bf16_graph", "fwd_bf16_eager")
+    ratio("giant bf16 graph vs PyTorch eager bf16 autocast, train", "train_bf16_graph",
+          "torch_train_bf16_eager", 2.0)
+    ratio("giant fp32 graph vs PyTorch eager fp32, train", "train_fp32_graph",
+          "torch_train_fp32_eager")
+    ratio("giant bf16 graph vs PyTorch eager bf16, forward", "fwd_bf16_graph",
+          "torch_fwd_bf16_eager")
+    for k, (ms, tf, ps) in r.items():
+        if k.startswith("sample") and k.endswith("_graph"):
+            ok = "met" if ps > 1e6 else "NOT met"
+            print(f"{'sampling throughput ' + k:<52} {ps:10.0f} showers/s (target > 1e6: {ok})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+/* cuda_act: elementwise ops: SiLU and leaky ReLU (forward and backward),
+ * the residual add, the per-row axpby of the samplers, the bf16 cast, and
+ * the bias broadcast used when a
+ * matmul cannot fuse its bias.  Functors first (the per-element math comes
+ * from nn_math.h), launchers after. */
+#ifndef CUDA_ACT_CUH
+#define CUDA_ACT_CUH
+
+#include "cuda_common.cuh"
+
+/* ------------------------------------------------------------------------ */
+/* functors                                                                 */
+/* ------------------------------------------------------------------------ */
+
+struct cuda_silu_fwd_f {
+    float *y; int ldy;
+    const float *x; int ldx;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            a[k] = nn_silu(a[k]);
+        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
+    }
+};
+
+struct cuda_silu_bwd_f {
+    float *dx; int lddx;
+    const float *dy; int lddy;
+    const float *x; int ldx;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V], g[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+        cuda_ld<V>(g, cuda_row(dy, lddy, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            g[k] *= nn_silu_grad(a[k]);
+        cuda_st<V>(cuda_row(dx, lddx, i) + j, g);
+    }
+};
+
+struct cuda_leaky_fwd_f {
+    float *y; int ldy;
+    const float *x; int ldx;
+    float slope;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            a[k] = nn_leaky(a[k], slope);
+        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
+    }
+};
+
+struct cuda_leaky_bwd_f {
+    float *dx; int lddx;
+    const float *dy; int lddy;
+    const float *x; int ldx;
+    float slope;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V], g[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+        cuda_ld<V>(g, cuda_row(dy, lddy, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            g[k] *= nn_leaky_grad(a[k], slope);
+        cuda_st<V>(cuda_row(dx, lddx, i) + j, g);
+    }
+};
+
+/* y = x1 + x2, or y += x1 when x2 is NULL (accumulating copies). */
+struct cuda_add_f {
+    float *y; int ldy;
+    const float *x1; int ld1;
+    const float *x2; int ld2;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V], c[V];
+        cuda_ld<V>(a, cuda_row(x1, ld1, i) + j);
+        if (x2)
+            cuda_ld<V>(c, cuda_row(x2, ld2, i) + j);
+        else
+            cuda_ld<V>(c, cuda_row((const float *)y, ldy, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            a[k] += c[k];
+        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
+    }
+};
+
+/* y[i, :] = alpha[i] x[i, :] + beta[i] z[i, :] (y may alias x or z: each
+ * element is read before it is written by the same thread). */
+struct cuda_axpby_rows_f {
+    float *y; int ldy;
+    const float *alpha;
+    const float *x; int ldx;
+    const float *beta;
+    const float *z; int ldz;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V], c[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+        cuda_ld<V>(c, cuda_row(z, ldz, i) + j);
+        const float al = alpha[i], be = beta[i];
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            a[k] = al * a[k] + be * c[k];
+        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
+    }
+};
+
+/* y[i, j] (+)= bias[j] */
+struct cuda_bias_f {
+    float *y; int ldy;
+    const float *bias;
+    int accumulate;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V], bb[V];
+        cuda_ld<V>(bb, bias + j);
+        if (accumulate) {
+            cuda_ld<V>(a, cuda_row((const float *)y, ldy, i) + j);
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                a[k] += bb[k];
+            cuda_st<V>(cuda_row(y, ldy, i) + j, a);
+        } else {
+            cuda_st<V>(cuda_row(y, ldy, i) + j, bb);
+        }
+    }
+};
+
+/* fp32 -> bf16 bit-exactly as the CPU (nn_bf16_from_f32); 4-wide it reads
+ * 16 bytes and writes 8. */
+struct cuda_cast_bf16_f {
+    uint16_t *y; int ldy;
+    const float *x; int ldx;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+        uint16_t *d = y + (long long)i * ldy + j;
+        if constexpr (V == 4) {
+            uint2 o;
+            o.x = (uint32_t)nn_bf16_from_f32(a[0]) | ((uint32_t)nn_bf16_from_f32(a[1]) << 16);
+            o.y = (uint32_t)nn_bf16_from_f32(a[2]) | ((uint32_t)nn_bf16_from_f32(a[3]) << 16);
+            *reinterpret_cast<uint2 *>(d) = o;
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                d[k] = nn_bf16_from_f32(a[k]);
+        }
+    }
+};
+
+/* ------------------------------------------------------------------------ */
+/* launchers                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int cuda_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    cuda_silu_fwd_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld};
+    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
+}
+
+static int cuda_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
+{
+    cuda_silu_bwd_f f = {(float *)dx.data, dx.ld, (const float *)dy.data, dy.ld,
+                         (const float *)x.data, x.ld};
+    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols,
+                     cuda_vec4_ok(dx) && cuda_vec4_ok(dy) && cuda_vec4_ok(x), err);
+}
+
+static int cuda_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err)
+{
+    cuda_leaky_fwd_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld, slope};
+    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
+}
+
+static int cuda_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
+                          gt_error *err)
+{
+    cuda_leaky_bwd_f f = {(float *)dx.data, dx.ld, (const float *)dy.data, dy.ld,
+                          (const float *)x.data, x.ld, slope};
+    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols,
+                     cuda_vec4_ok(dx) && cuda_vec4_ok(dy) && cuda_vec4_ok(x), err);
+}
+
+static int cuda_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
+{
+    cuda_add_f f = {(float *)y.data, y.ld, (const float *)x1.data, x1.ld,
+                    (const float *)x2.data, x2.ld};
+    return cuda_ew2d(cuda_st(b), f, y.rows, y.cols,
+                     cuda_vec4_ok(y) && cuda_vec4_ok(x1) && cuda_vec4_ok(x2), err);
+}
+
+static int cuda_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
+                           const float *beta, nn_tensor z, gt_error *err)
+{
+    cuda_axpby_rows_f f = {(float *)y.data, y.ld, alpha, (const float *)x.data, x.ld,
+                           beta, (const float *)z.data, z.ld};
+    return cuda_ew2d(cuda_st(b), f, y.rows, y.cols,
+                     cuda_vec4_ok(y) && cuda_vec4_ok(x) && cuda_vec4_ok(z), err);
+}
+
+/* y (+)= bias broadcast over rows. */
+static int cuda_bias_rows(cuda_state *s, nn_tensor y, const float *bias, int accumulate,
+                          gt_error *err)
+{
+    cuda_bias_f f = {(float *)y.data, y.ld, bias, accumulate};
+    return cuda_ew2d(s, f, y.rows, y.cols, cuda_vec4_ok(y) && cuda_aligned(bias, 16), err);
+}
+
+/* C = 0 over a (possibly strided) view. */
+static int cuda_fill_zero(cuda_state *s, nn_tensor c, gt_error *err)
+{
+    if (c.rows <= 0 || c.cols <= 0)
+        return GT_OK;
+    CUDA_TRY(cudaMemset2DAsync(c.data, (size_t)c.ld * sizeof(float), 0,
+                               (size_t)c.cols * sizeof(float), (size_t)c.rows, s->stream),
+             err);
+    return GT_OK;
+}
+
+static int cuda_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    cuda_cast_bf16_f f = {(uint16_t *)y.data, y.ld, (const float *)x.data, x.ld};
+    int vec = cuda_vec4_ok(x) && cuda_aligned(y.data, 8) && y.ld % 4 == 0;
+    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, vec, err);
+}
+
+#endif

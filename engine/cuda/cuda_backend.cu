@@ -1,0 +1,492 @@
+/* cuda_backend: the nn_backend vtable on an NVIDIA GPU.
+ *
+ * The op families, one header each, kernels first and launchers after: */
+#include "cuda_common.cuh"     /* state, error macros, launch shapes, vectors */
+#include "cuda_act.cuh"        /* silu, leaky, add, bias broadcast, bf16 cast */
+#include "cuda_reduce.cuh"     /* full sums, column sums, mse, mean, sumsq */
+#include "cuda_matmul.cuh"     /* cuBLASLt products with cached plans */
+#include "cuda_layernorm.cuh"  /* LayerNorm forward and backward */
+#include "cuda_embed.cuh"      /* sinusoidal condition embedding */
+#include "cuda_softmax.cuh"    /* row softmax */
+#include "cuda_route.cuh"      /* top-k, gather/scatter, router losses */
+#include "cuda_stick.cuh"      /* stick-breaking */
+#include "cuda_copy.cuh"       /* concat / split */
+#include "cuda_adamw.cuh"      /* fused AdamW with the bf16 working copy */
+#include "cuda_rng.cuh"        /* Philox fills, the CPU's counter layout */
+
+#include "cuda_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Planned once at creation: the cuBLASLt workspace (32 MiB on Hopper as
+ * NVIDIA recommends for its larger tiles, 4 MiB elsewhere) and the
+ * reduction scratch (partials of full sums and of column sums). */
+#define CUDA_WORKSPACE_HOPPER ((size_t)32 << 20)
+#define CUDA_WORKSPACE_OTHER ((size_t)4 << 20)
+#define CUDA_SCRATCH_BYTES ((size_t)16 << 20)
+#define CUDA_ALLOC_ALIGN 256
+
+#ifndef GIANT_CUDA_ARCHS
+#define GIANT_CUDA_ARCHS "unknown"
+#endif
+
+static const nn_backend_ops *cuda_ops(void);
+static int cuda_use_device(nn_backend *b, gt_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* memory                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int cuda_no_capture(cuda_state *s, const char *what, gt_error *err)
+{
+    if (s->capturing)
+        return gt_error_set(err, GT_EINVAL, "%s is not allowed inside CUDA graph capture",
+                            what);
+    return GT_OK;
+}
+
+static int cuda_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    *out = NULL;
+    int rc = cuda_no_capture(s, "alloc", err);
+    if (rc)
+        return rc;
+    if (s->n_allocs == s->cap_allocs) {
+        int cap = s->cap_allocs ? 2 * s->cap_allocs : 64;
+        cuda_alloc_rec *p = (cuda_alloc_rec *)realloc(s->allocs, (size_t)cap * sizeof *p);
+        if (!p)
+            return gt_error_set(err, GT_ENOMEM, "alloc: out of host memory");
+        s->allocs = p;
+        s->cap_allocs = cap;
+    }
+    /* cudaMalloc returns 256-byte aligned memory; rounding the size up keeps
+     * every 16-byte vector access of a tail inside the allocation, and
+     * bytes == 0 still gets a unique pointer. */
+    size_t sz = (bytes + CUDA_ALLOC_ALIGN - 1) / CUDA_ALLOC_ALIGN * CUDA_ALLOC_ALIGN;
+    if (sz == 0)
+        sz = CUDA_ALLOC_ALIGN;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, sz);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return gt_error_set(err, e == cudaErrorMemoryAllocation ? GT_ENOMEM : GT_EDEVICE,
+                            "cudaMalloc(%zu bytes) on %s: %s", sz, s->dev_name,
+                            cudaGetErrorString(e));
+    }
+    s->allocs[s->n_allocs].p = p;
+    s->allocs[s->n_allocs].bytes = bytes;
+    s->n_allocs++;
+    b->alloc_count++;
+    b->bytes_live += bytes;
+    *out = p;
+    return GT_OK;
+}
+
+static void cuda_free(nn_backend *b, void *p)
+{
+    cuda_state *s = cuda_st(b);
+    if (!p)
+        return;
+    /* cudaFree inside capture would invalidate it: keep the block tracked
+     * (destroy frees it) rather than break the caller's graph. */
+    if (s->capturing)
+        return;
+    for (int i = s->n_allocs - 1; i >= 0; i--)
+        if (s->allocs[i].p == p) {
+            b->bytes_live -= s->allocs[i].bytes;
+            s->allocs[i] = s->allocs[--s->n_allocs];
+            break;
+        }
+    /* cudaFree synchronises the device, so pending work on p finishes
+     * first; a failure here has nobody to report to. */
+    (void)cudaFree(p);
+    (void)cudaGetLastError();
+}
+
+static int cuda_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    if (bytes == 0)
+        return GT_OK;
+    CUDA_TRY(cudaMemsetAsync(p, value, bytes, s->stream), err);
+    return GT_OK;
+}
+
+static int cuda_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    int rc = cuda_no_capture(s, "copy_h2d", err);
+    if (rc || bytes == 0)
+        return rc;
+    /* Synchronous from the caller's view: src may be reused on return. */
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream), err);
+    CUDA_TRY(cudaStreamSynchronize(s->stream), err);
+    return GT_OK;
+}
+
+static int cuda_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    int rc = cuda_no_capture(s, "copy_d2h", err);
+    if (rc || bytes == 0)
+        return rc;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->stream), err);
+    CUDA_TRY(cudaStreamSynchronize(s->stream), err);
+    return GT_OK;
+}
+
+static int cuda_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    if (bytes == 0)
+        return GT_OK;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream), err);
+    return GT_OK;
+}
+
+static int cuda_synchronize(nn_backend *b, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    if (s->capturing)
+        return GT_OK;
+    CUDA_TRY(cudaStreamSynchronize(s->stream), err);
+    return GT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* lifetime                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void cuda_destroy(nn_backend *b)
+{
+    if (!b)
+        return;
+    cuda_state *s = cuda_st(b);
+    if (s) {
+        if (s->stream)
+            (void)cudaStreamSynchronize(s->stream);
+        cuda_mm_cache_free(s);
+        for (int i = 0; i < s->n_allocs; i++)
+            (void)cudaFree(s->allocs[i].p);
+        free(s->allocs);
+        if (s->workspace)
+            (void)cudaFree(s->workspace);
+        if (s->scratch)
+            (void)cudaFree(s->scratch);
+        if (s->lt)
+            (void)cublasLtDestroy(s->lt);
+        if (s->stream)
+            (void)cudaStreamDestroy(s->stream);
+        (void)cudaGetLastError();
+        free(s);
+    }
+    free(b);
+}
+
+/* Errors of cudaGetDeviceCount that mean "no usable GPU here". */
+static int cuda_error_means_absent(cudaError_t e)
+{
+    return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+           e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice;
+}
+
+static int cuda_setup(nn_backend *b, cuda_state *s, int device, gt_error *err)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (cuda_error_means_absent(e))
+            return gt_error_set(err, GT_EUNSUPPORTED, "no CUDA device: %s (%s)",
+                                cudaGetErrorString(e), cudaGetErrorName(e));
+        return cuda_fail(err, e, "cudaGetDeviceCount", __FILE__, __LINE__);
+    }
+    if (count == 0)
+        return gt_error_set(err, GT_EUNSUPPORTED, "no CUDA device: the driver lists none");
+    if (device >= count)
+        return gt_error_set(err, GT_EINVAL, "cuda:%d does not exist (%d device%s)", device,
+                            count, count == 1 ? "" : "s");
+    CUDA_TRY(cudaSetDevice(device), err);
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, device), err);
+    s->device = device;
+    snprintf(s->dev_name, sizeof s->dev_name, "%s", prop.name);
+    s->cc_major = prop.major;
+    s->cc_minor = prop.minor;
+    s->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+
+    /* A device this build has no machine code (or PTX) for cannot run any
+     * kernel: say so now rather than at the first op. */
+    struct cudaFuncAttributes fa;
+    e = cudaFuncGetAttributes(&fa, cuda_rand_fill_kernel);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return gt_error_set(err, GT_EUNSUPPORTED,
+                            "%s (cuda:%d, compute capability %d.%d) cannot run this build's "
+                            "kernels (built for %s): %s",
+                            s->dev_name, device, s->cc_major, s->cc_minor, GIANT_CUDA_ARCHS,
+                            cudaGetErrorString(e));
+    }
+
+    CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), err);
+    CUBLAS_TRY(cublasLtCreate(&s->lt), err);
+    s->workspace_bytes = s->cc_major >= 9 ? CUDA_WORKSPACE_HOPPER : CUDA_WORKSPACE_OTHER;
+    CUDA_TRY(cudaMalloc(&s->workspace, s->workspace_bytes), err);
+    CUDA_TRY(cudaMalloc((void **)&s->scratch, CUDA_SCRATCH_BYTES), err);
+    s->scratch_floats = CUDA_SCRATCH_BYTES / sizeof(float);
+
+    b->ops = cuda_ops();
+    snprintf(b->name, sizeof b->name, "cuda");
+    b->device = device;
+    b->has_bf16 = s->cc_major >= 8;
+    b->bf16_emulated = 0;
+    return GT_OK;
+}
+
+extern "C" int cuda_backend_create(int device, nn_backend **out, gt_error *err)
+{
+    if (!out)
+        return gt_error_set(err, GT_EINVAL, "cuda_backend_create: out is NULL");
+    *out = NULL;
+    if (device < 0)
+        return gt_error_set(err, GT_EINVAL, "cuda_backend_create: device %d < 0", device);
+    nn_backend *b = (nn_backend *)calloc(1, sizeof *b);
+    cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
+    if (!b || !s) {
+        free(b);
+        free(s);
+        return gt_error_set(err, GT_ENOMEM, "cuda_backend_create: out of host memory");
+    }
+    b->impl = s;
+    int rc = cuda_setup(b, s, device, err);
+    if (rc) {
+        cuda_destroy(b);
+        return rc;
+    }
+    *out = b;
+    return GT_OK;
+}
+
+extern "C" int cuda_backend_is(const nn_backend *b)
+{
+    return b && b->ops == cuda_ops();
+}
+
+extern "C" void *cuda_backend_stream(nn_backend *b)
+{
+    return cuda_backend_is(b) ? (void *)cuda_st(b)->stream : NULL;
+}
+
+extern "C" int cuda_backend_plan_count(nn_backend *b)
+{
+    return cuda_backend_is(b) ? cuda_st(b)->mm_count : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CUDA graphs                                                              */
+/* ------------------------------------------------------------------------ */
+
+struct cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+static int cuda_check_backend(nn_backend *b, const char *what, gt_error *err)
+{
+    if (!cuda_backend_is(b))
+        return gt_error_set(err, GT_EINVAL, "%s: not a CUDA backend", what);
+    return GT_OK;
+}
+
+extern "C" int cuda_graph_begin(nn_backend *b, gt_error *err)
+{
+    int rc = cuda_check_backend(b, "cuda_graph_begin", err);
+    if (!rc)
+        rc = cuda_use_device(b, err);
+    if (rc)
+        return rc;
+    cuda_state *s = cuda_st(b);
+    if (s->capturing)
+        return gt_error_set(err, GT_EINVAL, "cuda_graph_begin: already capturing");
+    /* Thread-local mode: other threads may still allocate meanwhile. */
+    CUDA_TRY(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal), err);
+    s->capturing = 1;
+    return GT_OK;
+}
+
+extern "C" int cuda_graph_end(nn_backend *b, cuda_graph **out, gt_error *err)
+{
+    int rc = cuda_check_backend(b, "cuda_graph_end", err);
+    if (!rc)
+        rc = cuda_use_device(b, err);
+    if (rc)
+        return rc;
+    if (!out)
+        return gt_error_set(err, GT_EINVAL, "cuda_graph_end: out is NULL");
+    *out = NULL;
+    cuda_state *s = cuda_st(b);
+    if (!s->capturing)
+        return gt_error_set(err, GT_EINVAL, "cuda_graph_end: not capturing");
+    s->capturing = 0;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
+    if (e != cudaSuccess) {
+        if (graph)
+            (void)cudaGraphDestroy(graph);
+        return cuda_fail(err, e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    }
+    cudaGraphExec_t exec = NULL;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGraphDestroy(graph);
+        return cuda_fail(err, e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    }
+    cuda_graph *g = (cuda_graph *)calloc(1, sizeof *g);
+    if (!g) {
+        (void)cudaGraphExecDestroy(exec);
+        (void)cudaGraphDestroy(graph);
+        return gt_error_set(err, GT_ENOMEM, "cuda_graph_end: out of host memory");
+    }
+    g->graph = graph;
+    g->exec = exec;
+    *out = g;
+    return GT_OK;
+}
+
+extern "C" int cuda_graph_launch(nn_backend *b, cuda_graph *g, gt_error *err)
+{
+    int rc = cuda_check_backend(b, "cuda_graph_launch", err);
+    if (!rc)
+        rc = cuda_use_device(b, err);
+    if (rc)
+        return rc;
+    if (!g)
+        return gt_error_set(err, GT_EINVAL, "cuda_graph_launch: graph is NULL");
+    cuda_state *s = cuda_st(b);
+    if (s->capturing)
+        return gt_error_set(err, GT_EINVAL, "cuda_graph_launch: inside a capture");
+    CUDA_TRY(cudaGraphLaunch(g->exec, s->stream), err);
+    return GT_OK;
+}
+
+extern "C" void cuda_graph_destroy(cuda_graph *g)
+{
+    if (!g)
+        return;
+    (void)cudaGraphExecDestroy(g->exec);
+    (void)cudaGraphDestroy(g->graph);
+    (void)cudaGetLastError();
+    free(g);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the vtable                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The current device is per host thread, and a backend may be used from a
+ * thread other than the one that created it (the service's run threads), so
+ * every entry makes the backend's device current first: a cudaGetDevice
+ * (a thread-local read) and, only on a change, cudaSetDevice. */
+static int cuda_use_device(nn_backend *b, gt_error *err)
+{
+    int cur = -1;
+    int dev = cuda_st(b)->device;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == dev)
+        return GT_OK;
+    CUDA_TRY(cudaSetDevice(dev), err);
+    return GT_OK;
+}
+
+template <auto Fn> struct cuda_on_device;
+
+template <typename... A, int (*Fn)(nn_backend *, A...)> struct cuda_on_device<Fn> {
+    static int call(nn_backend *b, A... a)
+    {
+        /* every op's last argument is its gt_error * */
+        gt_error *err = cuda_last_arg(a...);
+        int rc = cuda_use_device(b, err);
+        return rc ? rc : Fn(b, a...);
+    }
+    template <typename T> static gt_error *cuda_last_arg(T t) { return t; }
+    template <typename T, typename... R> static gt_error *cuda_last_arg(T, R... r)
+    {
+        return cuda_last_arg(r...);
+    }
+};
+
+#define ON_DEV(fn) cuda_on_device<fn>::call
+
+static void cuda_free_on_device(nn_backend *b, void *p)
+{
+    (void)cuda_use_device(b, NULL);
+    cuda_free(b, p);
+}
+
+static void cuda_destroy_on_device(nn_backend *b)
+{
+    if (b && b->impl)
+        (void)cuda_use_device(b, NULL);
+    cuda_destroy(b);
+}
+
+static nn_backend_ops cuda_ops_table;
+
+static void cuda_ops_fill(nn_backend_ops *o)
+{
+    memset(o, 0, sizeof *o);
+    o->destroy = cuda_destroy_on_device;
+    o->alloc = ON_DEV(cuda_alloc);
+    o->free = cuda_free_on_device;
+    o->memset = ON_DEV(cuda_memset);
+    o->copy_h2d = ON_DEV(cuda_copy_h2d);
+    o->copy_d2h = ON_DEV(cuda_copy_d2h);
+    o->copy_d2d = ON_DEV(cuda_copy_d2d);
+    o->synchronize = ON_DEV(cuda_synchronize);
+    o->matmul = ON_DEV(cuda_matmul);
+    o->bias_grad = ON_DEV(cuda_bias_grad);
+    o->silu_fwd = ON_DEV(cuda_silu_fwd);
+    o->silu_bwd = ON_DEV(cuda_silu_bwd);
+    o->leaky_fwd = ON_DEV(cuda_leaky_fwd);
+    o->leaky_bwd = ON_DEV(cuda_leaky_bwd);
+    o->ln_fwd = ON_DEV(cuda_ln_fwd);
+    o->ln_bwd = ON_DEV(cuda_ln_bwd);
+    o->add = ON_DEV(cuda_add);
+    o->concat = ON_DEV(cuda_concat);
+    o->split = ON_DEV(cuda_split);
+    o->embed_fwd = ON_DEV(cuda_embed_fwd);
+    o->embed_bwd = ON_DEV(cuda_embed_bwd);
+    o->softmax_fwd = ON_DEV(cuda_softmax_fwd);
+    o->softmax_bwd = ON_DEV(cuda_softmax_bwd);
+    o->topk_fwd = ON_DEV(cuda_topk_fwd);
+    o->topk_bwd = ON_DEV(cuda_topk_bwd);
+    o->gather_rows = ON_DEV(cuda_gather_rows);
+    o->scatter_add_rows = ON_DEV(cuda_scatter_add_rows);
+    o->gather_dot = ON_DEV(cuda_gather_dot);
+    o->balance_fwd = ON_DEV(cuda_balance_fwd);
+    o->balance_bwd = ON_DEV(cuda_balance_bwd);
+    o->entropy_fwd = ON_DEV(cuda_entropy_fwd);
+    o->entropy_bwd = ON_DEV(cuda_entropy_bwd);
+    o->mse_fwd = ON_DEV(cuda_mse_fwd);
+    o->mse_bwd = ON_DEV(cuda_mse_bwd);
+    o->mean_fwd = ON_DEV(cuda_mean_fwd);
+    o->mean_bwd = ON_DEV(cuda_mean_bwd);
+    o->sb_fwd = ON_DEV(cuda_sb_fwd);
+    o->sb_bwd = ON_DEV(cuda_sb_bwd);
+    o->sb_inv = ON_DEV(cuda_sb_inv);
+    o->cast_bf16 = ON_DEV(cuda_cast_bf16);
+    o->sumsq = ON_DEV(cuda_sumsq);
+    o->adamw = ON_DEV(cuda_adamw);
+    o->rand_fill = ON_DEV(cuda_rand_fill);
+    o->axpby_rows = ON_DEV(cuda_axpby_rows);
+}
+
+/* Filled on first use (C++ before C++20 has no designated initialisers);
+ * a function-local static is initialised once, thread-safely. */
+static const nn_backend_ops *cuda_ops(void)
+{
+    static const int filled = (cuda_ops_fill(&cuda_ops_table), 1);
+    (void)filled;
+    return &cuda_ops_table;
+}

@@ -1,0 +1,69 @@
+/* cuda_copy: column-block concat and split.  Plain copies are 2-D
+ * cudaMemcpy2DAsync (capturable, and the copy engine handles any pitch);
+ * an accumulating split adds with the elementwise kernel of cuda_act.cuh. */
+#ifndef CUDA_COPY_CUH
+#define CUDA_COPY_CUH
+
+#include "cuda_act.cuh"
+#include "cuda_common.cuh"
+
+static int cuda_copy2d(cuda_state *s, nn_tensor dst, nn_tensor src, gt_error *err)
+{
+    if (dst.rows <= 0 || dst.cols <= 0)
+        return GT_OK;
+    CUDA_TRY(cudaMemcpy2DAsync(dst.data, (size_t)dst.ld * sizeof(float), src.data,
+                               (size_t)src.ld * sizeof(float), (size_t)dst.cols * sizeof(float),
+                               (size_t)dst.rows, cudaMemcpyDeviceToDevice, s->stream),
+             err);
+    return GT_OK;
+}
+
+static int cuda_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
+                       gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    int col = 0;
+    for (int p = 0; p < nparts; p++) {
+        nn_tensor blk = y;
+        blk.data = (float *)y.data + col;
+        blk.cols = parts[p].cols;
+        if (parts[p].data) {
+            int rc = cuda_copy2d(s, blk, parts[p], err);
+            if (rc)
+                return rc;
+        }
+        col += parts[p].cols;
+    }
+    return GT_OK;
+}
+
+static int cuda_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
+                      gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    int col = 0;
+    for (int p = 0; p < nparts; p++) {
+        nn_tensor blk = y;
+        blk.data = (float *)y.data + col;
+        blk.cols = parts[p].cols;
+        if (parts[p].data) {
+            int rc;
+            if (accumulate) {
+                cuda_add_f f = {(float *)parts[p].data, parts[p].ld, (const float *)blk.data,
+                                blk.ld, NULL, 0};
+                rc = cuda_ew2d(s, f, y.rows, blk.cols,
+                               cuda_vec4_ok(parts[p]) && cuda_vec4_ok(blk), err);
+            } else {
+                nn_tensor dst = parts[p];
+                dst.rows = y.rows;
+                rc = cuda_copy2d(s, dst, blk, err);
+            }
+            if (rc)
+                return rc;
+        }
+        col += parts[p].cols;
+    }
+    return GT_OK;
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* cuda_rng: random fills from Philox4x32-10 with the CPU's counter layout
+ * (nn_rng.h): one thread per 4-element block, element i = lane i % 4 of
+ * block offset + i / 4, one 16-byte store when the block is whole and the
+ * buffer aligned.  Integer words and uniforms are bit-identical to the CPU;
+ * normals go through the device's logf/sinf/cosf (no fast-math), which
+ * differ from the host's libm by an ulp or two.  Kernels first, launchers
+ * after. */
+#ifndef CUDA_RNG_CUH
+#define CUDA_RNG_CUH
+
+#include "cuda_common.cuh"
+
+/* ------------------------------------------------------------------------ */
+/* kernels                                                                  */
+/* ------------------------------------------------------------------------ */
+
+__global__ void cuda_rand_fill_kernel(float *x, long long n, int dist, float a, float bb,
+                                      uint64_t seed, uint64_t stream, uint64_t offset, int vec)
+{
+    long long nblocks = (n + 3) / 4;
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < nblocks;
+         q += (long long)gridDim.x * blockDim.x) {
+        uint32_t r[4];
+        nn_rng_block(seed, stream, offset + (uint64_t)q, r);
+        float o[4];
+#pragma unroll
+        for (int lane = 0; lane < 4; lane++)
+            o[lane] = nn_rng_fill_elem(r, lane, dist, a, bb);
+        if (vec && 4 * q + 4 <= n) {
+            reinterpret_cast<float4 *>(x)[q] = make_float4(o[0], o[1], o[2], o[3]);
+        } else {
+#pragma unroll
+            for (int lane = 0; lane < 4; lane++)
+                if (4 * q + lane < n)
+                    x[4 * q + lane] = o[lane];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* launchers                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int cuda_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
+                          uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    if (n == 0)
+        return GT_OK;
+    long long nblocks = ((long long)n + 3) / 4;
+    cuda_rand_fill_kernel<<<cuda_grid(s, nblocks), CUDA_THREADS, 0, s->stream>>>(
+        x, (long long)n, (int)dist, a, bb, seed, stream, offset, cuda_aligned(x, 16));
+    CUDA_LAUNCHED("cuda_rand_fill_kernel", err);
+    return GT_OK;
+}
+
+#endif

@@ -1,0 +1,119 @@
+/* cuda_softmax: row softmax (fp32) forward and backward.  Short rows (the
+ * router's experts, <= 32) run one thread per row through nn_softmax_row,
+ * the CPU's own code, so the gate is bit-for-bit the CPU's; longer rows run
+ * one warp per row with the same formula and a parallel sum.  Kernels
+ * first, launchers after. */
+#ifndef CUDA_SOFTMAX_CUH
+#define CUDA_SOFTMAX_CUH
+
+#include "cuda_common.cuh"
+
+#define CUDA_SOFTMAX_THREAD_MAX 32
+
+/* ------------------------------------------------------------------------ */
+/* kernels                                                                  */
+/* ------------------------------------------------------------------------ */
+
+__global__ void cuda_softmax_fwd_row_kernel(float *y, int ldy, const float *x, int ldx,
+                                            int rows, int cols)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows)
+        nn_softmax_row(cuda_row(x, ldx, i), cuda_row(y, ldy, i), cols);
+}
+
+__global__ void cuda_softmax_fwd_warp_kernel(float *y, int ldy, const float *x, int ldx,
+                                             int rows, int cols)
+{
+    int row = blockIdx.x * CUDA_WARPS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    const float *xr = cuda_row(x, ldx, row);
+    float *yr = cuda_row(y, ldy, row);
+    float mx = -INFINITY;
+    for (int j = lane; j < cols; j += 32)
+        mx = fmaxf(mx, xr[j]);
+    mx = cuda_warp_max(mx);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += 32)
+        s += expf(xr[j] - mx);
+    float inv = 1.0f / cuda_warp_sum(s);
+    for (int j = lane; j < cols; j += 32)
+        yr[j] = expf(xr[j] - mx) * inv;
+}
+
+/* dx = y (dy - sum(dy y)); dx may alias dy (each element is read before it
+ * is written by the same thread). */
+__global__ void cuda_softmax_bwd_row_kernel(float *dx, int lddx, const float *dy, int lddy,
+                                            const float *y, int ldy, int rows, int cols)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    const float *yr = cuda_row(y, ldy, i), *dyr = cuda_row(dy, lddy, i);
+    float *dxr = cuda_row(dx, lddx, i);
+    float s = 0.0f;
+    for (int j = 0; j < cols; j++)
+        s += dyr[j] * yr[j];
+    for (int j = 0; j < cols; j++)
+        dxr[j] = yr[j] * (dyr[j] - s);
+}
+
+__global__ void cuda_softmax_bwd_warp_kernel(float *dx, int lddx, const float *dy, int lddy,
+                                             const float *y, int ldy, int rows, int cols)
+{
+    int row = blockIdx.x * CUDA_WARPS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    const float *yr = cuda_row(y, ldy, row), *dyr = cuda_row(dy, lddy, row);
+    float *dxr = cuda_row(dx, lddx, row);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += 32)
+        s += dyr[j] * yr[j];
+    s = cuda_warp_sum(s);
+    for (int j = lane; j < cols; j += 32)
+        dxr[j] = yr[j] * (dyr[j] - s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* launchers                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int cuda_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    if (x.rows <= 0 || x.cols <= 0)
+        return GT_OK;
+    if (x.cols <= CUDA_SOFTMAX_THREAD_MAX)
+        cuda_softmax_fwd_row_kernel<<<(unsigned)((x.rows + CUDA_THREADS - 1) / CUDA_THREADS),
+                                      CUDA_THREADS, 0, s->stream>>>(
+            (float *)y.data, y.ld, (const float *)x.data, x.ld, x.rows, x.cols);
+    else
+        cuda_softmax_fwd_warp_kernel<<<cuda_grid_rows(x.rows), CUDA_THREADS, 0, s->stream>>>(
+            (float *)y.data, y.ld, (const float *)x.data, x.ld, x.rows, x.cols);
+    CUDA_LAUNCHED("cuda_softmax_fwd_kernel", err);
+    return GT_OK;
+}
+
+static int cuda_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y,
+                            gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    if (y.rows <= 0 || y.cols <= 0)
+        return GT_OK;
+    if (y.cols <= CUDA_SOFTMAX_THREAD_MAX)
+        cuda_softmax_bwd_row_kernel<<<(unsigned)((y.rows + CUDA_THREADS - 1) / CUDA_THREADS),
+                                      CUDA_THREADS, 0, s->stream>>>(
+            (float *)dx.data, dx.ld, (const float *)dy.data, dy.ld, (const float *)y.data, y.ld,
+            y.rows, y.cols);
+    else
+        cuda_softmax_bwd_warp_kernel<<<cuda_grid_rows(y.rows), CUDA_THREADS, 0, s->stream>>>(
+            (float *)dx.data, dx.ld, (const float *)dy.data, dy.ld, (const float *)y.data, y.ld,
+            y.rows, y.cols);
+    CUDA_LAUNCHED("cuda_softmax_bwd_kernel", err);
+    return GT_OK;
+}
+
+#endif

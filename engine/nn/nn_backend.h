@@ -1,0 +1,401 @@
+/* API-STABLE */
+/* nn_backend: the one op API of the engine, implemented by every backend.
+ *
+ * A backend is a vtable (nn_backend_ops) plus a little state (nn_backend).
+ * The CPU backend lives in nn_cpu.c, the CUDA backend in engine/cuda/.
+ * Trunks and trainers never call the vtable directly: they call the nn_*
+ * wrappers declared at the end of this header, which validate shapes, dtypes
+ * and pointers (GT_EINVAL with a message naming the argument) and then call
+ * the backend.  A backend's entries may therefore assume valid arguments.
+ *
+ * Conventions shared by all ops
+ *  - Tensors are 2-D, row-major, with a leading dimension ld >= cols (in
+ *    elements), so a block of columns of a wider matrix is a plain view.
+ *  - Memory passed to an op is backend memory (from ops->alloc), except where
+ *    a parameter is documented as host memory or a host scalar.
+ *  - Elementwise and row ops read and write fp32.  bf16 appears in exactly
+ *    three places: matmul inputs, cast_bf16 outputs, and the optional bf16
+ *    working copy written by adamw.  Everything the brief keeps in fp32
+ *    (softmax, router losses, stick-breaking, reductions, LayerNorm stats)
+ *    is fp32 by construction.
+ *  - "accumulate" means out += result; otherwise out = result.  Parameter
+ *    gradients are accumulated, so a trainer zeroes the gradient buffer once
+ *    per step (one memset over the single gradient allocation).
+ *  - Scalars that are results (losses, norms) are written to a float in
+ *    backend memory so a GPU backend need not synchronise; read them with
+ *    copy_d2h.  Scalars that are inputs (dloss) are host floats.
+ *  - Ops may be asynchronous; synchronize() waits for all issued work.
+ *  - A backend is used by one thread at a time (it owns caches and
+ *    scratch); open one per thread that needs one.
+ *  - Per-element and per-row arithmetic comes from nn_math.h so that every
+ *    backend computes the same formulas; random numbers come from nn_rng.h.
+ *  - A backend implementation uses only the inline helpers of these headers
+ *    (never the non-inline nn_* functions), because giant_nn links the
+ *    backends and a static library cycle would follow.
+ */
+#ifndef NN_BACKEND_H
+#define NN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_error.h"
+#include "nn_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* dtypes and tensor views                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum nn_dtype {
+    NN_F32 = 0,
+    NN_BF16 = 1,
+} nn_dtype;
+
+/* Bytes per element; 0 for an unknown dtype.  (Inline, like every helper a
+ * backend may need, so backends never link against giant_nn itself.) */
+static inline size_t nn_dtype_size(nn_dtype dt)
+{
+    return dt == NN_F32 ? 4 : dt == NN_BF16 ? 2 : 0;
+}
+
+/* "f32", "bf16", or "unknown". */
+static inline const char *nn_dtype_name(nn_dtype dt)
+{
+    return dt == NN_F32 ? "f32" : dt == NN_BF16 ? "bf16" : "unknown";
+}
+/* Parses "fp32"/"f32"/"bf16"; GT_EINVAL for anything else (fp16 included). */
+int nn_dtype_parse(const char *s, nn_dtype *out, gt_error *err);
+
+/* A 2-D row-major view: element (i, j) is at data + (i * ld + j) * size. */
+typedef struct nn_tensor {
+    void *data;
+    nn_dtype dtype;
+    int rows;
+    int cols;
+    int ld;       /* leading dimension in elements, >= cols */
+} nn_tensor;
+
+static inline nn_tensor nn_tensor_make(void *data, nn_dtype dtype, int rows, int cols)
+{
+    nn_tensor t;
+    t.data = data;
+    t.dtype = dtype;
+    t.rows = rows;
+    t.cols = cols;
+    t.ld = cols;
+    return t;
+}
+
+/* fp32 shorthand. */
+static inline nn_tensor nn_f32(float *data, int rows, int cols)
+{
+    return nn_tensor_make(data, NN_F32, rows, cols);
+}
+
+/* Columns [col0, col0 + ncols) of t, sharing its storage. */
+nn_tensor nn_tensor_cols(nn_tensor t, int col0, int ncols);
+/* Rows [row0, row0 + nrows) of t, sharing its storage. */
+nn_tensor nn_tensor_rows(nn_tensor t, int row0, int nrows);
+
+/* Checks dtype, rows >= 0, cols >= 0, ld >= cols, data != NULL when not
+ * empty.  `what` names the tensor in the message. */
+int nn_tensor_check(nn_tensor t, const char *what, gt_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* enums for op arguments                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum nn_act {
+    NN_ACT_NONE = 0,
+    NN_ACT_SILU = 1,     /* fused epilogue, used by forward-only sampling */
+} nn_act;
+
+typedef enum nn_dist {
+    NN_DIST_NORMAL = 0,  /* a = mean, b = standard deviation */
+    NN_DIST_UNIFORM = 1, /* uniform on [a, b) */
+} nn_dist;
+
+/* ------------------------------------------------------------------------ */
+/* the backend                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct nn_backend nn_backend;
+
+typedef struct nn_backend_ops {
+    /* --- lifetime and memory ------------------------------------------- */
+    void (*destroy)(nn_backend *b);
+    /* 64-byte aligned; *out = NULL and GT_ENOMEM on failure.  bytes == 0
+     * returns a valid unique pointer.  Must increment b->alloc_count. */
+    int (*alloc)(nn_backend *b, size_t bytes, void **out, gt_error *err);
+    void (*free)(nn_backend *b, void *p);                       /* NULL ok */
+    int (*memset)(nn_backend *b, void *p, int value, size_t bytes, gt_error *err);
+    int (*copy_h2d)(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+    int (*copy_d2h)(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+    int (*copy_d2d)(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+    int (*synchronize)(nn_backend *b, gt_error *err);
+
+    /* --- matrix product ------------------------------------------------- */
+    /* C[m,n] (+)= op(A)[m,k] . op(B)[k,n] (+ bias[n]), then act.
+     * op(X) = X^T when trans_x.  A and B are both NN_F32 or both NN_BF16;
+     * C is NN_F32; accumulation is fp32.  bias is fp32 backend memory or
+     * NULL.  With accumulate, act must be NN_ACT_NONE (C += A.B + bias is
+     * allowed: the residual update of a block in one call).  m, n or k may
+     * be 0 (k == 0 writes bias only, or leaves C unchanged when accumulating).
+     * Linear layer, weight W[out,in]:  Y = X W^T + b   (trans_b = 1)
+     *                       backward:  dX = dY W        (no transposes)
+     *                                  dW += dY^T X     (trans_a, accumulate) */
+    int (*matmul)(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a,
+                  nn_tensor bm, int trans_b, const float *bias, nn_act act,
+                  int accumulate, gt_error *err);
+
+    /* --- linear bias gradient: db[j] (+)= sum_i dy[i,j] ------------------- */
+    int (*bias_grad)(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err);
+
+    /* --- activations (y and x may alias; dx and dy may alias) ----------- */
+    int (*silu_fwd)(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
+    int (*silu_bwd)(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err);
+    int (*leaky_fwd)(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err);
+    int (*leaky_bwd)(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
+                     gt_error *err);
+
+    /* --- LayerNorm over each row (cols features) ------------------------ */
+    /* y = (x - mean) * rstd * gamma + beta; mean, rstd: fp32 [rows], saved
+     * for the backward.  Statistics per nn_ln_row_stats (two-pass, fp32). */
+    int (*ln_fwd)(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
+                  const float *gamma, const float *beta, float eps, gt_error *err);
+    /* dx (+)= ..., dgamma += ..., dbeta += ... (parameter grads always
+     * accumulate).  dx must not alias x or dy. */
+    int (*ln_bwd)(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tensor dy,
+                  nn_tensor x, const float *mean, const float *rstd, const float *gamma,
+                  int accumulate_dx, gt_error *err);
+
+    /* --- residual add: y = x1 + x2 (y may alias either).  Its backward is
+     * the identity on both inputs, done with the accumulate flags. */
+    int (*add)(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err);
+
+    /* --- column blocks: concat writes parts[i] into y's columns starting at
+     * the sum of the previous parts' cols; split is its backward (copies the
+     * blocks out, or adds them when accumulate).  NULL data in a part means
+     * "skip this block" (e.g. no gradient wanted for the conditions). */
+    int (*concat)(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
+                  gt_error *err);
+    int (*split)(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
+                 gt_error *err);
+
+    /* --- sinusoidal embedding of scalar conditions ------------------------
+     * cond[rows, nc]; y[rows, nc*emb_dim]; y[i, c*emb_dim + j] =
+     * nn_embed_elem(cond[i,c] * scale, j, emb_dim, max_period).
+     * Backward: dcond[i,c] (+)= sum_j dy[...] * d/dcond.  */
+    int (*embed_fwd)(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, float scale,
+                     float max_period, gt_error *err);
+    int (*embed_bwd)(nn_backend *b, nn_tensor dcond, nn_tensor dy, nn_tensor cond,
+                     int emb_dim, float scale, float max_period, int accumulate,
+                     gt_error *err);
+
+    /* --- row softmax (fp32): y = softmax(x); dx = y * (dy - sum(dy*y)) ---- */
+    int (*softmax_fwd)(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
+    int (*softmax_bwd)(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y, gt_error *err);
+
+    /* --- routing -----------------------------------------------------------
+     * topk_fwd: per row of probs[rows, E], the k largest (ties: lower index
+     * first, in descending order) into idx[rows*k] (int32, backend memory)
+     * and their renormalised weights w[rows*k] = p / sum(top-k p).
+     * topk_bwd: dprobs (+)= the gradient of w w.r.t. probs (zero outside the
+     * top k): dp_j = (dw_j - sum_i dw_i w_i) / S for j in the top k.
+     * gather_rows: y[i,:] = (scale ? scale[i] : 1) * x[idx[i],:], i < y.rows
+     * scatter_add_rows: y[idx[i],:] += (scale ? scale[i] : 1) * x[i,:];
+     *   idx must not repeat within one call (one expert's rows never do),
+     *   so no atomics are needed.
+     * gather_dot: out[i] = sum_j a[idx[i], j] * x[i, j]  (the gradient of a
+     *   scatter weight), i < x.rows.
+     * idx and scale are backend memory; scale may be NULL. */
+    int (*topk_fwd)(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, int k,
+                    gt_error *err);
+    int (*topk_bwd)(nn_backend *b, nn_tensor dprobs, const float *dw, const int32_t *idx,
+                    const float *w, nn_tensor probs, int k, int accumulate, gt_error *err);
+    int (*gather_rows)(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
+                       const float *scale, gt_error *err);
+    int (*scatter_add_rows)(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
+                            const float *scale, gt_error *err);
+    int (*gather_dot)(nn_backend *b, float *out, nn_tensor a, const int32_t *idx,
+                      nn_tensor x, gt_error *err);
+
+    /* --- router losses (fp32) ----------------------------------------------
+     * balance (Switch-style): loss = E * sum_e frac[e] * mean_i probs[i,e];
+     *   frac[E] (backend memory) is the fraction of routed slots per expert
+     *   (a constant for the gradient).  bwd: dprobs[i,e] += dloss*E*frac[e]/rows.
+     * entropy: loss = mean_i ( -sum_e p log(p + NN_ENTROPY_EPS) ); bwd per
+     *   nn_entropy_grad.  Both backwards accumulate into dprobs. */
+    int (*balance_fwd)(nn_backend *b, float *loss, nn_tensor probs, const float *frac,
+                       gt_error *err);
+    int (*balance_bwd)(nn_backend *b, nn_tensor dprobs, float dloss, const float *frac,
+                       gt_error *err);
+    int (*entropy_fwd)(nn_backend *b, float *loss, nn_tensor probs, gt_error *err);
+    int (*entropy_bwd)(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs,
+                       gt_error *err);
+
+    /* --- losses and reductions (fp32 accumulation or better) --------------
+     * mse: loss = mean over all elements of (pred - target)^2;
+     *   bwd: dpred (+)= dloss * 2 (pred - target) / (rows*cols).
+     * mean: out = mean of all elements of x; bwd: dx (+)= dout / (rows*cols). */
+    int (*mse_fwd)(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target,
+                   gt_error *err);
+    int (*mse_bwd)(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred,
+                   nn_tensor target, int accumulate, gt_error *err);
+    int (*mean_fwd)(nn_backend *b, float *out, nn_tensor x, gt_error *err);
+    int (*mean_bwd)(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_error *err);
+
+    /* --- stick-breaking (fp32), see nn_sb_*_row in nn_math.h ----------------
+     * fwd: logits z[rows, L-1] -> fractions f[rows, L] (sum to 1).
+     * bwd: dz (+)= from df, recomputing from z.
+     * inv: fractions f[rows, L] -> logits z[rows, L-1] (a data transform,
+     *   u clamped to [eps, 1-eps] before the logit). */
+    int (*sb_fwd)(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err);
+    int (*sb_bwd)(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int accumulate,
+                  gt_error *err);
+    int (*sb_inv)(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err);
+
+    /* --- precision ------------------------------------------------------- */
+    /* y (NN_BF16) = round-to-nearest-even(x (NN_F32)), per nn_bf16_from_f32 */
+    int (*cast_bf16)(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
+
+    /* --- optimizer ------------------------------------------------------- */
+    /* *out = sum of x[i]^2 over n fp32 elements (fp32 or better).  The
+     * global gradient norm is sqrt of this over the single gradient buffer. */
+    int (*sumsq)(nn_backend *b, float *out, const float *x, size_t n, gt_error *err);
+    /* Fused AdamW over n elements, per nn_adamw_elem: updates param, m, v
+     * (fp32) from grad * hp->grad_scale; when param_bf16 != NULL also writes
+     * the bf16 working copy in the same pass. */
+    int (*adamw)(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad,
+                 float *m, float *v, size_t n, const nn_adamw_hp *hp, gt_error *err);
+
+    /* --- random fill from Philox4x32-10 (nn_rng.h) -------------------------
+     * x[i] for i < n uses block (offset + i/4) of (seed, stream), lane i%4,
+     * per nn_rng_fill_elem.  The caller advances offset by nn_rng_blocks(n). */
+    int (*rand_fill)(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
+                     uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err);
+
+    /* --- per-row linear combination (fp32), added 2026-12-02 ------------
+     * y[i,:] = alpha[i] * x[i,:] + beta[i] * z[i,:]; alpha and beta are
+     * backend arrays of y.rows floats; y may alias x or z.  The noised
+     * inputs and targets of flow matching / DDPM and every sampler update
+     * are this op.  A backend that leaves it NULL gets GT_EUNSUPPORTED. */
+    int (*axpby_rows)(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
+                      const float *beta, nn_tensor z, gt_error *err);
+} nn_backend_ops;
+
+struct nn_backend {
+    const nn_backend_ops *ops;
+    char name[32];         /* "cpu", "cuda" */
+    int device;            /* device index; 0 for the CPU */
+    int has_bf16;          /* 1 when bf16 matmuls run natively (no emulation) */
+    int bf16_emulated;     /* 1 when bf16 matmuls are exact-rounding emulation */
+    size_t alloc_count;    /* successful alloc() calls: tests assert a step
+                              does not move it */
+    size_t bytes_live;     /* bytes currently allocated through alloc() */
+    void *impl;            /* backend-private state */
+    size_t plan_count;     /* per-shape plans created (oneDNN primitives,
+                              cuBLASLt algorithm searches): tests assert a
+                              step after warm-up does not move it */
+};
+
+/* ------------------------------------------------------------------------ */
+/* opening backends                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* spec: "cpu" or "cuda:N" (N >= 0; "cuda" means "cuda:0").  A CUDA spec in a
+ * build without CUDA returns GT_EUNSUPPORTED; anything else GT_EINVAL. */
+int nn_backend_open(const char *spec, nn_backend **out, gt_error *err);
+void nn_backend_close(nn_backend *b);                   /* NULL ok */
+
+/* The CPU backend (nn_cpu.c). */
+int nn_cpu_backend_create(nn_backend **out, gt_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* validating wrappers: what the engine calls (same meaning as the vtable)  */
+/* ------------------------------------------------------------------------ */
+
+int nn_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err);
+void nn_free(nn_backend *b, void *p);
+int nn_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error *err);
+int nn_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+int nn_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+int nn_sync(nn_backend *b, gt_error *err);
+
+int nn_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_tensor bm,
+              int trans_b, const float *bias, nn_act act, int accumulate, gt_error *err);
+int nn_bias_grad(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err);
+int nn_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
+int nn_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err);
+int nn_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err);
+int nn_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
+                 gt_error *err);
+int nn_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
+              const float *gamma, const float *beta, float eps, gt_error *err);
+int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tensor dy,
+              nn_tensor x, const float *mean, const float *rstd, const float *gamma,
+              int accumulate_dx, gt_error *err);
+int nn_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err);
+int nn_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts, gt_error *err);
+int nn_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
+             gt_error *err);
+int nn_embed_fwd(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, float scale,
+                 float max_period, gt_error *err);
+int nn_embed_bwd(nn_backend *b, nn_tensor dcond, nn_tensor dy, nn_tensor cond, int emb_dim,
+                 float scale, float max_period, int accumulate, gt_error *err);
+int nn_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
+int nn_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y, gt_error *err);
+int nn_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, int k, gt_error *err);
+int nn_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const int32_t *idx,
+                const float *w, nn_tensor probs, int k, int accumulate, gt_error *err);
+int nn_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
+                   const float *scale, gt_error *err);
+int nn_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
+                        const float *scale, gt_error *err);
+int nn_gather_dot(nn_backend *b, float *out, nn_tensor a, const int32_t *idx, nn_tensor x,
+                  gt_error *err);
+int nn_balance_fwd(nn_backend *b, float *loss, nn_tensor probs, const float *frac,
+                   gt_error *err);
+int nn_balance_bwd(nn_backend *b, nn_tensor dprobs, float dloss, const float *frac,
+                   gt_error *err);
+int nn_entropy_fwd(nn_backend *b, float *loss, nn_tensor probs, gt_error *err);
+int nn_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs,
+                   gt_error *err);
+int nn_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target, gt_error *err);
+int nn_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred, nn_tensor target,
+               int accumulate, gt_error *err);
+int nn_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err);
+int nn_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_error *err);
+int nn_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err);
+int nn_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int accumulate,
+              gt_error *err);
+int nn_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err);
+int nn_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
+int nn_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err);
+int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad, float *m,
+             float *v, size_t n, const nn_adamw_hp *hp, gt_error *err);
+int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
+                 uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err);
+int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
+                  const float *beta, nn_tensor z, gt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+
+/* API CHANGES: additions go at the end of nn_backend_ops and of struct
+ * nn_backend, and are listed here with the date.
+ *  - 2026-12-02: axpby_rows (per-row y = alpha x + beta z), for the stage
+ *    trainers and samplers of engine/model.
+ *  - 2026-12-02: struct nn_backend gained `size_t plan_count` (last field):
+ *    a backend increments it whenever it creates a per-shape plan (a oneDNN
+ *    primitive, a cuBLASLt matmul descriptor/heuristic), so tests can check
+ *    that no plan is made inside a step after warm-up.  Optional: leaving
+ *    it 0 is correct for a backend without such plans. */

@@ -1,0 +1,304 @@
+/* nn_math: the per-element and per-row arithmetic of every op.
+ *
+ * Each function is `static inline NN_HD`, i.e. __host__ __device__ under
+ * nvcc, so the CPU backend and the CUDA kernels run the same formulas and the
+ * CPU tests cover the arithmetic of both.  Only what is the same on both
+ * sides lives here: reductions that a GPU does in parallel (row sums, column
+ * sums) use these functions per element and their own summation order.
+ *
+ * This header is valid C11 and C++ (nvcc compiles .cu files as C++). */
+#ifndef NN_MATH_H
+#define NN_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define NN_HD __host__ __device__
+#else
+#define NN_HD
+#endif
+
+/* Added inside log() of the router entropy.  1e-8 is representable in fp32
+ * and bf16 alike; the entropy is always computed in fp32. */
+#define NN_ENTROPY_EPS 1e-8f
+
+/* ------------------------------------------------------------------------ */
+/* bf16: bit-exact conversions                                              */
+/* ------------------------------------------------------------------------ */
+
+/* fp32 -> bf16, round to nearest, ties to even; NaN stays a (quiet) NaN,
+ * infinities stay infinite, values past the largest bf16 round to inf. */
+NN_HD static inline uint16_t nn_bf16_from_f32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+NN_HD static inline float nn_f32_from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* fp32 value rounded through bf16 (the emulated matmul input). */
+NN_HD static inline float nn_bf16_round(float f)
+{
+    return nn_f32_from_bf16(nn_bf16_from_f32(f));
+}
+
+/* ------------------------------------------------------------------------ */
+/* activations                                                              */
+/* ------------------------------------------------------------------------ */
+
+NN_HD static inline float nn_sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+NN_HD static inline float nn_silu(float x)
+{
+    return x * nn_sigmoid(x);
+}
+
+/* d silu / dx = s (1 + x (1 - s)), s = sigmoid(x) */
+NN_HD static inline float nn_silu_grad(float x)
+{
+    float s = nn_sigmoid(x);
+    return s * (1.0f + x * (1.0f - s));
+}
+
+NN_HD static inline float nn_leaky(float x, float slope)
+{
+    return x > 0.0f ? x : slope * x;
+}
+
+NN_HD static inline float nn_leaky_grad(float x, float slope)
+{
+    return x > 0.0f ? 1.0f : slope;
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNorm                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Two-pass fp32 statistics of one row (the two passes avoid the
+ * cancellation of E[x^2] - E[x]^2 when the mean is large). */
+NN_HD static inline void nn_ln_row_stats(const float *x, int n, float eps, float *mean,
+                                         float *rstd)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    float mu = s / (float)n;
+    float v = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float d = x[i] - mu;
+        v += d * d;
+    }
+    v /= (float)n;
+    *mean = mu;
+    *rstd = 1.0f / sqrtf(v + eps);
+}
+
+NN_HD static inline float nn_ln_elem(float x, float mean, float rstd, float gamma, float beta)
+{
+    return (x - mean) * rstd * gamma + beta;
+}
+
+/* dx for one row: with xhat = (x - mean) rstd and g = dy * gamma,
+ * dx = rstd (g - mean(g) - xhat mean(g xhat)).  accumulate: dx += ... */
+NN_HD static inline void nn_ln_row_bwd(const float *x, const float *dy, const float *gamma,
+                                       float mean, float rstd, int n, float *dx, int accumulate)
+{
+    float sg = 0.0f, sgx = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float g = dy[i] * gamma[i];
+        float xh = (x[i] - mean) * rstd;
+        sg += g;
+        sgx += g * xh;
+    }
+    sg /= (float)n;
+    sgx /= (float)n;
+    for (int i = 0; i < n; i++) {
+        float g = dy[i] * gamma[i];
+        float xh = (x[i] - mean) * rstd;
+        float d = rstd * (g - sg - xh * sgx);
+        dx[i] = accumulate ? dx[i] + d : d;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* softmax and router losses                                                */
+/* ------------------------------------------------------------------------ */
+
+NN_HD static inline void nn_softmax_row(const float *x, float *y, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        s += y[i];
+    }
+    float inv = 1.0f / s;
+    for (int i = 0; i < n; i++)
+        y[i] *= inv;
+}
+
+/* -p log(p + eps), one term of the gate entropy */
+NN_HD static inline float nn_entropy_term(float p)
+{
+    return -p * logf(p + NN_ENTROPY_EPS);
+}
+
+/* d(-p log(p + eps))/dp */
+NN_HD static inline float nn_entropy_grad(float p)
+{
+    return -(logf(p + NN_ENTROPY_EPS) + p / (p + NN_ENTROPY_EPS));
+}
+
+/* ------------------------------------------------------------------------ */
+/* sinusoidal embedding of a scalar condition                               */
+/* ------------------------------------------------------------------------ */
+
+/* Feature j of emb_dim (even): the first half sin(t w_j), the second half
+ * cos(t w_j), with w_j = max_period^(-j/half), j < half. */
+NN_HD static inline float nn_embed_freq(int j, int emb_dim, float max_period)
+{
+    int half = emb_dim / 2;
+    return expf(-logf(max_period) * (float)j / (float)half);
+}
+
+NN_HD static inline float nn_embed_elem(float t, int j, int emb_dim, float max_period)
+{
+    int half = emb_dim / 2;
+    if (j < half)
+        return sinf(t * nn_embed_freq(j, emb_dim, max_period));
+    return cosf(t * nn_embed_freq(j - half, emb_dim, max_period));
+}
+
+/* d nn_embed_elem / dt */
+NN_HD static inline float nn_embed_elem_grad(float t, int j, int emb_dim, float max_period)
+{
+    int half = emb_dim / 2;
+    if (j < half) {
+        float w = nn_embed_freq(j, emb_dim, max_period);
+        return w * cosf(t * w);
+    }
+    float w = nn_embed_freq(j - half, emb_dim, max_period);
+    return -w * sinf(t * w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* stick-breaking: L-1 logits <-> L layer fractions                          */
+/* ------------------------------------------------------------------------ */
+
+/* u_l = sigmoid(z_l) for l < L-1, u_{L-1} = 1;
+ * f_l = u_l R_l with R_l = prod_{j<l} (1 - u_j), an fp32 cumulative
+ * product, so sum_l f_l = 1 exactly in real arithmetic. */
+NN_HD static inline void nn_sb_fwd_row(const float *z, float *f, int L)
+{
+    float rem = 1.0f;
+    for (int l = 0; l < L - 1; l++) {
+        float u = nn_sigmoid(z[l]);
+        f[l] = u * rem;
+        rem *= 1.0f - u;
+    }
+    f[L - 1] = rem;
+}
+
+/* dz from df.  dL/du_m = R_m (df_m - G_m) with
+ * G_m = sum_{l>m} df_l u_l prod_{m<j<l} (1 - u_j), computed backwards as
+ * G_{m} = df_{m+1} u_{m+1} + (1 - u_{m+1}) G_{m+1}, G_{L-1} = 0 (u_{L-1} = 1),
+ * which needs no division by (1 - u).  dz_m = dL/du_m u_m (1 - u_m).
+ * scratch: L floats (holds R_m between the passes). */
+NN_HD static inline void nn_sb_bwd_row(const float *z, const float *df, float *dz, int L,
+                                       float *scratch, int accumulate)
+{
+    float rem = 1.0f;
+    for (int l = 0; l < L - 1; l++) {
+        scratch[l] = rem;
+        rem *= 1.0f - nn_sigmoid(z[l]);
+    }
+    /* G_{L-2} = df_{L-1} * u_{L-1} (= 1) */
+    float G = df[L - 1];
+    for (int m = L - 2; m >= 0; m--) {
+        float u = nn_sigmoid(z[m]);
+        float du = scratch[m] * (df[m] - G);
+        float d = du * u * (1.0f - u);
+        dz[m] = accumulate ? dz[m] + d : d;
+        G = df[m] * u + (1.0f - u) * G;
+    }
+}
+
+/* Inverse: u_l = f_l / sum_{j>=l} f_j (suffix sums, not 1 - prefix, so small
+ * tails keep their precision), clamped to [eps, 1 - eps], z_l = logit(u_l). */
+NN_HD static inline void nn_sb_inv_row(const float *f, float *z, int L, float eps,
+                                       float *scratch)
+{
+    float s = 0.0f;
+    for (int l = L - 1; l >= 0; l--) {
+        s += f[l];
+        scratch[l] = s;
+    }
+    for (int l = 0; l < L - 1; l++) {
+        float u = scratch[l] > 0.0f ? f[l] / scratch[l] : 0.5f;
+        u = u < eps ? eps : (u > 1.0f - eps ? 1.0f - eps : u);
+        z[l] = logf(u) - logf(1.0f - u);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* AdamW                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Hyper-parameters of one AdamW update, with the bias corrections folded in
+ * (nn_adamw_hp_make).  The update matches torch.optim.AdamW:
+ *   p *= 1 - lr wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *   p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps),  g = grad * grad_scale */
+typedef struct nn_adamw_hp {
+    float beta1, beta2, eps;
+    float decay;          /* 1 - lr * weight_decay */
+    float step_size;      /* lr / (1 - beta1^t) */
+    float inv_sqrt_bc2;   /* 1 / sqrt(1 - beta2^t) */
+    float grad_scale;     /* gradient clipping factor (1 = none) */
+} nn_adamw_hp;
+
+/* t >= 1 is the step number after this update. */
+static inline nn_adamw_hp nn_adamw_hp_make(float lr, float beta1, float beta2, float eps,
+                                           float weight_decay, long long t, float grad_scale)
+{
+    nn_adamw_hp hp;
+    hp.beta1 = beta1;
+    hp.beta2 = beta2;
+    hp.eps = eps;
+    hp.decay = 1.0f - lr * weight_decay;
+    hp.step_size = (float)((double)lr / (1.0 - pow((double)beta1, (double)t)));
+    hp.inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow((double)beta2, (double)t)));
+    hp.grad_scale = grad_scale;
+    return hp;
+}
+
+NN_HD static inline void nn_adamw_elem(float *p, float *m, float *v, float grad,
+                                       const nn_adamw_hp *hp)
+{
+    float g = grad * hp->grad_scale;
+    float mm = hp->beta1 * *m + (1.0f - hp->beta1) * g;
+    float vv = hp->beta2 * *v + (1.0f - hp->beta2) * g * g;
+    float pp = *p * hp->decay;
+    pp -= hp->step_size * mm / (sqrtf(vv) * hp->inv_sqrt_bc2 + hp->eps);
+    *m = mm;
+    *v = vv;
+    *p = pp;
+}
+
+#endif

@@ -1,0 +1,516 @@
+/* ref_backend: see ref_backend.h.  Each op is the documented formula of
+ * nn_backend.h written as directly as possible. */
+#include "ref_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_math.h"
+#include "nn_rng.h"
+
+#define AT(t, i, j) (((float *)(t).data)[(size_t)(i) * (t).ld + (j)])
+#define ATH(t, i, j) (((uint16_t *)(t).data)[(size_t)(i) * (t).ld + (j)])
+
+static float ref_get(nn_tensor t, int i, int j)
+{
+    return t.dtype == NN_BF16 ? nn_f32_from_bf16(ATH(t, i, j)) : AT(t, i, j);
+}
+
+static void ref_destroy(nn_backend *b)
+{
+    free(b);
+}
+
+static int ref_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
+{
+    size_t sz = (bytes + 63) / 64 * 64;
+    *out = aligned_alloc(64, sz ? sz : 64);
+    if (!*out)
+        return gt_error_set(err, GT_ENOMEM, "ref alloc %zu", bytes);
+    memset(*out, 0, sz ? sz : 64);
+    b->alloc_count++;
+    return GT_OK;
+}
+
+static void ref_free(nn_backend *b, void *p)
+{
+    (void)b;
+    free(p);
+}
+
+static int ref_memset(nn_backend *b, void *p, int v, size_t n, gt_error *err)
+{
+    (void)b, (void)err;
+    memset(p, v, n);
+    return GT_OK;
+}
+
+static int ref_copy(nn_backend *b, void *d, const void *s, size_t n, gt_error *err)
+{
+    (void)b, (void)err;
+    memmove(d, s, n);
+    return GT_OK;
+}
+
+static int ref_sync(nn_backend *b, gt_error *err)
+{
+    (void)b, (void)err;
+    return GT_OK;
+}
+
+static int ref_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int ta, nn_tensor bm, int tb,
+                      const float *bias, nn_act act, int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    int m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int q = 0; q < k; q++)
+                s += (double)(ta ? ref_get(a, q, i) : ref_get(a, i, q)) *
+                     (tb ? ref_get(bm, j, q) : ref_get(bm, q, j));
+            float v = (float)s + (bias ? bias[j] : 0.0f);
+            if (acc)
+                v += AT(c, i, j);
+            AT(c, i, j) = act == NN_ACT_SILU ? nn_silu(v) : v;
+        }
+    return GT_OK;
+}
+
+static int ref_bias_grad(nn_backend *b, float *db, nn_tensor dy, int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int j = 0; j < dy.cols; j++) {
+        double s = 0.0;
+        for (int i = 0; i < dy.rows; i++)
+            s += AT(dy, i, j);
+        db[j] = acc ? db[j] + (float)s : (float)s;
+    }
+    return GT_OK;
+}
+
+static int ref_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            AT(y, i, j) = nn_silu(AT(x, i, j));
+    return GT_OK;
+}
+
+static int ref_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            AT(dx, i, j) = AT(dy, i, j) * nn_silu_grad(AT(x, i, j));
+    return GT_OK;
+}
+
+static int ref_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float sl, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            AT(y, i, j) = nn_leaky(AT(x, i, j), sl);
+    return GT_OK;
+}
+
+static int ref_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float sl,
+                         gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            AT(dx, i, j) = AT(dy, i, j) * nn_leaky_grad(AT(x, i, j), sl);
+    return GT_OK;
+}
+
+static int ref_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
+                      const float *g, const float *be, float eps, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++) {
+        float mu, rs;
+        nn_ln_row_stats(&AT(x, i, 0), x.cols, eps, &mu, &rs);
+        if (mean)
+            mean[i] = mu;
+        if (rstd)
+            rstd[i] = rs;
+        for (int j = 0; j < x.cols; j++)
+            AT(y, i, j) = nn_ln_elem(AT(x, i, j), mu, rs, g[j], be[j]);
+    }
+    return GT_OK;
+}
+
+static int ref_ln_bwd(nn_backend *b, nn_tensor dx, float *dg, float *dbe, nn_tensor dy,
+                      nn_tensor x, const float *mean, const float *rstd, const float *g,
+                      int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++) {
+        nn_ln_row_bwd(&AT(x, i, 0), &AT(dy, i, 0), g, mean[i], rstd[i], x.cols, &AT(dx, i, 0),
+                      acc);
+        for (int j = 0; j < x.cols; j++) {
+            dg[j] += AT(dy, i, j) * (AT(x, i, j) - mean[i]) * rstd[i];
+            dbe[j] += AT(dy, i, j);
+        }
+    }
+    return GT_OK;
+}
+
+static int ref_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < y.rows; i++)
+        for (int j = 0; j < y.cols; j++)
+            AT(y, i, j) = AT(x1, i, j) + AT(x2, i, j);
+    return GT_OK;
+}
+
+static int ref_concat(nn_backend *b, nn_tensor y, const nn_tensor *p, int np, gt_error *err)
+{
+    (void)b, (void)err;
+    int c0 = 0;
+    for (int q = 0; q < np; q++) {
+        if (p[q].data)
+            for (int i = 0; i < y.rows; i++)
+                for (int j = 0; j < p[q].cols; j++)
+                    AT(y, i, c0 + j) = AT(p[q], i, j);
+        c0 += p[q].cols;
+    }
+    return GT_OK;
+}
+
+static int ref_split(nn_backend *b, nn_tensor *p, int np, nn_tensor y, int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    int c0 = 0;
+    for (int q = 0; q < np; q++) {
+        if (p[q].data)
+            for (int i = 0; i < y.rows; i++)
+                for (int j = 0; j < p[q].cols; j++)
+                    AT(p[q], i, j) = (acc ? AT(p[q], i, j) : 0.0f) + AT(y, i, c0 + j);
+        c0 += p[q].cols;
+    }
+    return GT_OK;
+}
+
+static int ref_embed_fwd(nn_backend *b, nn_tensor y, nn_tensor cond, int e, float sc, float mp,
+                         gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < cond.rows; i++)
+        for (int c = 0; c < cond.cols; c++)
+            for (int j = 0; j < e; j++)
+                AT(y, i, c * e + j) = nn_embed_elem(AT(cond, i, c) * sc, j, e, mp);
+    return GT_OK;
+}
+
+static int ref_embed_bwd(nn_backend *b, nn_tensor dc, nn_tensor dy, nn_tensor cond, int e,
+                         float sc, float mp, int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < cond.rows; i++)
+        for (int c = 0; c < cond.cols; c++) {
+            float s = 0.0f;
+            for (int j = 0; j < e; j++)
+                s += AT(dy, i, c * e + j) * nn_embed_elem_grad(AT(cond, i, c) * sc, j, e, mp);
+            s *= sc;
+            AT(dc, i, c) = acc ? AT(dc, i, c) + s : s;
+        }
+    return GT_OK;
+}
+
+static int ref_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        nn_softmax_row(&AT(x, i, 0), &AT(y, i, 0), x.cols);
+    return GT_OK;
+}
+
+static int ref_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y,
+                           gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < y.rows; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < y.cols; j++)
+            s += AT(dy, i, j) * AT(y, i, j);
+        for (int j = 0; j < y.cols; j++)
+            AT(dx, i, j) = AT(y, i, j) * (AT(dy, i, j) - s);
+    }
+    return GT_OK;
+}
+
+static int ref_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor p, int k,
+                        gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < p.rows; i++) {
+        unsigned long long taken = 0;
+        float sum = 0.0f;
+        for (int s = 0; s < k; s++) {
+            int best = -1;
+            for (int e = 0; e < p.cols; e++)
+                if (!(taken >> e & 1) && (best < 0 || AT(p, i, e) > AT(p, i, best)))
+                    best = e;
+            taken |= 1ull << best;
+            idx[i * k + s] = best;
+            w[i * k + s] = AT(p, i, best);
+            sum += AT(p, i, best);
+        }
+        for (int s = 0; s < k; s++)
+            w[i * k + s] *= sum > 0.0f ? 1.0f / sum : 0.0f;
+    }
+    return GT_OK;
+}
+
+static int ref_topk_bwd(nn_backend *b, nn_tensor dp, const float *dw, const int32_t *idx,
+                        const float *w, nn_tensor p, int k, int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < p.rows; i++) {
+        if (!acc)
+            for (int e = 0; e < p.cols; e++)
+                AT(dp, i, e) = 0.0f;
+        float S = 0.0f, dot = 0.0f;
+        for (int s = 0; s < k; s++) {
+            S += AT(p, i, idx[i * k + s]);
+            dot += dw[i * k + s] * w[i * k + s];
+        }
+        if (S > 0.0f)
+            for (int s = 0; s < k; s++)
+                AT(dp, i, idx[i * k + s]) += (dw[i * k + s] - dot) / S;
+    }
+    return GT_OK;
+}
+
+static int ref_gather(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
+                      const float *sc, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < y.rows; i++)
+        for (int j = 0; j < y.cols; j++)
+            AT(y, i, j) = (sc ? sc[i] : 1.0f) * AT(x, idx[i], j);
+    return GT_OK;
+}
+
+static int ref_scatter(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
+                       const float *sc, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            AT(y, idx[i], j) += (sc ? sc[i] : 1.0f) * AT(x, i, j);
+    return GT_OK;
+}
+
+static int ref_gather_dot(nn_backend *b, float *out, nn_tensor a, const int32_t *idx,
+                          nn_tensor x, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++) {
+        double s = 0.0;
+        for (int j = 0; j < x.cols; j++)
+            s += (double)AT(a, idx[i], j) * AT(x, i, j);
+        out[i] = (float)s;
+    }
+    return GT_OK;
+}
+
+static int ref_balance_fwd(nn_backend *b, float *loss, nn_tensor p, const float *frac,
+                           gt_error *err)
+{
+    (void)b, (void)err;
+    double s = 0.0;
+    for (int i = 0; i < p.rows; i++)
+        for (int e = 0; e < p.cols; e++)
+            s += (double)frac[e] * AT(p, i, e);
+    *loss = (float)(s * p.cols / p.rows);
+    return GT_OK;
+}
+
+static int ref_balance_bwd(nn_backend *b, nn_tensor dp, float dl, const float *frac,
+                           gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < dp.rows; i++)
+        for (int e = 0; e < dp.cols; e++)
+            AT(dp, i, e) += dl * (float)dp.cols * frac[e] / (float)dp.rows;
+    return GT_OK;
+}
+
+static int ref_entropy_fwd(nn_backend *b, float *loss, nn_tensor p, gt_error *err)
+{
+    (void)b, (void)err;
+    double s = 0.0;
+    for (int i = 0; i < p.rows; i++)
+        for (int e = 0; e < p.cols; e++)
+            s += nn_entropy_term(AT(p, i, e));
+    *loss = (float)(s / p.rows);
+    return GT_OK;
+}
+
+static int ref_entropy_bwd(nn_backend *b, nn_tensor dp, float dl, nn_tensor p, gt_error *err)
+{
+    (void)b, (void)err;
+    float s = dl / (float)p.rows;
+    for (int i = 0; i < p.rows; i++)
+        for (int e = 0; e < p.cols; e++)
+            AT(dp, i, e) += s * nn_entropy_grad(AT(p, i, e));
+    return GT_OK;
+}
+
+static int ref_mse_fwd(nn_backend *b, float *loss, nn_tensor p, nn_tensor t, gt_error *err)
+{
+    (void)b, (void)err;
+    double s = 0.0;
+    for (int i = 0; i < p.rows; i++)
+        for (int j = 0; j < p.cols; j++) {
+            double d = (double)AT(p, i, j) - AT(t, i, j);
+            s += d * d;
+        }
+    *loss = (float)(s / ((double)p.rows * p.cols));
+    return GT_OK;
+}
+
+static int ref_mse_bwd(nn_backend *b, nn_tensor dp, float dl, nn_tensor p, nn_tensor t, int acc,
+                       gt_error *err)
+{
+    (void)b, (void)err;
+    float sc = 2.0f * dl / (float)((double)p.rows * p.cols);
+    for (int i = 0; i < p.rows; i++)
+        for (int j = 0; j < p.cols; j++) {
+            float g = sc * (AT(p, i, j) - AT(t, i, j));
+            AT(dp, i, j) = acc ? AT(dp, i, j) + g : g;
+        }
+    return GT_OK;
+}
+
+static int ref_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
+{
+    (void)b, (void)err;
+    double s = 0.0;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            s += AT(x, i, j);
+    *out = (float)(s / ((double)x.rows * x.cols));
+    return GT_OK;
+}
+
+static int ref_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int acc, gt_error *err)
+{
+    (void)b, (void)err;
+    float g = dout / (float)((double)dx.rows * dx.cols);
+    for (int i = 0; i < dx.rows; i++)
+        for (int j = 0; j < dx.cols; j++)
+            AT(dx, i, j) = acc ? AT(dx, i, j) + g : g;
+    return GT_OK;
+}
+
+static int ref_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < f.rows; i++)
+        nn_sb_fwd_row(&AT(z, i, 0), &AT(f, i, 0), f.cols);
+    return GT_OK;
+}
+
+static int ref_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int acc,
+                      gt_error *err)
+{
+    (void)b;
+    float *s = malloc(sizeof(float) * (size_t)(df.cols > 0 ? df.cols : 1));
+    if (!s)
+        return gt_error_set(err, GT_ENOMEM, "ref sb_bwd");
+    for (int i = 0; i < df.rows; i++)
+        nn_sb_bwd_row(&AT(z, i, 0), &AT(df, i, 0), &AT(dz, i, 0), df.cols, s, acc);
+    free(s);
+    return GT_OK;
+}
+
+static int ref_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
+{
+    (void)b;
+    float *s = malloc(sizeof(float) * (size_t)(f.cols > 0 ? f.cols : 1));
+    if (!s)
+        return gt_error_set(err, GT_ENOMEM, "ref sb_inv");
+    for (int i = 0; i < f.rows; i++)
+        nn_sb_inv_row(&AT(f, i, 0), &AT(z, i, 0), f.cols, eps, s);
+    free(s);
+    return GT_OK;
+}
+
+static int ref_cast(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            ATH(y, i, j) = nn_bf16_from_f32(AT(x, i, j));
+    return GT_OK;
+}
+
+static int ref_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err)
+{
+    (void)b, (void)err;
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)x[i] * x[i];
+    *out = (float)s;
+    return GT_OK;
+}
+
+static int ref_adamw(nn_backend *b, float *p, uint16_t *pb, const float *g, float *m, float *v,
+                     size_t n, const nn_adamw_hp *hp, gt_error *err)
+{
+    (void)b, (void)err;
+    for (size_t i = 0; i < n; i++) {
+        nn_adamw_elem(&p[i], &m[i], &v[i], g[i], hp);
+        if (pb)
+            pb[i] = nn_bf16_from_f32(p[i]);
+    }
+    return GT_OK;
+}
+
+static int ref_rand(nn_backend *b, float *x, size_t n, nn_dist d, float a, float bb,
+                    uint64_t seed, uint64_t stream, uint64_t off, gt_error *err)
+{
+    (void)b, (void)err;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r[4];
+        nn_rng_block(seed, stream, off + i / 4, r);
+        x[i] = nn_rng_fill_elem(r, (int)(i % 4), (int)d, a, bb);
+    }
+    return GT_OK;
+}
+
+static const nn_backend_ops ref_ops = {
+    .destroy = ref_destroy, .alloc = ref_alloc, .free = ref_free, .memset = ref_memset,
+    .copy_h2d = ref_copy, .copy_d2h = ref_copy, .copy_d2d = ref_copy, .synchronize = ref_sync,
+    .matmul = ref_matmul, .bias_grad = ref_bias_grad, .silu_fwd = ref_silu_fwd,
+    .silu_bwd = ref_silu_bwd, .leaky_fwd = ref_leaky_fwd, .leaky_bwd = ref_leaky_bwd,
+    .ln_fwd = ref_ln_fwd, .ln_bwd = ref_ln_bwd, .add = ref_add, .concat = ref_concat,
+    .split = ref_split, .embed_fwd = ref_embed_fwd, .embed_bwd = ref_embed_bwd,
+    .softmax_fwd = ref_softmax_fwd, .softmax_bwd = ref_softmax_bwd, .topk_fwd = ref_topk_fwd,
+    .topk_bwd = ref_topk_bwd, .gather_rows = ref_gather, .scatter_add_rows = ref_scatter,
+    .gather_dot = ref_gather_dot, .balance_fwd = ref_balance_fwd,
+    .balance_bwd = ref_balance_bwd, .entropy_fwd = ref_entropy_fwd,
+    .entropy_bwd = ref_entropy_bwd, .mse_fwd = ref_mse_fwd, .mse_bwd = ref_mse_bwd,
+    .mean_fwd = ref_mean_fwd, .mean_bwd = ref_mean_bwd, .sb_fwd = ref_sb_fwd,
+    .sb_bwd = ref_sb_bwd, .sb_inv = ref_sb_inv, .cast_bf16 = ref_cast, .sumsq = ref_sumsq,
+    .adamw = ref_adamw, .rand_fill = ref_rand,
+};
+
+int ref_backend_create(nn_backend **out, gt_error *err)
+{
+    nn_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return gt_error_set(err, GT_ENOMEM, "ref backend");
+    b->ops = &ref_ops;
+    strcpy(b->name, "ref");
+    b->bf16_emulated = 1;
+    *out = b;
+    return GT_OK;
+}

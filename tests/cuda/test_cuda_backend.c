@@ -1,0 +1,1012 @@
+/* test_cuda_backend: the CUDA backend against the CPU backend.
+ *
+ * Every op runs on both backends on the same random inputs, outputs
+ * poisoned (all bits set: NaN) beforehand, and the results are compared by
+ * normwise relative error  max|gpu - cpu| / max|cpu|  with these bounds:
+ *   exact     integer outputs (top-k indices), the bf16 cast, uniform
+ *             random numbers (bit-identical by construction);
+ *   TOL_EW    1e-5  fp32 elementwise ops (device expf/logf/sinf differ from
+ *                   libm by an ulp or two; FMA contraction);
+ *   TOL_RED   1e-4  fp32 reductions, matmuls, LayerNorm (summation order),
+ *                   and chains of transcendental functions (stick-breaking's
+ *                   45-layer products, embeddings at large phases);
+ *   TOL_BF16  1e-2  bf16-input matmuls and what follows them;
+ *   TOL_STEP  1e-3  whole fp32 training steps (several ops compounded).
+ * Then whole steps: engine/nn's expert and routed trunks (forward, backward,
+ * AdamW), the graph-capturable gpu_model step and sampler on both backends,
+ * and on the GPU a captured step / sampler replayed against the uncaptured
+ * one (expected bit-identical: same kernels, same cuBLASLt algorithms).
+ * Skips (exit 77) when there is no CUDA device. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cuda_backend.h"
+#include "gpu_model.h"
+#include "nn_backend.h"
+#include "ref_backend.h"
+#ifdef GIANT_TEST_WITH_NN
+#include "nn_adamw.h"
+#include "nn_trunk.h"
+#endif
+
+/* Without giant_nn (a GPU machine lacking the CPU BLAS libraries) the ops are
+ * called through the vtable directly and the reference is ref_backend. */
+#ifndef GIANT_TEST_WITH_NN
+#define nn_adamw(b, ...) ((b)->ops->adamw((b), __VA_ARGS__))
+#define nn_add(b, ...) ((b)->ops->add((b), __VA_ARGS__))
+#define nn_alloc(b, ...) ((b)->ops->alloc((b), __VA_ARGS__))
+#define nn_balance_bwd(b, ...) ((b)->ops->balance_bwd((b), __VA_ARGS__))
+#define nn_balance_fwd(b, ...) ((b)->ops->balance_fwd((b), __VA_ARGS__))
+#define nn_bias_grad(b, ...) ((b)->ops->bias_grad((b), __VA_ARGS__))
+#define nn_cast_bf16(b, ...) ((b)->ops->cast_bf16((b), __VA_ARGS__))
+#define nn_concat(b, ...) ((b)->ops->concat((b), __VA_ARGS__))
+#define nn_copy_d2d(b, ...) ((b)->ops->copy_d2d((b), __VA_ARGS__))
+#define nn_copy_d2h(b, ...) ((b)->ops->copy_d2h((b), __VA_ARGS__))
+#define nn_copy_h2d(b, ...) ((b)->ops->copy_h2d((b), __VA_ARGS__))
+#define nn_embed_bwd(b, ...) ((b)->ops->embed_bwd((b), __VA_ARGS__))
+#define nn_embed_fwd(b, ...) ((b)->ops->embed_fwd((b), __VA_ARGS__))
+#define nn_entropy_bwd(b, ...) ((b)->ops->entropy_bwd((b), __VA_ARGS__))
+#define nn_entropy_fwd(b, ...) ((b)->ops->entropy_fwd((b), __VA_ARGS__))
+#define nn_gather_dot(b, ...) ((b)->ops->gather_dot((b), __VA_ARGS__))
+#define nn_gather_rows(b, ...) ((b)->ops->gather_rows((b), __VA_ARGS__))
+#define nn_leaky_bwd(b, ...) ((b)->ops->leaky_bwd((b), __VA_ARGS__))
+#define nn_leaky_fwd(b, ...) ((b)->ops->leaky_fwd((b), __VA_ARGS__))
+#define nn_ln_bwd(b, ...) ((b)->ops->ln_bwd((b), __VA_ARGS__))
+#define nn_ln_fwd(b, ...) ((b)->ops->ln_fwd((b), __VA_ARGS__))
+#define nn_matmul(b, ...) ((b)->ops->matmul((b), __VA_ARGS__))
+#define nn_mean_bwd(b, ...) ((b)->ops->mean_bwd((b), __VA_ARGS__))
+#define nn_mean_fwd(b, ...) ((b)->ops->mean_fwd((b), __VA_ARGS__))
+#define nn_memset(b, ...) ((b)->ops->memset((b), __VA_ARGS__))
+#define nn_mse_bwd(b, ...) ((b)->ops->mse_bwd((b), __VA_ARGS__))
+#define nn_mse_fwd(b, ...) ((b)->ops->mse_fwd((b), __VA_ARGS__))
+#define nn_rand_fill(b, ...) ((b)->ops->rand_fill((b), __VA_ARGS__))
+#define nn_sb_bwd(b, ...) ((b)->ops->sb_bwd((b), __VA_ARGS__))
+#define nn_sb_fwd(b, ...) ((b)->ops->sb_fwd((b), __VA_ARGS__))
+#define nn_sb_inv(b, ...) ((b)->ops->sb_inv((b), __VA_ARGS__))
+#define nn_scatter_add_rows(b, ...) ((b)->ops->scatter_add_rows((b), __VA_ARGS__))
+#define nn_silu_bwd(b, ...) ((b)->ops->silu_bwd((b), __VA_ARGS__))
+#define nn_silu_fwd(b, ...) ((b)->ops->silu_fwd((b), __VA_ARGS__))
+#define nn_softmax_bwd(b, ...) ((b)->ops->softmax_bwd((b), __VA_ARGS__))
+#define nn_softmax_fwd(b, ...) ((b)->ops->softmax_fwd((b), __VA_ARGS__))
+#define nn_split(b, ...) ((b)->ops->split((b), __VA_ARGS__))
+#define nn_sumsq(b, ...) ((b)->ops->sumsq((b), __VA_ARGS__))
+#define nn_topk_bwd(b, ...) ((b)->ops->topk_bwd((b), __VA_ARGS__))
+#define nn_topk_fwd(b, ...) ((b)->ops->topk_fwd((b), __VA_ARGS__))
+#define nn_free(b, p) ((b)->ops->free((b), (p)))
+#define nn_sync(b, e) ((b)->ops->synchronize((b), (e)))
+#define nn_backend_close(b) ((b)->ops->destroy(b))
+#endif
+
+#define TOL_EW 1e-5
+#define TOL_RED 1e-4
+#define TOL_BF16 1e-2
+#define TOL_STEP 1e-3
+
+static nn_backend *CPU, *GPU;
+static gt_error err;
+
+#define OK(x)                                                                  \
+    do {                                                                       \
+        int rc_ = (x);                                                         \
+        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #x, rc_, err.message);         \
+    } while (0)
+
+/* Runs the statement once per backend: b is the backend, side 0 = CPU, 1 = GPU,
+ * and T(p) / P(p) give pair p's tensor / pointer on that side. */
+#define BOTH for (int side = 0; side < 2; side++) for (nn_backend *b = side ? GPU : CPU; b; b = NULL)
+#define T(p) (side ? pg(&(p)) : pc(&(p)))
+#define P(p) (side ? (p).g : (p).c)
+
+/* ------------------------------------------------------------------------ */
+/* paired buffers                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pair {
+    int rows, cols;
+    size_t n;
+    nn_dtype dt;
+    float *h;      /* host values (fp32) */
+    void *c, *g;   /* CPU and GPU copies */
+} pair;
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+
+static float frand(float lo, float hi)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return lo + (hi - lo) * (float)((rs >> 40) * (1.0 / 16777216.0));
+}
+
+static pair pnew_t(int rows, int cols, nn_dtype dt)
+{
+    pair p;
+    memset(&p, 0, sizeof p);
+    p.rows = rows;
+    p.cols = cols;
+    p.n = (size_t)rows * cols;
+    p.dt = dt;
+    p.h = calloc(p.n ? p.n : 1, sizeof(float));
+    size_t bytes = p.n * nn_dtype_size(dt);
+    OK(nn_alloc(CPU, bytes, &p.c, &err));
+    OK(nn_alloc(GPU, bytes, &p.g, &err));
+    return p;
+}
+
+static pair pnew(int rows, int cols)
+{
+    return pnew_t(rows, cols, NN_F32);
+}
+
+static void pfree(pair *p)
+{
+    nn_free(CPU, p->c);
+    nn_free(GPU, p->g);
+    free(p->h);
+}
+
+static nn_tensor pc(pair *p)
+{
+    return nn_tensor_make(p->c, p->dt, p->rows, p->cols);
+}
+
+static nn_tensor pg(pair *p)
+{
+    return nn_tensor_make(p->g, p->dt, p->rows, p->cols);
+}
+
+/* Uploads the host values (fp32 pairs only). */
+static void pput(pair *p)
+{
+    OK(nn_copy_h2d(CPU, p->c, p->h, p->n * sizeof(float), &err));
+    OK(nn_copy_h2d(GPU, p->g, p->h, p->n * sizeof(float), &err));
+}
+
+static void prand(pair *p, float lo, float hi)
+{
+    for (size_t i = 0; i < p->n; i++)
+        p->h[i] = frand(lo, hi);
+    pput(p);
+}
+
+static void poison(pair *p)
+{
+    size_t bytes = p->n * nn_dtype_size(p->dt);
+    OK(nn_memset(CPU, p->c, 0xFF, bytes, &err));
+    OK(nn_memset(GPU, p->g, 0xFF, bytes, &err));
+}
+
+static void fetch(pair *p, void *hc, void *hg)
+{
+    size_t bytes = p->n * nn_dtype_size(p->dt);
+    OK(nn_copy_d2h(CPU, hc, p->c, bytes, &err));
+    OK(nn_copy_d2h(GPU, hg, p->g, bytes, &err));
+}
+
+/* Normwise relative error of the GPU result against the CPU one. */
+static double relerr(const float *c, const float *g, size_t n)
+{
+    double md = 0.0, mc = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)g[i] - (double)c[i]);
+        if (!(d <= md))            /* NaN (poison left) counts as infinite */
+            md = isnan(d) ? INFINITY : d;
+        if (fabs((double)c[i]) > mc)
+            mc = fabs((double)c[i]);
+    }
+    return mc > 0.0 ? md / mc : md;
+}
+
+static double cmp_f(const char *what, const float *c, const float *g, size_t n, double tol)
+{
+    double e = relerr(c, g, n);
+    CHECK_MSG(e <= tol, "%s: relative error %.3g > %.1g", what, e, tol);
+    printf("  %-28s %.2e (bound %.0e)\n", what, e, tol);
+    return e;
+}
+
+static double pcmp(pair *p, const char *what, double tol)
+{
+    size_t n = p->n ? p->n : 1;
+    float *c = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
+    double e = 0.0;
+    if (p->dt == NN_F32) {
+        fetch(p, c, g);
+        e = cmp_f(what, c, g, p->n, tol);
+    } else {   /* bf16: compare as floats */
+        uint16_t *hc = calloc(n, 2), *hg = calloc(n, 2);
+        fetch(p, hc, hg);
+        for (size_t i = 0; i < p->n; i++) {
+            c[i] = nn_f32_from_bf16(hc[i]);
+            g[i] = nn_f32_from_bf16(hg[i]);
+        }
+        e = cmp_f(what, c, g, p->n, tol);
+        free(hc);
+        free(hg);
+    }
+    free(c);
+    free(g);
+    return e;
+}
+
+static void pcmp_exact(pair *p, const char *what)
+{
+    size_t bytes = p->n * nn_dtype_size(p->dt);
+    void *c = calloc(bytes + 1, 1), *g = calloc(bytes + 1, 1);
+    fetch(p, c, g);
+    CHECK_MSG(memcmp(c, g, bytes) == 0, "%s: not bit-identical", what);
+    printf("  %-28s %s\n", what, memcmp(c, g, bytes) == 0 ? "bit-identical" : "DIFFERS");
+    free(c);
+    free(g);
+}
+
+/* ------------------------------------------------------------------------ */
+/* op tests                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_matmul_f32(void)
+{
+    printf("matmul fp32\n");
+    const int M = 67, N = 45, K = 33;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int mode = 0; mode < 3; mode++) {
+                /* A stored wider than used (ld > cols) to test views */
+                pair a = ta ? pnew(K, M + 3) : pnew(M, K + 3);
+                pair bm = tb ? pnew(N, K) : pnew(K, N);
+                pair c = pnew(M, N), bias = pnew(1, N);
+                prand(&a, -1, 1);
+                prand(&bm, -1, 1);
+                prand(&bias, -1, 1);
+                if (mode == 2)
+                    prand(&c, -1, 1);
+                else
+                    poison(&c);
+                BOTH
+                {
+                    nn_tensor A = T(a);
+                    A.cols -= 3;
+                    OK(nn_matmul(b, T(c), A, ta, T(bm), tb, mode ? P(bias) : NULL,
+                                 mode == 1 ? NN_ACT_SILU : NN_ACT_NONE, mode == 2, &err));
+                }
+                char what[64];
+                snprintf(what, sizeof what, "matmul ta%d tb%d %s", ta, tb,
+                         mode == 0 ? "plain" : mode == 1 ? "bias+silu" : "bias+acc");
+                pcmp(&c, what, TOL_RED);
+                pfree(&a);
+                pfree(&bm);
+                pfree(&c);
+                pfree(&bias);
+            }
+    /* a tensor-core friendly shape, the Linear layer pattern */
+    pair x = pnew(256, 512), w = pnew(384, 512), y = pnew(256, 384), bias = pnew(1, 384);
+    prand(&x, -1, 1);
+    prand(&w, -0.05f, 0.05f);
+    prand(&bias, -1, 1);
+    poison(&y);
+    BOTH OK(nn_matmul(b, T(y), T(x), 0, T(w), 1, P(bias), NN_ACT_NONE, 0, &err));
+    pcmp(&y, "linear 256x512 -> 384", TOL_RED);
+    /* k == 0: bias only */
+    pair e0 = pnew(256, 0), w0 = pnew(384, 0);
+    poison(&y);
+    BOTH
+    {
+        nn_tensor A = T(e0), W = T(w0);
+        A.ld = W.ld = 1;                 /* the wrappers want ld >= 1 */
+        OK(nn_matmul(b, T(y), A, 0, W, 1, P(bias), NN_ACT_NONE, 0, &err));
+    }
+    pcmp(&y, "matmul k=0 (bias only)", 0.0);
+    pfree(&e0);
+    pfree(&w0);
+    pfree(&x);
+    pfree(&w);
+    pfree(&y);
+    pfree(&bias);
+}
+
+static void test_matmul_bf16(void)
+{
+    printf("matmul bf16 (and the cast)\n");
+    pair x = pnew(256, 520), w = pnew(384, 520), y = pnew(256, 384), bias = pnew(1, 384);
+    pair xb = pnew_t(256, 520, NN_BF16), wb = pnew_t(384, 520, NN_BF16);
+    prand(&x, -1, 1);
+    prand(&w, -0.05f, 0.05f);
+    prand(&bias, -1, 1);
+    poison(&xb);
+    poison(&wb);
+    poison(&y);
+    BOTH
+    {
+        OK(nn_cast_bf16(b, T(xb), T(x), &err));
+        OK(nn_cast_bf16(b, T(wb), T(w), &err));
+        OK(nn_matmul(b, T(y), T(xb), 0, T(wb), 1, P(bias), NN_ACT_NONE, 0, &err));
+    }
+    pcmp_exact(&xb, "cast_bf16");
+    pcmp(&y, "bf16 linear", TOL_BF16);
+    /* weight gradient pattern: dW += dY^T X, fp32 output */
+    pair dw = pnew(384, 520), dyb = pnew_t(256, 384, NN_BF16);
+    prand(&dw, -1, 1);
+    BOTH
+    {
+        OK(nn_cast_bf16(b, T(dyb), T(y), &err));
+        OK(nn_matmul(b, T(dw), T(dyb), 1, T(xb), 0, NULL, NN_ACT_NONE, 1, &err));
+    }
+    pcmp(&dw, "bf16 dW += dY^T X", TOL_BF16);
+    pfree(&dw);
+    pfree(&dyb);
+    pfree(&x);
+    pfree(&w);
+    pfree(&y);
+    pfree(&bias);
+    pfree(&xb);
+    pfree(&wb);
+}
+
+static void test_elementwise(int rows, int cols)
+{
+    printf("elementwise %dx%d\n", rows, cols);
+    pair x = pnew(rows, cols), dy = pnew(rows, cols), y = pnew(rows, cols), x2 = pnew(rows, cols);
+    prand(&x, -4, 4);
+    prand(&dy, -1, 1);
+    prand(&x2, -1, 1);
+    poison(&y);
+    BOTH OK(nn_silu_fwd(b, T(y), T(x), &err));
+    pcmp(&y, "silu_fwd", TOL_EW);
+    poison(&y);
+    BOTH OK(nn_silu_bwd(b, T(y), T(dy), T(x), &err));
+    pcmp(&y, "silu_bwd", TOL_EW);
+    poison(&y);
+    BOTH OK(nn_leaky_fwd(b, T(y), T(x), 0.2f, &err));
+    pcmp(&y, "leaky_fwd", 0.0);
+    poison(&y);
+    BOTH OK(nn_leaky_bwd(b, T(y), T(dy), T(x), 0.2f, &err));
+    pcmp(&y, "leaky_bwd", 0.0);
+    poison(&y);
+    BOTH OK(nn_add(b, T(y), T(x), T(x2), &err));
+    pcmp(&y, "add", 0.0);
+    /* in place: y aliases x */
+    BOTH OK(nn_silu_fwd(b, T(y), T(y), &err));
+    pcmp(&y, "silu_fwd in place", TOL_EW);
+    poison(&y);
+    BOTH OK(nn_mse_bwd(b, T(y), 0.5f, T(x), T(x2), 0, &err));
+    pcmp(&y, "mse_bwd", TOL_EW);
+    BOTH OK(nn_mse_bwd(b, T(y), 0.5f, T(x), T(x2), 1, &err));
+    pcmp(&y, "mse_bwd accumulate", TOL_EW);
+    BOTH OK(nn_mean_bwd(b, T(y), 2.0f, 1, &err));
+    pcmp(&y, "mean_bwd accumulate", TOL_EW);
+    pair loss = pnew(1, 2);
+    poison(&loss);
+    BOTH
+    {
+        OK(nn_mse_fwd(b, (float *)P(loss), T(x), T(x2), &err));
+        OK(nn_mean_fwd(b, (float *)P(loss) + 1, T(x), &err));
+    }
+    pcmp(&loss, "mse_fwd, mean_fwd", TOL_RED);
+    /* bias gradient: column sums */
+    pair db = pnew(1, cols);
+    poison(&db);
+    BOTH OK(nn_bias_grad(b, P(db), T(dy), 0, &err));
+    pcmp(&db, "bias_grad", TOL_RED);
+    BOTH OK(nn_bias_grad(b, P(db), T(dy), 1, &err));
+    pcmp(&db, "bias_grad accumulate", TOL_RED);
+    pfree(&db);
+    pfree(&loss);
+    pfree(&x);
+    pfree(&dy);
+    pfree(&y);
+    pfree(&x2);
+}
+
+static void test_layernorm(int rows, int cols)
+{
+    printf("layernorm %dx%d\n", rows, cols);
+    pair x = pnew(rows, cols), y = pnew(rows, cols), dy = pnew(rows, cols), dx = pnew(rows, cols);
+    pair mean = pnew(1, rows), rstd = pnew(1, rows), g = pnew(1, cols), be = pnew(1, cols);
+    pair dg = pnew(1, cols), dbe = pnew(1, cols);
+    prand(&x, 2, 6);   /* a large mean: the two-pass statistics matter */
+    prand(&dy, -1, 1);
+    prand(&g, 0.5f, 1.5f);
+    prand(&be, -1, 1);
+    prand(&dg, -1, 1);
+    prand(&dbe, -1, 1);
+    poison(&y);
+    poison(&mean);
+    poison(&rstd);
+    poison(&dx);
+    BOTH OK(nn_ln_fwd(b, T(y), P(mean), P(rstd), T(x), P(g), P(be), 1e-5f, &err));
+    pcmp(&y, "ln_fwd y", TOL_RED);
+    pcmp(&mean, "ln_fwd mean", TOL_RED);
+    pcmp(&rstd, "ln_fwd rstd", TOL_RED);
+    BOTH OK(nn_ln_bwd(b, T(dx), P(dg), P(dbe), T(dy), T(x), P(mean), P(rstd), P(g), 0, &err));
+    pcmp(&dx, "ln_bwd dx", TOL_RED);
+    pcmp(&dg, "ln_bwd dgamma (accumulated)", TOL_RED);
+    pcmp(&dbe, "ln_bwd dbeta (accumulated)", TOL_RED);
+    BOTH OK(nn_ln_bwd(b, T(dx), P(dg), P(dbe), T(dy), T(x), P(mean), P(rstd), P(g), 1, &err));
+    pcmp(&dx, "ln_bwd dx accumulate", TOL_RED);
+    pair *all[] = {&x, &y, &dy, &dx, &mean, &rstd, &g, &be, &dg, &dbe};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pfree(all[i]);
+}
+
+static void test_blocks_embed(void)
+{
+    printf("concat / split / embed\n");
+    const int R = 37;
+    pair p0 = pnew(R, 5), p1 = pnew(R, 12), p2 = pnew(R, 64), y = pnew(R, 81);
+    prand(&p0, -1, 1);
+    prand(&p1, -1, 1);
+    prand(&p2, -1, 1);
+    poison(&y);
+    BOTH
+    {
+        nn_tensor parts[3] = {T(p0), T(p1), T(p2)};
+        OK(nn_concat(b, T(y), parts, 3, &err));
+    }
+    pcmp(&y, "concat", 0.0);
+    poison(&p0);
+    poison(&p2);
+    BOTH
+    {
+        nn_tensor parts[3] = {T(p0), T(p1), T(p2)};
+        parts[1].data = NULL;            /* skipped block */
+        OK(nn_split(b, parts, 3, T(y), 0, &err));
+    }
+    pcmp(&p0, "split", 0.0);
+    pcmp(&p2, "split (after a skipped block)", 0.0);
+    BOTH
+    {
+        nn_tensor parts[3] = {T(p0), T(p1), T(p2)};
+        OK(nn_split(b, parts, 3, T(y), 1, &err));
+    }
+    pcmp(&p1, "split accumulate", 0.0);
+    pair cond = pnew(R, 2), emb = pnew(R, 32), demb = pnew(R, 32), dcond = pnew(R, 2);
+    prand(&cond, 0, 1);
+    prand(&demb, -1, 1);
+    poison(&emb);
+    poison(&dcond);
+    /* Phases reach scale * cond; the frequencies come from expf/logf, which
+     * may differ by an ulp or two between the device and libm, so the phase
+     * error grows with the phase: a moderate scale keeps it inside TOL_RED. */
+    BOTH OK(nn_embed_fwd(b, T(emb), T(cond), 16, 100.0f, 1e4f, &err));
+    pcmp(&emb, "embed_fwd", TOL_RED);
+    BOTH OK(nn_embed_bwd(b, T(dcond), T(demb), T(cond), 16, 100.0f, 1e4f, 0, &err));
+    pcmp(&dcond, "embed_bwd", TOL_RED);
+    pair *all[] = {&p0, &p1, &p2, &y, &cond, &emb, &demb, &dcond};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pfree(all[i]);
+}
+
+static void test_softmax_route(int E)
+{
+    printf("softmax / routing, %d experts\n", E);
+    const int R = 300, K = 2, C = 130;
+    pair lg = pnew(R, E), pr = pnew(R, E), dp = pnew(R, E), dl = pnew(R, E);
+    prand(&lg, -3, 3);
+    prand(&dp, -1, 1);
+    poison(&pr);
+    poison(&dl);
+    BOTH OK(nn_softmax_fwd(b, T(pr), T(lg), &err));
+    pcmp(&pr, "softmax_fwd", TOL_EW);
+    BOTH OK(nn_softmax_bwd(b, T(dl), T(dp), T(pr), &err));
+    pcmp(&dl, "softmax_bwd", TOL_EW);
+    if (E > 64) {
+        pair *all[] = {&lg, &pr, &dp, &dl};
+        for (size_t i = 0; i < 4; i++)
+            pfree(all[i]);
+        return;
+    }
+    /* top-k on the CPU's probabilities (uploaded to both, so the selection
+     * is compared on identical inputs) */
+    float *hp = malloc(sizeof(float) * R * E);
+    OK(nn_copy_d2h(CPU, hp, pr.c, sizeof(float) * R * E, &err));
+    memcpy(pr.h, hp, sizeof(float) * R * E);
+    pput(&pr);
+    free(hp);
+    pair idx = pnew(R, K), w = pnew(R, K), dw = pnew(R, K);
+    idx.dt = NN_F32;   /* 4-byte elements; compared bytewise */
+    prand(&dw, -1, 1);
+    poison(&idx);
+    poison(&w);
+    BOTH OK(nn_topk_fwd(b, (int32_t *)P(idx), P(w), T(pr), K, &err));
+    pcmp_exact(&idx, "topk_fwd indices");
+    pcmp(&w, "topk_fwd weights", TOL_EW);
+    /* upload the CPU's indices to both for the backward */
+    int32_t *hi = malloc(sizeof(int32_t) * R * K);
+    OK(nn_copy_d2h(CPU, hi, idx.c, sizeof(int32_t) * R * K, &err));
+    OK(nn_copy_h2d(GPU, idx.g, hi, sizeof(int32_t) * R * K, &err));
+    BOTH OK(nn_topk_bwd(b, T(dl), P(dw), (int32_t *)P(idx), P(w), T(pr), K, 0, &err));
+    pcmp(&dl, "topk_bwd", TOL_EW);
+    BOTH OK(nn_topk_bwd(b, T(dl), P(dw), (int32_t *)P(idx), P(w), T(pr), K, 1, &err));
+    pcmp(&dl, "topk_bwd accumulate", TOL_EW);
+    free(hi);
+
+    /* gather / scatter over a permutation of 40 of 60 rows */
+    pair x = pnew(60, C), y = pnew(40, C), ri = pnew(1, 40), sc = pnew(1, 40), dot = pnew(1, 40);
+    int32_t perm[60];
+    for (int i = 0; i < 60; i++)
+        perm[i] = i;
+    for (int i = 59; i > 0; i--) {
+        int j = (int)frand(0, (float)i + 0.999f);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    OK(nn_copy_h2d(CPU, ri.c, perm, sizeof(int32_t) * 40, &err));
+    OK(nn_copy_h2d(GPU, ri.g, perm, sizeof(int32_t) * 40, &err));
+    prand(&x, -1, 1);
+    prand(&sc, 0, 1);
+    poison(&y);
+    BOTH OK(nn_gather_rows(b, T(y), T(x), (int32_t *)P(ri), P(sc), &err));
+    pcmp(&y, "gather_rows (scaled)", 0.0);
+    BOTH OK(nn_gather_rows(b, T(y), T(x), (int32_t *)P(ri), NULL, &err));
+    pcmp(&y, "gather_rows", 0.0);
+    BOTH OK(nn_scatter_add_rows(b, T(x), T(y), (int32_t *)P(ri), P(sc), &err));
+    pcmp(&x, "scatter_add_rows", TOL_EW);
+    poison(&dot);
+    BOTH OK(nn_gather_dot(b, P(dot), T(x), (int32_t *)P(ri), T(y), &err));
+    pcmp(&dot, "gather_dot", TOL_RED);
+
+    /* router losses */
+    pair frac = pnew(1, E), loss = pnew(1, 2);
+    prand(&frac, 0, 1);
+    poison(&loss);
+    BOTH
+    {
+        OK(nn_balance_fwd(b, P(loss), T(pr), P(frac), &err));
+        OK(nn_entropy_fwd(b, (float *)P(loss) + 1, T(pr), &err));
+    }
+    pcmp(&loss, "balance_fwd, entropy_fwd", TOL_RED);
+    BOTH
+    {
+        OK(nn_balance_bwd(b, T(dl), 0.01f, P(frac), &err));
+        OK(nn_entropy_bwd(b, T(dl), 0.1f, T(pr), &err));
+    }
+    pcmp(&dl, "balance_bwd + entropy_bwd", TOL_EW);
+    pair *all[] = {&lg, &pr, &dp, &dl, &idx, &w, &dw, &x, &y, &ri, &sc, &dot, &frac, &loss};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pfree(all[i]);
+}
+
+static void test_stick(void)
+{
+    printf("stick-breaking (45 layers)\n");
+    const int R = 300, L = 45;
+    pair z = pnew(R, L - 1), f = pnew(R, L), df = pnew(R, L), dz = pnew(R, L - 1),
+         zi = pnew(R, L - 1);
+    prand(&z, -3, 3);
+    prand(&df, -1, 1);
+    poison(&f);
+    poison(&dz);
+    poison(&zi);
+    /* products of 45 sigmoids: device expf may differ by an ulp per layer */
+    BOTH OK(nn_sb_fwd(b, T(f), T(z), &err));
+    pcmp(&f, "sb_fwd", TOL_RED);
+    BOTH OK(nn_sb_bwd(b, T(dz), T(df), T(z), 0, &err));
+    pcmp(&dz, "sb_bwd", TOL_RED);
+    BOTH OK(nn_sb_bwd(b, T(dz), T(df), T(z), 1, &err));
+    pcmp(&dz, "sb_bwd accumulate", TOL_RED);
+    /* the inverse on the CPU's fractions */
+    OK(nn_copy_d2h(CPU, f.h, f.c, f.n * sizeof(float), &err));
+    pput(&f);
+    BOTH OK(nn_sb_inv(b, T(zi), T(f), 1e-6f, &err));
+    pcmp(&zi, "sb_inv", TOL_RED);
+    pair *all[] = {&z, &f, &df, &dz, &zi};
+    for (size_t i = 0; i < 5; i++)
+        pfree(all[i]);
+}
+
+static void test_optim_rng(void)
+{
+    printf("sumsq / adamw / rand_fill\n");
+    const int n = 100003;   /* not a multiple of 4: the scalar tail */
+    pair x = pnew(1, n), out = pnew(1, 2);
+    prand(&x, -1, 1);
+    poison(&out);
+    BOTH
+    {
+        OK(nn_sumsq(b, P(out), P(x), (size_t)n, &err));
+        OK(nn_sumsq(b, (float *)P(out) + 1, (float *)P(x) + 1, (size_t)n - 1, &err)); /* unaligned */
+    }
+    pcmp(&out, "sumsq", TOL_RED);
+
+    pair p = pnew(1, n), g = pnew(1, n), m = pnew(1, n), v = pnew(1, n);
+    pair pb = pnew_t(1, n, NN_BF16);
+    prand(&p, -1, 1);
+    prand(&g, -1, 1);
+    prand(&m, -0.1f, 0.1f);
+    prand(&v, 0, 0.01f);
+    poison(&pb);
+    nn_adamw_hp hp = nn_adamw_hp_make(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.7f);
+    BOTH OK(nn_adamw(b, P(p), P(pb), P(g), P(m), P(v), (size_t)n, &hp, &err));
+    pcmp(&p, "adamw param", TOL_EW);
+    pcmp(&m, "adamw m", TOL_EW);
+    pcmp(&v, "adamw v", TOL_EW);
+    pcmp(&pb, "adamw bf16 copy", TOL_BF16);
+
+    pair r = pnew(1, n);
+    poison(&r);
+    BOTH OK(nn_rand_fill(b, P(r), (size_t)n, NN_DIST_UNIFORM, 0.0f, 1.0f, 42, 3, 1000, &err));
+    pcmp_exact(&r, "rand_fill uniform");
+    poison(&r);
+    BOTH OK(nn_rand_fill(b, (float *)P(r) + 1, (size_t)n - 1, NN_DIST_NORMAL, 0.5f, 2.0f, 42, 3,
+                         7, &err));
+    {
+        float *hc = malloc(sizeof(float) * n), *hg = malloc(sizeof(float) * n);
+        fetch(&r, hc, hg);
+        cmp_f("rand_fill normal", hc + 1, hg + 1, (size_t)n - 1, TOL_EW);
+        free(hc);
+        free(hg);
+    }
+    pair *all[] = {&x, &out, &p, &g, &m, &v, &pb, &r};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pfree(all[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* whole steps                                                              */
+/* ------------------------------------------------------------------------ */
+
+#ifdef GIANT_TEST_WITH_NN
+/* engine/nn's trunk: one forward, backward and AdamW update per backend. */
+static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
+{
+    printf("nn_trunk %s %s step\n", kind == NN_TRUNK_EXPERT ? "expert" : "routed",
+           nn_dtype_name(prec));
+    const int B = 96;
+    nn_trunk_config cfg;
+    nn_trunk_config_default(&cfg);
+    cfg.kind = kind;
+    cfg.in_dim = 40;
+    cfg.out_dim = 40;
+    cfg.emb_dim = 8;
+    cfg.hidden = 64;
+    cfg.blocks = 2;
+    cfg.precision = prec;
+    double tol = prec == NN_BF16 ? TOL_BF16 : TOL_STEP;
+    nn_trunk *t[2] = {NULL, NULL};
+    nn_adamw_opt opt[2];
+    memset(opt, 0, sizeof opt);
+    pair x = pnew(B, 40), cond = pnew(B, 2), tgt = pnew(B, 40), out = pnew(B, 40),
+         dout = pnew(B, 40), loss = pnew(1, 1);
+    prand(&x, -1, 1);
+    prand(&cond, 0, 1);
+    prand(&tgt, -1, 1);
+    poison(&out);
+    int ok = 1;
+    BOTH
+    {
+        int rc = nn_trunk_create(b, &cfg, &t[side], &err);
+        CHECK_MSG(rc == GT_OK, "trunk create: %s", err.message);
+        if (rc) {
+            ok = 0;
+            continue;
+        }
+        OK(nn_trunk_init(t[side], 11, 0.1f, &err));
+        OK(nn_trunk_plan(t[side], B, &err));
+        nn_adamw_config ac;
+        nn_adamw_config_default(&ac);
+        ac.lr = 1e-4f;   /* see test_model_graph */
+        OK(nn_adamw_create(&opt[side], nn_trunk_params(t[side]), &ac, &err));
+        OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 1, &err));
+        OK(nn_mse_fwd(b, P(loss), T(out), T(tgt), &err));
+        OK(nn_mse_bwd(b, T(dout), 1.0f, T(out), T(tgt), 0, &err));
+        OK(nn_params_zero_grad(nn_trunk_params(t[side]), &err));
+        OK(nn_trunk_backward(t[side], T(dout), nn_f32(NULL, B, 40), &err));
+    }
+    if (ok) {
+        pcmp(&out, "trunk out", tol);
+        pcmp(&loss, "trunk loss", tol);
+        nn_params *pc_ = nn_trunk_params(t[0]), *pg_ = nn_trunk_params(t[1]);
+        CHECK_EQ_INT(pc_->count, pg_->count);
+        size_t n = pc_->count;
+        float *hc = malloc(n * sizeof(float)), *hg = malloc(n * sizeof(float));
+        OK(nn_copy_d2h(CPU, hc, pc_->grad, n * sizeof(float), &err));
+        OK(nn_copy_d2h(GPU, hg, pg_->grad, n * sizeof(float), &err));
+        cmp_f("trunk gradients", hc, hg, n, tol);
+        float norm[2];
+        OK(nn_adamw_step(&opt[0], &norm[0], &err));
+        OK(nn_adamw_step(&opt[1], &norm[1], &err));
+        CHECK_CLOSE(norm[1], norm[0], 0.0, tol);
+        OK(nn_copy_d2h(CPU, hc, pc_->value, n * sizeof(float), &err));
+        OK(nn_copy_d2h(GPU, hg, pg_->value, n * sizeof(float), &err));
+        cmp_f("trunk params after AdamW", hc, hg, n, tol);
+        free(hc);
+        free(hg);
+    }
+    for (int s = 0; s < 2; s++) {
+        if (t[s]) {
+            nn_adamw_destroy(&opt[s]);
+            nn_trunk_destroy(t[s]);
+        }
+    }
+    pair *all[] = {&x, &cond, &tgt, &out, &dout, &loss};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pfree(all[i]);
+}
+
+#endif
+
+static void model_cfg(gpu_model_config *c, nn_dtype prec)
+{
+    gpu_model_config_default(c);
+    c->in_dim = 40;
+    c->out_dim = 40;
+    c->emb_dim = 8;
+    c->hidden = 64;
+    c->blocks = 2;
+    c->batch = 96;
+    c->precision = prec;
+}
+
+static float *dl_copy(nn_backend *b, const float *d, size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    OK(nn_copy_d2h(b, h, d, n * sizeof(float), &err));
+    return h;
+}
+
+/* gpu_model: CPU vs GPU over two steps, then on the GPU a captured step and
+ * a captured sampler against uncaptured ones. */
+static void test_model_graph(nn_dtype prec)
+{
+    printf("gpu_model %s: CPU vs GPU, graph vs no graph\n", nn_dtype_name(prec));
+    gpu_model_config cfg;
+    model_cfg(&cfg, prec);
+    double tol = prec == NN_BF16 ? TOL_BF16 : TOL_STEP;
+    const int B = cfg.batch;
+    gpu_model *m[2] = {NULL, NULL};
+    /* lr 1e-4: AdamW's first update is about +-lr per weight whatever the
+     * gradient's size, so a gradient near 0 whose sign differs between the
+     * backends moves a weight by 2 lr; that must stay inside the bound. */
+    nn_adamw_hp hp = nn_adamw_hp_make(1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f);
+    float *hx = malloc(sizeof(float) * B * 40), *hc = malloc(sizeof(float) * B * 2),
+          *ht = malloc(sizeof(float) * B * 40);
+    for (int i = 0; i < B * 40; i++) {
+        hx[i] = frand(-1, 1);
+        ht[i] = frand(-1, 1);
+    }
+    for (int i = 0; i < B * 2; i++)
+        hc[i] = frand(0, 1);
+    for (int side = 0; side < 2; side++) {
+        nn_backend *b = side ? GPU : CPU;
+        int rc = gpu_model_create(b, &cfg, &m[side], &err);
+        CHECK_MSG(rc == GT_OK, "gpu_model_create: %s", err.message);
+        if (rc)
+            goto out;
+        OK(gpu_model_init(m[side], 5, &err));
+        OK(nn_copy_h2d(b, gpu_model_x(m[side]), hx, sizeof(float) * B * 40, &err));
+        OK(nn_copy_h2d(b, gpu_model_cond(m[side]), hc, sizeof(float) * B * 2, &err));
+        OK(nn_copy_h2d(b, gpu_model_target(m[side]), ht, sizeof(float) * B * 40, &err));
+        OK(gpu_model_train_step(m[side], B, &hp, &err));
+        OK(gpu_model_train_step(m[side], B, &hp, &err));
+        OK(nn_sync(b, &err));
+    }
+    size_t np;
+    gpu_model_params(m[0], &np);
+    {
+        float *a = dl_copy(CPU, gpu_model_params(m[0], NULL), np);
+        float *g = dl_copy(GPU, gpu_model_params(m[1], NULL), np);
+        cmp_f("model params, 2 steps", a, g, np, tol);
+        free(a);
+        free(g);
+        float la, lg;
+        OK(nn_copy_d2h(CPU, &la, gpu_model_loss(m[0]), sizeof la, &err));
+        OK(nn_copy_d2h(GPU, &lg, gpu_model_loss(m[1]), sizeof lg, &err));
+        CHECK_CLOSE(lg, la, 0.0, tol);
+    }
+
+    /* graph capture on the GPU: snapshot the state, step uncaptured, restore,
+     * capture the same step, replay, compare.  Without a GPU (the reference
+     * backend standing in) the replay is a second uncaptured step, which
+     * still proves the snapshot / restore logic. */
+    {
+        nn_backend *b = GPU;
+        gpu_model *g = m[1];
+        int graphs = cuda_backend_is(b);
+        float *bufs[3] = {gpu_model_params(g, NULL), gpu_model_moment(g, 0),
+                          gpu_model_moment(g, 1)};
+        float *snap[3] = {NULL, NULL, NULL}, *ref[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++) {
+            OK(nn_alloc(b, np * sizeof(float), (void **)&snap[i], &err));
+            OK(nn_copy_d2d(b, snap[i], bufs[i], np * sizeof(float), &err));
+        }
+        OK(gpu_model_train_step(g, B, &hp, &err));
+        for (int i = 0; i < 3; i++) {
+            ref[i] = dl_copy(b, bufs[i], np);
+            OK(nn_copy_d2d(b, bufs[i], snap[i], np * sizeof(float), &err));
+        }
+        OK(gpu_model_sync_bf16(g, &err));   /* the working copy of the restored weights */
+        size_t allocs = b->alloc_count;
+        int plans = cuda_backend_plan_count(b);
+        cuda_graph *cg = NULL;
+        gt_error e2;
+        int rc, ran = 0;
+        if (graphs) {
+            OK(cuda_graph_begin(b, &err));
+            rc = gpu_model_train_step(g, B, &hp, &err);
+            CHECK_MSG(rc == GT_OK, "step inside capture: %s", err.message);
+            rc = cuda_graph_end(b, &cg, &e2);
+            CHECK_MSG(rc == GT_OK, "cuda_graph_end: %s", e2.message);
+            if (cg) {
+                OK(cuda_graph_launch(b, cg, &err));
+                ran = 1;
+            }
+        } else {
+            OK(gpu_model_train_step(g, B, &hp, &err));
+            ran = 1;
+        }
+        if (ran) {
+            OK(nn_sync(b, &err));
+            for (int i = 0; i < 3; i++) {
+                float *got = dl_copy(b, bufs[i], np);
+                cmp_f(i == 0 ? "replayed step: params" : i == 1 ? "replayed step: m"
+                                                                 : "replayed step: v",
+                      ref[i], got, np, 0.0);
+                free(got);
+            }
+        }
+        if (cg) {
+            /* replay again: it must run (state moves on) and allocate nothing */
+            OK(cuda_graph_launch(b, cg, &err));
+            OK(nn_sync(b, &err));
+        }
+        if (graphs) {
+            CHECK_EQ_INT(b->alloc_count, allocs);
+            CHECK_EQ_INT(cuda_backend_plan_count(b), plans);
+        }
+        cuda_graph_destroy(cg);
+        /* back to the state after two steps, which the CPU model also has,
+         * for the sampler comparison below */
+        for (int i = 0; i < 3; i++) {
+            OK(nn_copy_d2d(b, bufs[i], snap[i], np * sizeof(float), &err));
+            nn_free(b, snap[i]);
+            free(ref[i]);
+        }
+        OK(gpu_model_sync_bf16(g, &err));
+        if (graphs) {
+            /* a forward with an unplanned shape inside capture is refused */
+            OK(cuda_graph_begin(b, &err));
+            rc = gpu_model_forward(g, B - 1, 0, &err);
+            CHECK_EQ_INT(rc, GT_EINVAL);
+            CHECK(strstr(err.message, "graph capture") != NULL);
+            cg = NULL;
+            (void)cuda_graph_end(b, &cg, &e2);
+            cuda_graph_destroy(cg);
+        }
+    }
+
+    /* the sampler: CPU vs GPU, then captured vs uncaptured */
+    {
+        int ld = 0;
+        for (int side = 0; side < 2; side++) {
+            OK(gpu_model_sample_prepare(m[side], 4, &err));
+            OK(gpu_model_sample(m[side], B, 99, &err));
+        }
+        float *st0 = gpu_model_sample_state(m[0], &ld);
+        float *st1 = gpu_model_sample_state(m[1], &ld);
+        float *a = dl_copy(CPU, st0, (size_t)B * ld), *g = dl_copy(GPU, st1, (size_t)B * ld);
+        float *ac = malloc(sizeof(float) * B * 40), *gc = malloc(sizeof(float) * B * 40);
+        for (int i = 0; i < B; i++)
+            for (int j = 0; j < 40; j++) {
+                ac[i * 40 + j] = a[(size_t)i * ld + j];
+                gc[i * 40 + j] = g[(size_t)i * ld + j];
+            }
+        cmp_f("sampler 4 steps", ac, gc, (size_t)B * 40, tol);
+        /* again from poisoned state: captured and replayed on the GPU,
+         * simply rerun on the reference backend; bit-identical either way */
+        cuda_graph *cg = NULL;
+        int graphs = cuda_backend_is(GPU), ran = 0;
+        if (graphs) {
+            OK(cuda_graph_begin(GPU, &err));
+            OK(gpu_model_sample(m[1], B, 99, &err));
+            gt_error e2;
+            int rc = cuda_graph_end(GPU, &cg, &e2);
+            CHECK_MSG(rc == GT_OK, "cuda_graph_end (sampler): %s", e2.message);
+        }
+        OK(nn_memset(GPU, st1, 0xFF, sizeof(float) * B * ld, &err));   /* poison */
+        if (cg) {
+            OK(cuda_graph_launch(GPU, cg, &err));
+            ran = 1;
+        } else if (!graphs) {
+            OK(gpu_model_sample(m[1], B, 99, &err));
+            ran = 1;
+        }
+        if (ran) {
+            float *r = dl_copy(GPU, st1, (size_t)B * ld);
+            for (int i = 0; i < B; i++)
+                for (int j = 0; j < 40; j++)
+                    ac[i * 40 + j] = r[(size_t)i * ld + j];
+            cmp_f("replayed sampler", gc, ac, (size_t)B * 40, 0.0);
+            free(r);
+        }
+        cuda_graph_destroy(cg);
+        free(a);
+        free(g);
+        free(ac);
+        free(gc);
+    }
+out:
+    gpu_model_destroy(m[0]);
+    gpu_model_destroy(m[1]);
+    free(hx);
+    free(hc);
+    free(ht);
+}
+
+#ifdef GIANT_TEST_WITH_NN
+/* bad input through the validating wrappers reaches neither backend */
+static void test_bad_input(void)
+{
+    printf("bad input\n");
+    pair x = pnew(4, 8), y = pnew(4, 6);
+    gt_error e;
+    CHECK(nn_silu_fwd(GPU, pg(&y), pg(&x), &e) != GT_OK);       /* shape mismatch */
+    nn_tensor bad = pg(&x);
+    bad.ld = 3;                                                  /* ld < cols */
+    CHECK(nn_silu_fwd(GPU, pg(&x), bad, &e) != GT_OK);
+    CHECK(nn_matmul(GPU, pg(&y), pg(&x), 0, pg(&x), 1, NULL, NN_ACT_NONE, 0, &e) != GT_OK);
+    pfree(&x);
+    pfree(&y);
+}
+#endif
+
+int main(void)
+{
+    /* GIANT_CUDA_TEST_ON_CPU=1 runs this whole program with the naive
+     * reference backend in the GPU's place (no graphs): it proves the
+     * harness and gpu_model on machines without a GPU, under the
+     * sanitizers, and checks the CPU backend against the reference. */
+    int rc;
+    if (getenv("GIANT_CUDA_TEST_ON_CPU"))
+        rc = ref_backend_create(&GPU, &err);
+    else
+        rc = cuda_backend_create(0, &GPU, &err);
+    if (rc != GT_OK) {
+        if (rc == GT_EUNSUPPORTED && !strncmp(err.message, "no CUDA device", 14))
+            check_skip(err.message);
+        CHECK_MSG(0, "cuda_backend_create: %s", err.message);
+        return check_finish();
+    }
+#ifdef GIANT_TEST_WITH_NN
+    rc = nn_cpu_backend_create(&CPU, &err);
+#else
+    rc = ref_backend_create(&CPU, &err);
+#endif
+    CHECK_MSG(rc == GT_OK, "cpu backend: %s", err.message);
+    if (rc)
+        return check_finish();
+    int bf16 = GPU->has_bf16 || GPU->bf16_emulated;
+    printf("under test: %s:%d, reference: %s, bf16 %d\n", GPU->name, GPU->device, CPU->name, bf16);
+
+    test_matmul_f32();
+    if (bf16)
+        test_matmul_bf16();
+    test_elementwise(67, 130);
+    test_elementwise(64, 512);
+    test_layernorm(67, 130);
+    test_layernorm(64, 512);
+    test_blocks_embed();
+    test_softmax_route(8);
+    test_softmax_route(100);
+    test_stick();
+    test_optim_rng();
+#ifdef GIANT_TEST_WITH_NN
+    test_bad_input();
+    test_trunk(NN_TRUNK_EXPERT, NN_F32);
+    test_trunk(NN_TRUNK_ROUTED, NN_F32);
+    if (bf16)
+        test_trunk(NN_TRUNK_EXPERT, NN_BF16);
+#endif
+    test_model_graph(NN_F32);
+    if (bf16)
+        test_model_graph(NN_BF16);
+    size_t live = GPU->bytes_live;
+    CHECK_EQ_INT(live, 0);
+    nn_backend_close(GPU);
+    nn_backend_close(CPU);
+    return check_finish();
+}

@@ -1,0 +1,653 @@
+/* Trunks, AdamW and checkpoints on the CPU backend:
+ *  - expert and routed trunk gradients (every parameter tensor, and d_x)
+ *    against central finite differences of L = sum(r * out) (+ the router
+ *    losses times their coefficients for the routed trunk), step 1e-2,
+ *    tolerance atol 3e-3 + rtol 3e-2 (fp32 forward; see test_nn_ops.c for
+ *    the error budget).  For the routed trunk the top-k selection is held
+ *    fixed: an element whose perturbation changes the expert loads is
+ *    skipped (counted, and most must remain);
+ *  - routed output dtype/shape equal to the expert trunk's; router stats;
+ *  - no allocation during training steps (backend allocation counter);
+ *  - save, reload, continue == uninterrupted, bit for bit (fp32 and bf16);
+ *  - bad input: NaN, shapes, dtypes, planning, checkpoint corruption. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "nn_adamw.h"
+#include "nn_ckpt.h"
+#include "nn_trunk.h"
+
+#define FD_ATOL 3e-3
+#define FD_RTOL 3e-2
+
+static nn_backend *B;
+static gt_error E;
+
+#define OK(call)                                                               \
+    do {                                                                       \
+        int rc_ = (call);                                                      \
+        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #call, rc_, E.message);        \
+        if (rc_)                                                               \
+            exit(check_finish() ? 1 : 1);                                      \
+    } while (0)
+
+static uint64_t lcg = 1234567;
+static float frand(void)
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((lcg >> 40) / 16777216.0) * 2.0f - 1.0f;
+}
+
+static float *buf(size_t n)
+{
+    void *p = NULL;
+    OK(nn_alloc(B, (n ? n : 1) * sizeof(float), &p, &E));
+    return p;
+}
+
+static float *rbuf(size_t n, float s)
+{
+    float *p = buf(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = s * frand();
+    return p;
+}
+
+static void small_config(nn_trunk_config *c, nn_trunk_kind kind)
+{
+    nn_trunk_config_default(c);
+    c->kind = kind;
+    c->in_dim = 5;
+    c->cond_dim = 2;
+    c->emb_dim = 4;
+    c->emb_scale = 2.0f;
+    c->hidden = 8;
+    c->blocks = 2;
+    c->out_dim = 3;
+    c->n_experts = 4;
+    c->top_k = 2;
+    c->balance_coef = 0.3f;
+    c->entropy_coef = 0.2f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* finite differences through a whole trunk                                 */
+/* ------------------------------------------------------------------------ */
+
+enum { NR = 7 };
+static nn_trunk *T_;
+static float *TX, *TC, *TO, *TR;
+
+static double trunk_loss(int *load_out)
+{
+    OK(nn_trunk_forward(T_, nn_f32(TX, NR, 5), nn_f32(TC, NR, 2), nn_f32(TO, NR, 3), 1, &E));
+    double s = 0;
+    for (int i = 0; i < NR * 3; i++)
+        s += (double)TO[i] * TR[i];
+    const nn_trunk_config *c = nn_trunk_get_config(T_);
+    if (c->kind == NN_TRUNK_ROUTED) {
+        nn_router_stats st;
+        OK(nn_trunk_router_stats(T_, &st, &E));
+        s += c->balance_coef * st.balance_loss + c->entropy_coef * st.entropy_loss;
+        if (load_out)
+            memcpy(load_out, st.load, sizeof(int) * (size_t)c->n_experts);
+    }
+    return s;
+}
+
+static void fd_trunk(nn_trunk_kind kind)
+{
+    nn_trunk_config c;
+    small_config(&c, kind);
+    OK(nn_trunk_create(B, &c, &T_, &E));
+    OK(nn_trunk_init(T_, 5, 1.0f, &E));
+    OK(nn_trunk_plan(T_, NR, &E));
+    nn_params *p = nn_trunk_params(T_);
+    /* biases and LayerNorm params away from their init so they matter */
+    for (int v = 0; v < p->n_views; v++)
+        if (!p->views[v].decay)
+            for (int i = 0; i < p->views[v].cols; i++)
+                p->value[p->views[v].offset + i] += 0.2f * frand();
+    TX = rbuf(NR * 5, 1.0f);
+    TC = rbuf(NR * 2, 1.0f);
+    TO = buf(NR * 3);
+    TR = rbuf(NR * 3, 1.0f);
+    float *dx = buf(NR * 5);
+    int load0[NN_TRUNK_MAX_EXPERTS] = {0}, load[NN_TRUNK_MAX_EXPERTS];
+    trunk_loss(load0);
+    OK(nn_params_zero_grad(p, &E));
+    OK(nn_trunk_backward(T_, nn_f32(TR, NR, 3), nn_f32(dx, NR, 5), &E));
+    /* copy the analytic grads: the FD forwards do not touch them, but keep
+     * the check independent of that */
+    float *g = malloc(p->count * sizeof(float));
+    memcpy(g, p->grad, p->count * sizeof(float));
+    int bad = 0, skipped = 0, checked = 0;
+    const float h = 1e-2f;
+    for (int v = 0; v < p->n_views; v++) {
+        const nn_param_view *vw = &p->views[v];
+        size_t n = (size_t)vw->rows * vw->cols;
+        /* every element of small tensors, a stride through larger ones */
+        size_t step = n > 40 ? n / 17 + 1 : 1;
+        for (size_t i = 0; i < n; i += step) {
+            float *x = &p->value[vw->offset + i];
+            float keep = *x;
+            *x = keep + h;
+            double lp = trunk_loss(load);
+            int moved = memcmp(load, load0, sizeof(int) * (size_t)c.n_experts) != 0;
+            *x = keep - h;
+            double lm = trunk_loss(load);
+            moved |= memcmp(load, load0, sizeof(int) * (size_t)c.n_experts) != 0;
+            *x = keep;
+            if (kind == NN_TRUNK_ROUTED && moved) {
+                skipped++;
+                continue;
+            }
+            double fd = (lp - lm) / (2.0 * h), an = g[vw->offset + i];
+            checked++;
+            if (!(fabs(an - fd) <= FD_ATOL + FD_RTOL * fabs(fd)) && bad++ < 5)
+                fprintf(stderr, "%s grad %s[%zu]: analytic %.6g, fd %.6g\n",
+                        kind ? "routed" : "expert", vw->name, i, an, fd);
+        }
+    }
+    for (int i = 0; i < NR * 5; i++) {
+        float keep = TX[i];
+        TX[i] = keep + h;
+        double lp = trunk_loss(load);
+        int moved = memcmp(load, load0, sizeof(int) * (size_t)c.n_experts) != 0;
+        TX[i] = keep - h;
+        double lm = trunk_loss(load);
+        moved |= memcmp(load, load0, sizeof(int) * (size_t)c.n_experts) != 0;
+        TX[i] = keep;
+        if (kind == NN_TRUNK_ROUTED && moved) {
+            skipped++;
+            continue;
+        }
+        double fd = (lp - lm) / (2.0 * h);
+        checked++;
+        if (!(fabs(dx[i] - fd) <= FD_ATOL + FD_RTOL * fabs(fd)) && bad++ < 5)
+            fprintf(stderr, "%s d_x[%d]: analytic %.6g, fd %.6g\n", kind ? "routed" : "expert",
+                    i, dx[i], fd);
+    }
+    CHECK_MSG(bad == 0, "%s trunk: %d of %d gradients off", kind ? "routed" : "expert", bad,
+              checked);
+    CHECK_MSG(skipped * 5 < checked, "%s trunk: %d FD probes skipped (selection moved), %d "
+              "checked", kind ? "routed" : "expert", skipped, checked);
+    printf("%s trunk: %d gradients checked, %d skipped\n", kind ? "routed" : "expert", checked,
+           skipped);
+    if (kind == NN_TRUNK_ROUTED) {
+        nn_router_stats st;
+        trunk_loss(NULL);
+        OK(nn_trunk_router_stats(T_, &st, &E));
+        int tot = 0;
+        for (int e = 0; e < c.n_experts; e++)
+            tot += st.load[e];
+        CHECK_EQ_INT(tot, NR * c.top_k);
+        CHECK(st.balance_loss > 0.0f && isfinite(st.balance_loss));
+        CHECK(st.entropy_loss >= 0.0f && st.entropy_loss <= logf((float)c.n_experts) + 1e-5f);
+    } else {
+        nn_router_stats st;
+        CHECK_EQ_INT(nn_trunk_router_stats(T_, &st, &E), GT_EINVAL);
+    }
+    free(g);
+    nn_free(B, TX);
+    nn_free(B, TC);
+    nn_free(B, TO);
+    nn_free(B, TR);
+    nn_free(B, dx);
+    nn_trunk_destroy(T_);
+}
+
+/* ------------------------------------------------------------------------ */
+/* output dtype, no allocation in steps, bf16 close to fp32                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct run {
+    nn_trunk *t;
+    nn_adamw_opt opt;
+    nn_rng rng;
+    float *x, *c, *y, *out, *dout, *loss;
+    int n;
+} run;
+
+static void run_open(run *r, nn_trunk_kind kind, nn_dtype prec, int n)
+{
+    nn_trunk_config c;
+    small_config(&c, kind);
+    c.precision = prec;
+    c.hidden = 16;
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    OK(nn_trunk_create(B, &c, &r->t, &E));
+    OK(nn_trunk_init(r->t, 11, 0.5f, &E));
+    OK(nn_trunk_plan(r->t, n, &E));
+    nn_adamw_config oc;
+    nn_adamw_config_default(&oc);
+    oc.lr = 3e-3f;
+    oc.warmup_steps = 2;
+    oc.total_steps = 20;
+    OK(nn_adamw_create(&r->opt, nn_trunk_params(r->t), &oc, &E));
+    r->rng = nn_rng_make(99, 1);
+    r->x = buf((size_t)n * 5);
+    r->c = buf((size_t)n * 2);
+    r->y = buf((size_t)n * 3);
+    r->out = buf((size_t)n * 3);
+    r->dout = buf((size_t)n * 3);
+    r->loss = buf(1);
+}
+
+static void run_close(run *r)
+{
+    nn_adamw_destroy(&r->opt);
+    nn_trunk_destroy(r->t);
+    nn_free(B, r->x);
+    nn_free(B, r->c);
+    nn_free(B, r->y);
+    nn_free(B, r->out);
+    nn_free(B, r->dout);
+    nn_free(B, r->loss);
+}
+
+/* One training step on data drawn from the run's generator. */
+static float run_step(run *r)
+{
+    int n = r->n;
+    OK(nn_rand_fill(B, r->x, (size_t)n * 5, NN_DIST_NORMAL, 0, 1, r->rng.seed, r->rng.stream,
+                    nn_rng_take(&r->rng, (size_t)n * 5), &E));
+    OK(nn_rand_fill(B, r->c, (size_t)n * 2, NN_DIST_UNIFORM, 0, 1, r->rng.seed, r->rng.stream,
+                    nn_rng_take(&r->rng, (size_t)n * 2), &E));
+    /* a learnable target: a fixed function of the inputs */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 3; j++)
+            r->y[i * 3 + j] = sinf(r->x[i * 5 + j] + r->c[i * 2]) * 0.5f;
+    nn_tensor out = nn_f32(r->out, n, 3), y = nn_f32(r->y, n, 3);
+    OK(nn_params_zero_grad(nn_trunk_params(r->t), &E));
+    OK(nn_trunk_forward(r->t, nn_f32(r->x, n, 5), nn_f32(r->c, n, 2), out, 1, &E));
+    OK(nn_mse_fwd(B, r->loss, out, y, &E));
+    OK(nn_mse_bwd(B, nn_f32(r->dout, n, 3), 1.0f, out, y, 0, &E));
+    OK(nn_trunk_backward(r->t, nn_f32(r->dout, n, 3), nn_f32(NULL, n, 5), &E));
+    float norm;
+    OK(nn_adamw_step(&r->opt, &norm, &E));
+    CHECK(isfinite(norm));
+    return r->loss[0];
+}
+
+static void test_training(nn_trunk_kind kind, nn_dtype prec)
+{
+    const char *label = kind ? (prec ? "routed bf16" : "routed fp32")
+                             : (prec ? "expert bf16" : "expert fp32");
+    run r;
+    run_open(&r, kind, prec, 32);
+    float first = run_step(&r);
+    run_step(&r);
+    size_t allocs = B->alloc_count, live = B->bytes_live, plans = B->plan_count;
+    float last = first;
+    for (int s = 0; s < 15; s++)
+        last = run_step(&r);
+    CHECK_MSG(B->alloc_count == allocs, "%s: %zu allocations during steps", label,
+              B->alloc_count - allocs);
+    /* routed experts see padded batches, so their shapes repeat too */
+    CHECK_MSG(B->plan_count == plans, "%s: %zu matmul plans made after warm-up", label,
+              B->plan_count - plans);
+    CHECK_EQ_INT(B->bytes_live, live);
+    CHECK_MSG(last < first, "%s: loss did not decrease (%g -> %g)", label, first, last);
+    /* sampling forward allocates nothing either and matches training
+     * forward on the same input */
+    float *o2 = buf((size_t)r.n * 3);
+    allocs = B->alloc_count;
+    OK(nn_trunk_forward(r.t, nn_f32(r.x, r.n, 5), nn_f32(r.c, r.n, 2), nn_f32(r.out, r.n, 3), 1,
+                        &E));
+    OK(nn_trunk_forward(r.t, nn_f32(r.x, r.n, 5), nn_f32(r.c, r.n, 2), nn_f32(o2, r.n, 3), 0,
+                        &E));
+    CHECK_EQ_INT(B->alloc_count, allocs);
+    double md = 0;
+    for (int i = 0; i < r.n * 3; i++)
+        md = fmax(md, fabs(o2[i] - r.out[i]));
+    CHECK_MSG(md < (prec ? 2e-2 : 1e-5), "%s: sampling vs training forward differ by %g",
+              label, md);
+    nn_free(B, o2);
+    run_close(&r);
+}
+
+static void test_routed_dtype(void)
+{
+    /* the routed trunk's output is what an expert trunk's is: f32 [n, out] */
+    for (int prec = 0; prec < 2; prec++) {
+        nn_trunk_config ce, cr;
+        small_config(&ce, NN_TRUNK_EXPERT);
+        small_config(&cr, NN_TRUNK_ROUTED);
+        ce.precision = cr.precision = (nn_dtype)prec;
+        nn_trunk *te, *tr;
+        OK(nn_trunk_create(B, &ce, &te, &E));
+        OK(nn_trunk_create(B, &cr, &tr, &E));
+        OK(nn_trunk_init(te, 1, 1.0f, &E));
+        OK(nn_trunk_init(tr, 1, 1.0f, &E));
+        OK(nn_trunk_plan(te, 4, &E));
+        OK(nn_trunk_plan(tr, 4, &E));
+        float *x = rbuf(20, 1.0f), *c = rbuf(8, 1.0f), *o = buf(12);
+        nn_tensor out = nn_f32(o, 4, 3);
+        CHECK_EQ_INT(nn_trunk_forward(te, nn_f32(x, 4, 5), nn_f32(c, 4, 2), out, 0, &E), GT_OK);
+        CHECK_EQ_INT(nn_trunk_forward(tr, nn_f32(x, 4, 5), nn_f32(c, 4, 2), out, 0, &E), GT_OK);
+        /* a bf16 output tensor is refused by both alike */
+        nn_tensor bo = nn_tensor_make(o, NN_BF16, 4, 3);
+        CHECK_EQ_INT(nn_trunk_forward(te, nn_f32(x, 4, 5), nn_f32(c, 4, 2), bo, 0, &E),
+                     GT_EINVAL);
+        CHECK_EQ_INT(nn_trunk_forward(tr, nn_f32(x, 4, 5), nn_f32(c, 4, 2), bo, 0, &E),
+                     GT_EINVAL);
+        nn_free(B, x);
+        nn_free(B, c);
+        nn_free(B, o);
+        nn_trunk_destroy(te);
+        nn_trunk_destroy(tr);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* save, reload, continue                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void test_resume(nn_trunk_kind kind, nn_dtype prec)
+{
+    run a, b;
+    run_open(&a, kind, prec, 16);
+    for (int s = 0; s < 8; s++)
+        run_step(&a);
+    run_open(&b, kind, prec, 16);
+    for (int s = 0; s < 4; s++)
+        run_step(&b);
+    void *ck = NULL;
+    size_t len = 0;
+    OK(nn_ckpt_save(nn_trunk_params(b.t), &b.opt, &b.rng, &ck, &len, &E));
+    run_close(&b);
+    /* a fresh model with a different init: everything must come from the
+     * checkpoint */
+    run c;
+    run_open(&c, kind, prec, 16);
+    OK(nn_trunk_init(c.t, 12345, 1.0f, &E));
+    c.rng = nn_rng_make(1, 1);
+    OK(nn_ckpt_load(nn_trunk_params(c.t), &c.opt, &c.rng, ck, len, &E));
+    CHECK_EQ_INT(c.opt.step, 4);
+    /* the checksum is the standard CRC-32 (check value of "123456789") */
+    CHECK_EQ_INT(nn_ckpt_crc32("123456789", 9), 0xcbf43926u);
+    for (int s = 0; s < 4; s++)
+        run_step(&c);
+    nn_params *pa = nn_trunk_params(a.t), *pc = nn_trunk_params(c.t);
+    CHECK_MSG(memcmp(pa->value, pc->value, pa->count * sizeof(float)) == 0,
+              "resume (kind %d, precision %d): parameters differ", kind, prec);
+    CHECK(memcmp(a.opt.m, c.opt.m, pa->count * sizeof(float)) == 0);
+    CHECK(memcmp(a.opt.v, c.opt.v, pa->count * sizeof(float)) == 0);
+    if (prec == NN_BF16)
+        CHECK(memcmp(pa->value_bf16, pc->value_bf16, pa->count * 2) == 0);
+    CHECK_EQ_INT(a.rng.offset, c.rng.offset);
+
+    /* corrupted buffers: every failure is an error with a message */
+    nn_params *p = pc;
+    unsigned char *bad = malloc(len);
+    memcpy(bad, ck, len);
+    bad[len / 2] ^= 1;
+    CHECK_EQ_INT(nn_ckpt_load(p, &c.opt, &c.rng, bad, len, &E), GT_ECHECKSUM);
+    CHECK(strstr(E.message, "checksum") != NULL);
+    CHECK_EQ_INT(nn_ckpt_load(p, &c.opt, &c.rng, ck, len - 9, &E), GT_ECHECKSUM);
+    CHECK_EQ_INT(nn_ckpt_load(p, &c.opt, &c.rng, ck, 10, &E), GT_EFORMAT);
+    CHECK_EQ_INT(nn_ckpt_load(p, &c.opt, &c.rng, ck, 0, &E), GT_EFORMAT);
+    memcpy(bad, ck, len);
+    bad[0] = 'X';
+    CHECK_EQ_INT(nn_ckpt_load(p, &c.opt, &c.rng, bad, len, &E), GT_EFORMAT);
+    CHECK(strstr(E.message, "magic") != NULL);
+    memcpy(bad, ck, len);
+    bad[8] = 99;
+    CHECK_EQ_INT(nn_ckpt_load(p, &c.opt, &c.rng, bad, len, &E), GT_EFORMAT);
+    CHECK(strstr(E.message, "version") != NULL);
+    free(bad);
+    /* a model of another shape: the message names the tensor */
+    nn_trunk_config other;
+    small_config(&other, kind);
+    other.precision = prec;
+    other.hidden = 16;
+    other.out_dim = 4;
+    nn_trunk *t2;
+    OK(nn_trunk_create(B, &other, &t2, &E));
+    CHECK_EQ_INT(nn_ckpt_load(nn_trunk_params(t2), NULL, NULL, ck, len, &E), GT_EFORMAT);
+    CHECK_MSG(strstr(E.message, "out.w") != NULL, "message: %s", E.message);
+    nn_trunk_destroy(t2);
+    /* weights-only checkpoint cannot provide optimizer state */
+    void *ck2 = NULL;
+    size_t len2 = 0;
+    OK(nn_ckpt_save(pc, NULL, NULL, &ck2, &len2, &E));
+    CHECK(len2 < len);
+    CHECK_EQ_INT(nn_ckpt_load(pc, &c.opt, NULL, ck2, len2, &E), GT_EFORMAT);
+    CHECK_EQ_INT(nn_ckpt_load(pc, NULL, NULL, ck2, len2, &E), GT_OK);
+    free(ck2);
+    free(ck);
+    run_close(&a);
+    run_close(&c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* bad input                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void test_bad_input(void)
+{
+    nn_trunk_config c;
+    small_config(&c, NN_TRUNK_EXPERT);
+    nn_trunk *t = NULL;
+    gt_error e;
+    c.emb_dim = 3;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.precision = (nn_dtype)5;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    CHECK(strstr(e.message, "precision") != NULL);
+    small_config(&c, NN_TRUNK_ROUTED);
+    c.top_k = 9;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.hidden = 0;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    CHECK(t == NULL);
+
+    small_config(&c, NN_TRUNK_EXPERT);
+    OK(nn_trunk_create(B, &c, &t, &E));
+    float *x = rbuf(40, 1.0f), *cd = rbuf(16, 1.0f), *o = buf(24);
+    /* not planned */
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 8, 5), nn_f32(cd, 8, 2), nn_f32(o, 8, 3), 1, &e),
+                 GT_EINVAL);
+    CHECK(strstr(e.message, "plan") != NULL);
+    CHECK_EQ_INT(nn_trunk_plan(t, 0, &e), GT_EINVAL);
+    OK(nn_trunk_plan(t, 4, &E));
+    /* more rows than planned */
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 8, 5), nn_f32(cd, 8, 2), nn_f32(o, 8, 3), 1, &e),
+                 GT_EINVAL);
+    /* backward before any forward */
+    CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 3), nn_f32(NULL, 4, 5), &e), GT_EINVAL);
+    /* shapes */
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 4, 6), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e),
+                 GT_EINVAL);
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 3, 2), nn_f32(o, 4, 3), 1, &e),
+                 GT_EINVAL);
+    /* NaN and infinity in the data */
+    x[7] = NAN;
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e),
+                 GT_EINVAL);
+    CHECK(strstr(e.message, "NaN") != NULL);
+    x[7] = 0.5f;
+    cd[3] = INFINITY;
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e),
+                 GT_EINVAL);
+    cd[3] = 0.5f;
+    /* unknown dtype of an input */
+    nn_tensor bx = nn_tensor_make(x, (nn_dtype)3, 4, 5);
+    CHECK_EQ_INT(nn_trunk_forward(t, bx, nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e), GT_EINVAL);
+    /* a good call works, then backward with a wrong d_out shape fails */
+    OK(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &E));
+    CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 2), nn_f32(NULL, 4, 5), &e), GT_EINVAL);
+    CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 3), nn_f32(x, 4, 4), &e), GT_EINVAL);
+    /* backward after a sampling forward is refused */
+    OK(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 0, &E));
+    CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 3), nn_f32(NULL, 4, 5), &e), GT_EINVAL);
+    /* optimizer: NaN gradient is reported and changes nothing */
+    nn_adamw_opt opt;
+    nn_adamw_config oc;
+    nn_adamw_config_default(&oc);
+    oc.lr = -1.0f;
+    CHECK_EQ_INT(nn_adamw_create(&opt, nn_trunk_params(t), &oc, &e), GT_EINVAL);
+    nn_adamw_config_default(&oc);
+    OK(nn_adamw_create(&opt, nn_trunk_params(t), &oc, &E));
+    nn_params *p = nn_trunk_params(t);
+    float *before = malloc(p->count * 4);
+    memcpy(before, p->value, p->count * 4);
+    p->grad[3] = NAN;
+    CHECK_EQ_INT(nn_adamw_step(&opt, NULL, &e), GT_EINVAL);
+    CHECK(strstr(e.message, "not finite") != NULL);
+    CHECK(memcmp(before, p->value, p->count * 4) == 0);
+    CHECK_EQ_INT(opt.step, 0);
+    free(before);
+    nn_adamw_destroy(&opt);
+    nn_free(B, x);
+    nn_free(B, cd);
+    nn_free(B, o);
+    nn_trunk_destroy(t);
+}
+
+static void test_schedule(void)
+{
+    nn_adamw_config c;
+    nn_adamw_config_default(&c);
+    c.lr = 1.0f;
+    c.warmup_steps = 4;
+    c.total_steps = 14;
+    c.min_lr_ratio = 0.1f;
+    CHECK_CLOSE(nn_adamw_lr(&c, 0), 0.25, 1e-7, 0);
+    CHECK_CLOSE(nn_adamw_lr(&c, 3), 1.0, 1e-7, 0);
+    CHECK_CLOSE(nn_adamw_lr(&c, 8), 0.1 + 0.9 * 0.5 * (1 + cos(M_PI * 0.5)), 1e-6, 0);
+    CHECK_CLOSE(nn_adamw_lr(&c, 13), 0.1, 1e-6, 0);
+    CHECK_CLOSE(nn_adamw_lr(&c, 100), 0.1, 1e-6, 0);
+}
+
+/* bf16 emulation (exact widening + sgemm) computes what native bf16 does:
+ * same rounded inputs, fp32 accumulation; only the summation order differs. */
+static void test_bf16_emulation(void)
+{
+    setenv("GIANT_CPU_BF16", "emulate", 1);
+    nn_backend *emu = NULL;
+    OK(nn_backend_open("cpu", &emu, &E));
+    unsetenv("GIANT_CPU_BF16");
+    CHECK(emu->bf16_emulated && !emu->has_bf16);
+    nn_trunk_config c;
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.precision = NN_BF16;
+    c.hidden = 24;
+    nn_trunk *tn, *te;
+    OK(nn_trunk_create(B, &c, &tn, &E));
+    OK(nn_trunk_create(emu, &c, &te, &E));
+    OK(nn_trunk_init(tn, 3, 1.0f, &E));
+    OK(nn_trunk_init(te, 3, 1.0f, &E));
+    OK(nn_trunk_plan(tn, 9, &E));
+    OK(nn_trunk_plan(te, 9, &E));
+    float x[45], cd[18], on[27], oe[27];
+    for (int i = 0; i < 45; i++)
+        x[i] = frand();
+    for (int i = 0; i < 18; i++)
+        cd[i] = 0.5f + 0.5f * frand();
+    OK(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(on, 9, 3), 1, &E));
+    OK(nn_trunk_forward(te, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(oe, 9, 3), 1, &E));
+    double d = 0, s = 0;
+    for (int i = 0; i < 27; i++) {
+        d = fmax(d, fabs(on[i] - oe[i]));
+        s = fmax(s, fabs(on[i]));
+    }
+    /* a summation-order difference can flip one bf16 rounding of a later
+     * matmul input: allow a few bf16 ulps */
+    CHECK_MSG(d <= 2e-2 * s, "native vs emulated bf16: %g (scale %g)", d, s);
+    /* fp32 evaluation of a bf16 trunk == an fp32 trunk with the same
+     * weights, bit for bit (validation losses are always fp32) */
+    nn_trunk_config c32 = c;
+    c32.precision = NN_F32;
+    nn_trunk *t32;
+    float o32[27], ov[27];
+    OK(nn_trunk_create(B, &c32, &t32, &E));
+    OK(nn_trunk_init(t32, 3, 1.0f, &E));
+    OK(nn_trunk_plan(t32, 9, &E));
+    OK(nn_trunk_forward(t32, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(o32, 9, 3), 0, &E));
+    OK(nn_trunk_set_precision(tn, NN_F32, &E));
+    CHECK_EQ_INT(nn_trunk_get_precision(tn), NN_F32);
+    OK(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(ov, 9, 3), 0, &E));
+    CHECK(memcmp(o32, ov, sizeof ov) == 0);
+    OK(nn_trunk_set_precision(tn, NN_BF16, &E));
+    OK(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(ov, 9, 3), 1, &E));
+    CHECK(memcmp(on, ov, sizeof ov) == 0);
+    CHECK_EQ_INT(nn_trunk_set_precision(t32, NN_BF16, &E), GT_EINVAL);
+    nn_trunk_destroy(t32);
+    OK(nn_params_zero_grad(nn_trunk_params(te), &E));
+    OK(nn_trunk_backward(te, nn_f32(oe, 9, 3), nn_f32(x, 9, 5), &E));
+    nn_trunk_destroy(tn);
+    nn_trunk_destroy(te);
+    nn_backend_close(emu);
+}
+
+/* Edge shapes: no blocks, no data input (conditions only), no conditions,
+ * fewer rows than planned; forward + backward run and stay finite, and a
+ * trunk with no blocks is an affine map of LayerNorm(linear(x)). */
+static void test_edge_shapes(void)
+{
+    struct { int in, nc, blocks, kind; } cases[] = {
+        {5, 2, 0, NN_TRUNK_EXPERT}, {0, 2, 1, NN_TRUNK_EXPERT},
+        {5, 0, 1, NN_TRUNK_EXPERT}, {5, 0, 0, NN_TRUNK_ROUTED},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        nn_trunk_config c;
+        small_config(&c, (nn_trunk_kind)cases[k].kind);
+        c.in_dim = cases[k].in;
+        c.cond_dim = cases[k].nc;
+        c.blocks = cases[k].blocks;
+        nn_trunk *t;
+        OK(nn_trunk_create(B, &c, &t, &E));
+        OK(nn_trunk_init(t, 2, 1.0f, &E));
+        OK(nn_trunk_plan(t, 6, &E));
+        float x[30], cd[12], o[18], dx[30];
+        for (int i = 0; i < 30; i++)
+            x[i] = frand();
+        for (int i = 0; i < 12; i++)
+            cd[i] = frand();
+        int n = 5; /* fewer rows than planned */
+        OK(nn_trunk_forward(t, nn_f32(x, n, c.in_dim), nn_f32(cd, n, c.cond_dim),
+                            nn_f32(o, n, 3), 1, &E));
+        OK(nn_params_zero_grad(nn_trunk_params(t), &E));
+        OK(nn_trunk_backward(t, nn_f32(o, n, 3), nn_f32(c.in_dim ? dx : NULL, n, c.in_dim), &E));
+        nn_params *p = nn_trunk_params(t);
+        int finite = 1;
+        for (size_t i = 0; i < p->count; i++)
+            finite &= isfinite(p->grad[i]);
+        for (int i = 0; i < n * c.in_dim; i++)
+            finite &= isfinite(dx[i]);
+        CHECK_MSG(finite, "edge case %zu: non-finite gradients", k);
+        nn_trunk_destroy(t);
+    }
+}
+
+int main(void)
+{
+    if (nn_backend_open("cpu", &B, &E)) {
+        fprintf(stderr, "%s\n", E.message);
+        return 1;
+    }
+    size_t live0 = B->bytes_live;
+    fd_trunk(NN_TRUNK_EXPERT);
+    fd_trunk(NN_TRUNK_ROUTED);
+    test_routed_dtype();
+    test_training(NN_TRUNK_EXPERT, NN_F32);
+    test_training(NN_TRUNK_EXPERT, NN_BF16);
+    test_training(NN_TRUNK_ROUTED, NN_F32);
+    test_training(NN_TRUNK_ROUTED, NN_BF16);
+    test_resume(NN_TRUNK_EXPERT, NN_F32);
+    test_resume(NN_TRUNK_EXPERT, NN_BF16);
+    test_resume(NN_TRUNK_ROUTED, NN_F32);
+    test_bf16_emulation();
+    test_edge_shapes();
+    test_bad_input();
+    test_schedule();
+    CHECK_EQ_INT(B->bytes_live, live0);
+    nn_backend_close(B);
+    return check_finish();
+}
