@@ -36,15 +36,12 @@ static void calo_h5_unlock(void)
     pthread_mutex_unlock(&calo_h5_lock_mu);
 }
 
-/* Turns off HDF5's automatic error-stack printing (once per process; the
- * setting is global in the serial library). */
+/* Turns off HDF5's automatic error-stack printing.  Called on every entry:
+ * in a thread-safe libhdf5 the setting belongs to the calling thread, and
+ * the service calls in from several. */
 static void calo_h5_quiet(void)
 {
-    static int done;
-    if (!done) {
-        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-        done = 1;
-    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 /* Walking downward, entry 0 is the API call's message ("unable to open

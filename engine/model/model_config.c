@@ -1,0 +1,632 @@
+#include "model_config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* defaults                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void wgan_defaults(model_wgan_config *w)
+{
+    w->critic_steps = 5;
+    w->gp_lambda = 10.0;
+    w->beta1 = 0.5;
+    w->beta2 = 0.9;
+    w->critic_hidden = 256;
+    w->critic_depth = 3;
+}
+
+static void trunk_defaults(model_trunk_config *t)
+{
+    t->kind = MODEL_TRUNK_EXPERT;
+    t->hidden = 256;
+    t->blocks = 3;
+    t->emb_dim = 16;
+    t->experts = 4;
+    t->top_k = 2;
+    t->balance_weight = 0.01;
+    t->entropy_weight = 0.001;
+}
+
+void model_config_defaults(model_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->name, sizeof cfg->name, "run");
+    snprintf(cfg->geometry, sizeof cfg->geometry, "dataset_2");
+    cfg->synthetic_n = 20000;
+    cfg->synthetic_seed = 1;
+    snprintf(cfg->synthetic_energy, sizeof cfg->synthetic_energy, "log-uniform");
+    cfg->synthetic_emin_mev = 1e3;
+    cfg->synthetic_emax_mev = 1e6;
+    cfg->max_showers = 0;
+    cfg->val_fraction = 0.1;
+    cfg->split_seed = 7;
+
+    cfg->stage1.objective = MODEL_OBJ_FLOW;
+    cfg->stage1.mode = MODEL_MODE_ONESHOT;
+    trunk_defaults(&cfg->stage1.trunk);
+    cfg->stage1.trunk.hidden = 64;
+    cfg->stage1.trunk.blocks = 2;
+    cfg->stage2.objective = MODEL_OBJ_FLOW;
+    cfg->stage2.mode = MODEL_MODE_ONESHOT;
+    trunk_defaults(&cfg->stage2.trunk);
+    wgan_defaults(&cfg->stage1.wgan);
+    wgan_defaults(&cfg->stage2.wgan);
+
+    cfg->bf16 = 0;
+    snprintf(cfg->device, sizeof cfg->device, "auto");
+    cfg->seed = 1;
+    cfg->batch = 256;
+    cfg->steps1 = 1000;
+    cfg->steps2 = 2000;
+    cfg->lr = 1e-3;
+    cfg->min_lr_ratio = 0.05;
+    cfg->warmup_steps = 100;
+    cfg->weight_decay = 0.01;
+    cfg->beta1 = 0.9;
+    cfg->beta2 = 0.999;
+    cfg->adam_eps = 1e-8;
+    cfg->grad_clip = 1.0;
+    cfg->log_every = 10;
+    cfg->val_every = 200;
+    cfg->ckpt_every = 500;
+    cfg->val_size = 1024;
+    cfg->keep_checkpoints = 2;
+
+    cfg->solver = MODEL_SOLVER_HEUN;
+    cfg->sample_steps = 20;
+}
+
+/* ------------------------------------------------------------------------ */
+/* a small strict walker: every object lists its keys; the first problem   */
+/* found is reported with its dotted path                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct walker {
+    char *field;
+    size_t field_len;
+    gt_error *err;
+} walker;
+
+static int fail(walker *w, const char *path, const char *fmt, const char *detail)
+{
+    if (w->field && w->field_len)
+        snprintf(w->field, w->field_len, "%s", path);
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, detail);
+    return gt_error_set(w->err, GT_EINVAL, "%s: %s", path[0] ? path : "config", msg);
+}
+
+static void join(char *out, size_t n, const char *prefix, const char *key)
+{
+    if (prefix[0])
+        snprintf(out, n, "%s.%s", prefix, key);
+    else
+        snprintf(out, n, "%s", key);
+}
+
+/* Unknown keys are errors; `allowed` is NULL-terminated. */
+static int check_keys(walker *w, const json_t *obj, const char *path, const char *const *allowed)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        int ok = 0;
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(*a, key) == 0)
+                ok = 1;
+        if (!ok) {
+            char p[256];
+            join(p, sizeof p, path, key);
+            return fail(w, p, "unknown key%s", "");
+        }
+    }
+    return GT_OK;
+}
+
+static int get_object(walker *w, const json_t *parent, const char *path, const char *key,
+                      const json_t **out)
+{
+    *out = json_object_get(parent, key);
+    if (!*out)
+        return GT_OK;
+    if (!json_is_object(*out)) {
+        char p[256];
+        join(p, sizeof p, path, key);
+        return fail(w, p, "must be an object%s", "");
+    }
+    return GT_OK;
+}
+
+static int get_int(walker *w, const json_t *obj, const char *path, const char *key,
+                   int64_t lo, int64_t hi, int64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return GT_OK;
+    char p[256];
+    join(p, sizeof p, path, key);
+    if (!json_is_integer(v))
+        return fail(w, p, "must be an integer%s", "");
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        char range[96];
+        snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
+        return fail(w, p, "out of range %s", range);
+    }
+    *out = x;
+    return GT_OK;
+}
+
+static int get_int32(walker *w, const json_t *obj, const char *path, const char *key, int lo,
+                     int hi, int *out)
+{
+    int64_t x = *out;
+    int rc = get_int(w, obj, path, key, lo, hi, &x);
+    *out = (int)x;
+    return rc;
+}
+
+static int get_u64(walker *w, const json_t *obj, const char *path, const char *key,
+                   uint64_t *out)
+{
+    int64_t x = (int64_t)*out;
+    int rc = get_int(w, obj, path, key, 0, INT64_MAX, &x);
+    *out = (uint64_t)x;
+    return rc;
+}
+
+/* Accepts integers too ("lr": 1 is a number). lo_open: lo itself excluded. */
+static int get_real(walker *w, const json_t *obj, const char *path, const char *key,
+                    double lo, int lo_open, double hi, double *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return GT_OK;
+    char p[256];
+    join(p, sizeof p, path, key);
+    if (!json_is_number(v))
+        return fail(w, p, "must be a number%s", "");
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
+        char range[96];
+        snprintf(range, sizeof range, "%s%g, %g]", lo_open ? "(" : "[", lo, hi);
+        return fail(w, p, "out of range %s", range);
+    }
+    *out = x;
+    return GT_OK;
+}
+
+static int get_string(walker *w, const json_t *obj, const char *path, const char *key,
+                      char *out, size_t cap)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return GT_OK;
+    char p[256];
+    join(p, sizeof p, path, key);
+    if (!json_is_string(v))
+        return fail(w, p, "must be a string%s", "");
+    const char *s = json_string_value(v);
+    if (strlen(s) >= cap || strlen(s) != json_string_length(v))
+        return fail(w, p, "too long or contains NUL%s", "");
+    snprintf(out, cap, "%s", s);
+    return GT_OK;
+}
+
+/* A string that must be one of `names`; *out = its index. */
+static int get_enum(walker *w, const json_t *obj, const char *path, const char *key,
+                    const char *const *names, int *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return GT_OK;
+    char p[256];
+    join(p, sizeof p, path, key);
+    if (!json_is_string(v))
+        return fail(w, p, "must be a string%s", "");
+    char list[200] = "";
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(names[i], json_string_value(v)) == 0) {
+            *out = i;
+            return GT_OK;
+        }
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", names[i]);
+    }
+    return fail(w, p, "must be one of: %s", list);
+}
+
+/* ------------------------------------------------------------------------ */
+/* sections                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const char *const OBJECTIVES[] = {"flow", "ddpm", "wgan", NULL};
+static const char *const MODES[] = {"oneshot", "autoregressive", NULL};
+static const char *const TRUNKS[] = {"expert", "routed", NULL};
+static const char *const SOLVERS[] = {"euler", "heun", "ddim", NULL};
+static const char *const PRECISIONS[] = {"fp32", "bf16", NULL};
+static const char *const ENERGIES[] = {"log-uniform", "discrete", "fixed", NULL};
+
+static int parse_trunk(walker *w, const json_t *obj, const char *path, model_trunk_config *t)
+{
+    static const char *const keys[] = {"kind", "hidden", "blocks", "emb_dim", "experts",
+                                       "top_k", "balance_weight", "entropy_weight", NULL};
+    int rc, kind = (int)t->kind;
+    if ((rc = check_keys(w, obj, path, keys)) ||
+        (rc = get_enum(w, obj, path, "kind", TRUNKS, &kind)) ||
+        (rc = get_int32(w, obj, path, "hidden", 1, 8192, &t->hidden)) ||
+        (rc = get_int32(w, obj, path, "blocks", 0, 64, &t->blocks)) ||
+        (rc = get_int32(w, obj, path, "emb_dim", 2, 512, &t->emb_dim)) ||
+        (rc = get_int32(w, obj, path, "experts", 1, 64, &t->experts)) ||
+        (rc = get_int32(w, obj, path, "top_k", 1, 64, &t->top_k)) ||
+        (rc = get_real(w, obj, path, "balance_weight", 0, 0, 100, &t->balance_weight)) ||
+        (rc = get_real(w, obj, path, "entropy_weight", 0, 0, 100, &t->entropy_weight)))
+        return rc;
+    t->kind = (model_trunk_kind)kind;
+    if (t->emb_dim % 2) {
+        char p[256];
+        join(p, sizeof p, path, "emb_dim");
+        return fail(w, p, "must be even (sine and cosine pairs)%s", "");
+    }
+    if (t->top_k > t->experts) {
+        char p[256];
+        join(p, sizeof p, path, "top_k");
+        return fail(w, p, "must not exceed experts%s", "");
+    }
+    return GT_OK;
+}
+
+static int parse_wgan(walker *w, const json_t *obj, const char *path, model_wgan_config *g)
+{
+    static const char *const keys[] = {"critic_steps", "gp_lambda", "beta1", "beta2", "critic",
+                                       NULL};
+    static const char *const ckeys[] = {"hidden", "depth", NULL};
+    int rc;
+    if ((rc = check_keys(w, obj, path, keys)) ||
+        (rc = get_int32(w, obj, path, "critic_steps", 1, 100, &g->critic_steps)) ||
+        (rc = get_real(w, obj, path, "gp_lambda", 0, 0, 1e4, &g->gp_lambda)) ||
+        (rc = get_real(w, obj, path, "beta1", 0, 0, 0.9999, &g->beta1)) ||
+        (rc = get_real(w, obj, path, "beta2", 0, 0, 0.99999, &g->beta2)))
+        return rc;
+    const json_t *c;
+    char p[320];
+    join(p, sizeof p, path, "critic");
+    if ((rc = get_object(w, obj, path, "critic", &c)))
+        return rc;
+    if (c && ((rc = check_keys(w, c, p, ckeys)) ||
+              (rc = get_int32(w, c, p, "hidden", 1, 8192, &g->critic_hidden)) ||
+              (rc = get_int32(w, c, p, "depth", 1, 16, &g->critic_depth))))
+        return rc;
+    return GT_OK;
+}
+
+static int parse_stage(walker *w, const json_t *obj, const char *path, model_stage_config *s,
+                       int is_stage2)
+{
+    static const char *const keys1[] = {"objective", "trunk", "wgan", NULL};
+    static const char *const keys2[] = {"objective", "mode", "trunk", "wgan", NULL};
+    int rc, objective = (int)s->objective, mode = (int)s->mode;
+    if ((rc = check_keys(w, obj, path, is_stage2 ? keys2 : keys1)) ||
+        (rc = get_enum(w, obj, path, "objective", OBJECTIVES, &objective)) ||
+        (is_stage2 && (rc = get_enum(w, obj, path, "mode", MODES, &mode))))
+        return rc;
+    s->objective = (model_objective)objective;
+    s->mode = (model_stage2_mode)mode;
+    const json_t *trunk;
+    char p[256];
+    join(p, sizeof p, path, "trunk");
+    if ((rc = get_object(w, obj, path, "trunk", &trunk)))
+        return rc;
+    if (trunk && (rc = parse_trunk(w, trunk, p, &s->trunk)))
+        return rc;
+    const json_t *wg;
+    join(p, sizeof p, path, "wgan");
+    if ((rc = get_object(w, obj, path, "wgan", &wg)))
+        return rc;
+    if (wg && (rc = parse_wgan(w, wg, p, &s->wgan)))
+        return rc;
+    return GT_OK;
+}
+
+static int parse_dataset(walker *w, const json_t *obj, model_config *cfg)
+{
+    static const char *const keys[] = {"path", "synthetic", "geometry", "max_showers",
+                                       "val_fraction", "split_seed", NULL};
+    static const char *const skeys[] = {"n", "seed", "energy", "emin_mev", "emax_mev", NULL};
+    int rc;
+    if ((rc = check_keys(w, obj, "dataset", keys)) ||
+        (rc = get_string(w, obj, "dataset", "path", cfg->dataset_path,
+                         sizeof cfg->dataset_path)) ||
+        (rc = get_string(w, obj, "dataset", "geometry", cfg->geometry, sizeof cfg->geometry)) ||
+        (rc = get_int(w, obj, "dataset", "max_showers", 0, INT64_MAX, &cfg->max_showers)) ||
+        (rc = get_real(w, obj, "dataset", "val_fraction", 0, 1, 0.5, &cfg->val_fraction)) ||
+        (rc = get_u64(w, obj, "dataset", "split_seed", &cfg->split_seed)))
+        return rc;
+    const json_t *syn;
+    if ((rc = get_object(w, obj, "dataset", "synthetic", &syn)))
+        return rc;
+    if (syn && cfg->dataset_path[0])
+        return fail(w, "dataset.synthetic", "give either path or synthetic, not both%s", "");
+    if (json_object_get(obj, "path") && !cfg->dataset_path[0])
+        return fail(w, "dataset.path", "must not be empty%s", "");
+    if (syn) {
+        int energy = 0;
+        for (int i = 0; ENERGIES[i]; i++)
+            if (strcmp(ENERGIES[i], cfg->synthetic_energy) == 0)
+                energy = i;
+        if ((rc = check_keys(w, syn, "dataset.synthetic", skeys)) ||
+            (rc = get_int(w, syn, "dataset.synthetic", "n", 16, 100000000, &cfg->synthetic_n)) ||
+            (rc = get_u64(w, syn, "dataset.synthetic", "seed", &cfg->synthetic_seed)) ||
+            (rc = get_enum(w, syn, "dataset.synthetic", "energy", ENERGIES, &energy)) ||
+            (rc = get_real(w, syn, "dataset.synthetic", "emin_mev", 1, 0, 1e8,
+                           &cfg->synthetic_emin_mev)) ||
+            (rc = get_real(w, syn, "dataset.synthetic", "emax_mev", 1, 0, 1e8,
+                           &cfg->synthetic_emax_mev)))
+            return rc;
+        snprintf(cfg->synthetic_energy, sizeof cfg->synthetic_energy, "%s", ENERGIES[energy]);
+        if (cfg->synthetic_emax_mev < cfg->synthetic_emin_mev)
+            return fail(w, "dataset.synthetic.emax_mev", "must be >= emin_mev%s", "");
+    }
+    if (!cfg->geometry[0])
+        return fail(w, "dataset.geometry", "must not be empty%s", "");
+    return GT_OK;
+}
+
+static int parse_train(walker *w, const json_t *obj, model_config *cfg)
+{
+    static const char *const keys[] = {
+        "precision", "device", "seed", "batch", "steps", "lr", "min_lr_ratio",
+        "warmup_steps", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip",
+        "log_every", "val_every", "val_size", "ckpt_every", "keep_checkpoints", NULL};
+    static const char *const skeys[] = {"stage1", "stage2", NULL};
+    int rc, precision = cfg->bf16;
+    if ((rc = check_keys(w, obj, "train", keys)) ||
+        (rc = get_enum(w, obj, "train", "precision", PRECISIONS, &precision)) ||
+        (rc = get_string(w, obj, "train", "device", cfg->device, sizeof cfg->device)) ||
+        (rc = get_u64(w, obj, "train", "seed", &cfg->seed)) ||
+        (rc = get_int32(w, obj, "train", "batch", 1, 1 << 20, &cfg->batch)) ||
+        (rc = get_real(w, obj, "train", "lr", 0, 1, 1.0, &cfg->lr)) ||
+        (rc = get_real(w, obj, "train", "min_lr_ratio", 0, 0, 1.0, &cfg->min_lr_ratio)) ||
+        (rc = get_int(w, obj, "train", "warmup_steps", 0, INT64_MAX, &cfg->warmup_steps)) ||
+        (rc = get_real(w, obj, "train", "weight_decay", 0, 0, 1.0, &cfg->weight_decay)) ||
+        (rc = get_real(w, obj, "train", "beta1", 0, 0, 0.9999, &cfg->beta1)) ||
+        (rc = get_real(w, obj, "train", "beta2", 0, 0, 0.99999, &cfg->beta2)) ||
+        (rc = get_real(w, obj, "train", "adam_eps", 0, 1, 1.0, &cfg->adam_eps)) ||
+        (rc = get_real(w, obj, "train", "grad_clip", 0, 0, 1e6, &cfg->grad_clip)) ||
+        (rc = get_int(w, obj, "train", "log_every", 1, INT64_MAX, &cfg->log_every)) ||
+        (rc = get_int(w, obj, "train", "val_every", 1, INT64_MAX, &cfg->val_every)) ||
+        (rc = get_int32(w, obj, "train", "val_size", 1, 1 << 24, &cfg->val_size)) ||
+        (rc = get_int(w, obj, "train", "ckpt_every", 1, INT64_MAX, &cfg->ckpt_every)) ||
+        (rc = get_int32(w, obj, "train", "keep_checkpoints", 1, 1000,
+                        &cfg->keep_checkpoints)))
+        return rc;
+    cfg->bf16 = precision;
+    const char *d = cfg->device;
+    int idx = -1, consumed = 0;
+    if (strcmp(d, "auto") != 0 && strcmp(d, "cpu") != 0 && strcmp(d, "cuda") != 0 &&
+        !(sscanf(d, "cuda:%d%n", &idx, &consumed) == 1 && d[consumed] == '\0' && idx >= 0))
+        return fail(w, "train.device", "must be auto, cpu, cuda or cuda:N%s", "");
+    const json_t *steps = json_object_get(obj, "steps");
+    if (steps) {
+        if (!json_is_object(steps))
+            return fail(w, "train.steps", "must be an object {stage1, stage2}%s", "");
+        if ((rc = check_keys(w, steps, "train.steps", skeys)) ||
+            (rc = get_int(w, steps, "train.steps", "stage1", 0, 100000000, &cfg->steps1)) ||
+            (rc = get_int(w, steps, "train.steps", "stage2", 0, 100000000, &cfg->steps2)))
+            return rc;
+    }
+    return GT_OK;
+}
+
+static int parse_sample(walker *w, const json_t *obj, model_config *cfg)
+{
+    static const char *const keys[] = {"solver", "steps", NULL};
+    int rc, solver = (int)cfg->solver;
+    if ((rc = check_keys(w, obj, "sample", keys)) ||
+        (rc = get_enum(w, obj, "sample", "solver", SOLVERS, &solver)) ||
+        (rc = get_int32(w, obj, "sample", "steps", 1, 1000, &cfg->sample_steps)))
+        return rc;
+    cfg->solver = (model_solver)solver;
+    return GT_OK;
+}
+
+int model_config_from_json(const json_t *root, model_config *cfg, char *field,
+                           size_t field_len, gt_error *err)
+{
+    walker w = {field, field_len, err};
+    if (field && field_len)
+        field[0] = '\0';
+    model_config_defaults(cfg);
+    if (!json_is_object(root))
+        return fail(&w, "", "the config must be a JSON object%s", "");
+    static const char *const keys[] = {"name", "dataset", "model", "train", "sample", NULL};
+    static const char *const mkeys[] = {"stage1", "stage2", NULL};
+    int rc;
+    const json_t *sec;
+    if ((rc = check_keys(&w, root, "", keys)) ||
+        (rc = get_string(&w, root, "", "name", cfg->name, sizeof cfg->name)))
+        return rc;
+    if ((rc = get_object(&w, root, "", "dataset", &sec)) ||
+        (sec && (rc = parse_dataset(&w, sec, cfg))))
+        return rc;
+    if ((rc = get_object(&w, root, "", "model", &sec)))
+        return rc;
+    if (sec) {
+        const json_t *st;
+        if ((rc = check_keys(&w, sec, "model", mkeys)) ||
+            (rc = get_object(&w, sec, "model", "stage1", &st)) ||
+            (st && (rc = parse_stage(&w, st, "model.stage1", &cfg->stage1, 0))) ||
+            (rc = get_object(&w, sec, "model", "stage2", &st)) ||
+            (st && (rc = parse_stage(&w, st, "model.stage2", &cfg->stage2, 1))))
+            return rc;
+    }
+    if ((rc = get_object(&w, root, "", "train", &sec)) ||
+        (sec && (rc = parse_train(&w, sec, cfg))))
+        return rc;
+    if ((rc = get_object(&w, root, "", "sample", &sec)) ||
+        (sec && (rc = parse_sample(&w, sec, cfg))))
+        return rc;
+
+    /* Cross-field rules. */
+    if (cfg->steps1 + cfg->steps2 == 0)
+        return fail(&w, "train.steps", "at least one stage must train%s", "");
+    /* flow and ddpm share the sampler's solver, so they cannot be mixed; a
+     * wgan generator needs no solver and goes with either */
+    if (cfg->stage1.objective != cfg->stage2.objective &&
+        cfg->stage1.objective != MODEL_OBJ_WGAN && cfg->stage2.objective != MODEL_OBJ_WGAN)
+        return fail(&w, "model.stage1.objective",
+                    "flow and ddpm stages share one sampler: use the same objective for both "
+                    "(wgan goes with either)%s", "");
+    /* the objective the solver serves (wgan only when both stages are) */
+    model_objective so = cfg->stage2.objective != MODEL_OBJ_WGAN ? cfg->stage2.objective
+                                                                 : cfg->stage1.objective;
+    if (cfg->solver == MODEL_SOLVER_DDIM && so == MODEL_OBJ_FLOW)
+        return fail(&w, "sample.solver", "ddim samples ddpm models; use euler or heun for flow%s",
+                    "");
+    if (cfg->solver != MODEL_SOLVER_DDIM && so == MODEL_OBJ_DDPM &&
+        json_object_get(root, "sample") && json_object_get(json_object_get(root, "sample"),
+                                                           "solver"))
+        return fail(&w, "sample.solver", "ddpm models sample with ddim%s", "");
+    if (so == MODEL_OBJ_DDPM)
+        cfg->solver = MODEL_SOLVER_DDIM;
+    if (so == MODEL_OBJ_WGAN && cfg->solver == MODEL_SOLVER_DDIM)
+        cfg->solver = MODEL_SOLVER_HEUN; /* unused: a generator is one forward pass */
+    if (cfg->stage2.objective == MODEL_OBJ_WGAN && cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE)
+        return fail(&w, "model.stage2.mode",
+                    "autoregressive stage 2 trains with flow or ddpm, not wgan%s", "");
+    return GT_OK;
+}
+
+int model_config_parse(const char *text, size_t len, model_config *cfg, char *field,
+                       size_t field_len, gt_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        if (field && field_len)
+            field[0] = '\0';
+        return gt_error_set(err, GT_EINVAL, "malformed JSON at line %d, column %d: %s",
+                            jerr.line, jerr.column, jerr.text);
+    }
+    int rc = model_config_from_json(root, cfg, field, field_len, err);
+    json_decref(root);
+    return rc;
+}
+
+int model_config_load(const char *path, model_config *cfg, char *field, size_t field_len,
+                      gt_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gt_error_set(err, GT_EIO, "cannot open config %s", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 4096;
+            if (cap > (16u << 20)) {
+                free(buf);
+                fclose(f);
+                return gt_error_set(err, GT_EINVAL, "config %s is larger than 16 MiB", path);
+            }
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return gt_error_set(err, GT_ENOMEM, "out of memory reading %s", path);
+            }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return gt_error_set(err, GT_EIO, "error reading %s", path);
+    }
+    int rc = model_config_parse(buf, len, cfg, field, field_len, err);
+    free(buf);
+    if (rc)
+        gt_error_wrap(err, "%s", path);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* back to JSON                                                             */
+/* ------------------------------------------------------------------------ */
+
+const char *model_objective_name(model_objective o) { return OBJECTIVES[o]; }
+const char *model_solver_name(model_solver s) { return SOLVERS[s]; }
+const char *model_trunk_kind_name(model_trunk_kind k) { return TRUNKS[k]; }
+const char *model_mode_name(model_stage2_mode m) { return MODES[m]; }
+
+static json_t *trunk_json(const model_trunk_config *t)
+{
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i}", "kind", TRUNKS[t->kind], "hidden", t->hidden,
+                          "blocks", t->blocks, "emb_dim", t->emb_dim);
+    if (o && t->kind == MODEL_TRUNK_ROUTED) {
+        json_object_set_new(o, "experts", json_integer(t->experts));
+        json_object_set_new(o, "top_k", json_integer(t->top_k));
+        json_object_set_new(o, "balance_weight", json_real(t->balance_weight));
+        json_object_set_new(o, "entropy_weight", json_real(t->entropy_weight));
+    }
+    return o;
+}
+
+static json_t *wgan_json(const model_wgan_config *w)
+{
+    return json_pack("{s:i, s:f, s:f, s:f, s:{s:i, s:i}}", "critic_steps", w->critic_steps,
+                     "gp_lambda", w->gp_lambda, "beta1", w->beta1, "beta2", w->beta2, "critic",
+                     "hidden", w->critic_hidden, "depth", w->critic_depth);
+}
+
+json_t *model_config_to_json(const model_config *c)
+{
+    json_t *dataset = json_pack("{s:s, s:I, s:f, s:I}", "geometry", c->geometry, "max_showers",
+                                (json_int_t)c->max_showers, "val_fraction", c->val_fraction,
+                                "split_seed", (json_int_t)c->split_seed);
+    if (!dataset)
+        return NULL;
+    if (c->dataset_path[0])
+        json_object_set_new(dataset, "path", json_string(c->dataset_path));
+    else
+        json_object_set_new(dataset, "synthetic",
+                            json_pack("{s:I, s:I, s:s, s:f, s:f}", "n",
+                                      (json_int_t)c->synthetic_n, "seed",
+                                      (json_int_t)c->synthetic_seed, "energy",
+                                      c->synthetic_energy, "emin_mev", c->synthetic_emin_mev,
+                                      "emax_mev", c->synthetic_emax_mev));
+    json_t *model = json_pack(
+        "{s:{s:s, s:o}, s:{s:s, s:s, s:o}}", "stage1", "objective",
+        OBJECTIVES[c->stage1.objective], "trunk", trunk_json(&c->stage1.trunk), "stage2",
+        "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode], "trunk",
+        trunk_json(&c->stage2.trunk));
+    const model_stage_config *st[2] = {&c->stage1, &c->stage2};
+    for (int i = 0; model && i < 2; i++)
+        if (st[i]->objective == MODEL_OBJ_WGAN)
+            json_object_set_new(json_object_get(model, i ? "stage2" : "stage1"), "wgan",
+                                wgan_json(&st[i]->wgan));
+    json_t *train = json_pack(
+        "{s:s, s:s, s:I, s:i, s:{s:I, s:I}, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I,"
+        " s:i, s:I, s:i}",
+        "precision", PRECISIONS[c->bf16], "device", c->device, "seed", (json_int_t)c->seed,
+        "batch", c->batch, "steps", "stage1", (json_int_t)c->steps1, "stage2",
+        (json_int_t)c->steps2, "lr", c->lr, "min_lr_ratio", c->min_lr_ratio, "warmup_steps",
+        (json_int_t)c->warmup_steps, "weight_decay", c->weight_decay, "beta1", c->beta1,
+        "beta2", c->beta2, "adam_eps", c->adam_eps, "grad_clip", c->grad_clip, "log_every",
+        (json_int_t)c->log_every, "val_every", (json_int_t)c->val_every, "val_size",
+        c->val_size, "ckpt_every", (json_int_t)c->ckpt_every, "keep_checkpoints",
+        c->keep_checkpoints);
+    json_t *sample = json_pack("{s:s, s:i}", "solver", SOLVERS[c->solver], "steps",
+                               c->sample_steps);
+    return json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", c->name, "dataset", dataset, "model",
+                     model, "train", train, "sample", sample);
+}

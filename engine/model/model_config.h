@@ -1,0 +1,139 @@
+/* model_config: the run configuration, parsed and validated strictly.
+ *
+ * A run config is JSON with four sections (all optional, every field has a
+ * default, see configs/README.md):
+ *
+ *   { "name": "...",
+ *     "dataset": { "path" | "synthetic", "geometry", "max_showers",
+ *                  "val_fraction", "split_seed" },
+ *     "model":   { "stage1": { "objective", "trunk", "wgan" },
+ *                  "stage2": { "mode", "objective", "trunk", "wgan" } },
+ *     "train":   { "precision", "device", "seed", "batch", "steps",
+ *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
+ *                  "beta1", "beta2", "adam_eps", "grad_clip", "log_every",
+ *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
+ *     "sample":  { "solver", "steps" } }
+ *
+ * Validation is strict: an unknown key, a wrong type or a value out of range
+ * is an error that names the field by its dotted path ("train.lr"), so the
+ * service can answer 422 with that field.  model_config_to_json writes the
+ * complete config back with every default filled in: what a run records is
+ * what it ran with. */
+#ifndef MODEL_CONFIG_H
+#define MODEL_CONFIG_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "gt_error.h"
+
+typedef enum model_objective {
+    MODEL_OBJ_FLOW = 0, /* conditional flow matching, ODE sampling   */
+    MODEL_OBJ_DDPM = 1, /* noise prediction, cosine schedule, DDIM   */
+    MODEL_OBJ_WGAN = 2, /* generator + piecewise-linear critic, WGAN-GP */
+} model_objective;
+
+typedef enum model_stage2_mode {
+    MODEL_MODE_ONESHOT = 0,        /* one network produces all layers at once */
+    MODEL_MODE_AUTOREGRESSIVE = 1, /* one layer ("token") at a time, teacher-forced */
+} model_stage2_mode;
+
+typedef enum model_trunk_kind {
+    MODEL_TRUNK_EXPERT = 0, /* residual MLP                            */
+    MODEL_TRUNK_ROUTED = 1, /* experts behind a learned top-k gate     */
+} model_trunk_kind;
+
+typedef enum model_solver {
+    MODEL_SOLVER_EULER = 0, /* flow */
+    MODEL_SOLVER_HEUN = 1,  /* flow */
+    MODEL_SOLVER_DDIM = 2,  /* ddpm */
+} model_solver;
+
+typedef struct model_trunk_config {
+    model_trunk_kind kind;
+    int hidden;          /* width of the residual stream           */
+    int blocks;          /* residual blocks (per expert)           */
+    int emb_dim;         /* sinusoidal features per scalar condition */
+    int experts;         /* routed only                            */
+    int top_k;           /* routed only                            */
+    double balance_weight; /* routed only: weight of the balance loss */
+    double entropy_weight; /* routed only: weight of the entropy loss */
+} model_trunk_config;
+
+/* objective "wgan" only (model.stageN.wgan) */
+typedef struct model_wgan_config {
+    int critic_steps;     /* critic updates per generator update       */
+    double gp_lambda;     /* weight of the gradient penalty            */
+    double beta1, beta2;  /* Adam betas of both networks               */
+    int critic_hidden;    /* critic width (model.stageN.wgan.critic.hidden) */
+    int critic_depth;     /* critic hidden layers (.critic.depth)      */
+} model_wgan_config;
+
+typedef struct model_stage_config {
+    model_objective objective;
+    model_stage2_mode mode; /* stage 2 only */
+    model_trunk_config trunk;
+    model_wgan_config wgan;
+} model_stage_config;
+
+typedef struct model_config {
+    char name[128];
+
+    /* dataset: a CaloChallenge HDF5 file, or the built-in simulator */
+    char dataset_path[1024];      /* "" = synthetic                      */
+    char geometry[1024];          /* binning XML                         */
+    int64_t synthetic_n;          /* showers to simulate                 */
+    uint64_t synthetic_seed;
+    char synthetic_energy[16];    /* "log-uniform" | "discrete" | "fixed" */
+    double synthetic_emin_mev, synthetic_emax_mev;
+    int64_t max_showers;          /* 0 = all                             */
+    double val_fraction;
+    uint64_t split_seed;
+
+    model_stage_config stage1, stage2;
+
+    /* train */
+    int bf16;                     /* train.precision == "bf16"           */
+    char device[32];              /* "auto" | "cpu" | "cuda:N"           */
+    uint64_t seed;
+    int batch;
+    int64_t steps1, steps2;       /* train.steps.stage1 / .stage2        */
+    double lr, min_lr_ratio;
+    int64_t warmup_steps;
+    double weight_decay, beta1, beta2, adam_eps, grad_clip;
+    int64_t log_every, val_every, ckpt_every;
+    int val_size;                 /* held-out showers used per validation */
+    int keep_checkpoints;         /* per stage, besides the best         */
+
+    /* sample */
+    model_solver solver;
+    int sample_steps;
+} model_config;
+
+/* Fills cfg with every default (the quickstart-sized model on synthetic
+ * dataset-2 showers). */
+void model_config_defaults(model_config *cfg);
+
+/* Parses and validates a config.  On failure returns GT_EINVAL, fills err
+ * with a message and field (size field_len) with the dotted path of the
+ * offending field ("" when the document as a whole is wrong). */
+int model_config_from_json(const json_t *root, model_config *cfg, char *field,
+                           size_t field_len, gt_error *err);
+
+/* The same from text; malformed JSON reports its line and column. */
+int model_config_parse(const char *text, size_t len, model_config *cfg, char *field,
+                       size_t field_len, gt_error *err);
+
+/* Reads a file and parses it. */
+int model_config_load(const char *path, model_config *cfg, char *field, size_t field_len,
+                      gt_error *err);
+
+/* The complete config as JSON (new reference), every default filled in. */
+json_t *model_config_to_json(const model_config *cfg);
+
+const char *model_objective_name(model_objective o);
+const char *model_solver_name(model_solver s);
+const char *model_trunk_kind_name(model_trunk_kind k);
+const char *model_mode_name(model_stage2_mode m);
+
+#endif

@@ -1,0 +1,523 @@
+#include "model_data.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calo_h5.h"
+#include "gt_embed.h"
+#include "loader.h"
+#include "synth.h"
+
+/* The XML files of configs/geometry, embedded at build time (engine/model/CMakeLists.txt). */
+extern const gt_embed_file model_geometries[];
+extern const size_t model_geometries_count;
+
+/* ------------------------------------------------------------------------ */
+/* geometry                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int model_geometry_load(const char *name, geo_geometry *g, gt_error *err)
+{
+    char file[96];
+    snprintf(file, sizeof file, "binning_%s.xml", name);
+    for (size_t i = 0; i < model_geometries_count; i++)
+        if (model_geometries[i].name && strcmp(model_geometries[i].name, file) == 0)
+            return geo_load_memory(g, (const char *)model_geometries[i].data,
+                                   (int)model_geometries[i].size, err);
+    if (!strchr(name, '/') && !strstr(name, ".xml"))
+        return gt_error_set(err, GT_ENOTFOUND,
+                            "unknown geometry '%s' (built in: dataset_1_photons, "
+                            "dataset_1_pions, dataset_2, dataset_3; or a path to a binning "
+                            "XML file)",
+                            name);
+    return geo_load_file(g, name, err);
+}
+
+int model_geometry_threshold(const geo_geometry *g, float *threshold_mev, gt_error *err)
+{
+    synth_detector d;
+    memset(&d, 0, sizeof d);
+    int rc = synth_detector_init(&d, g, err);
+    if (rc)
+        return rc;
+    *threshold_mev = (float)d.threshold_mev;
+    synth_detector_free(&d);
+    return GT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* showers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+void model_dataset_free(model_dataset *ds)
+{
+    if (!ds)
+        return;
+    geo_free(&ds->geo);
+    free(ds->e_inc);
+    free(ds->showers);
+    memset(ds, 0, sizeof *ds);
+}
+
+static int load_file(const model_config *cfg, const char *data_dir, model_dataset *ds,
+                     gt_error *err)
+{
+    char path[2048];
+    if (cfg->dataset_path[0] != '/' && data_dir && data_dir[0])
+        snprintf(path, sizeof path, "%s/%s", data_dir, cfg->dataset_path);
+    else
+        snprintf(path, sizeof path, "%s", cfg->dataset_path);
+    calo_h5_reader r;
+    int rc = calo_h5_open(&r, path, &ds->geo, err);
+    if (rc)
+        return rc;
+    int64_t n = r.n_rows;
+    if (cfg->max_showers > 0 && cfg->max_showers < n)
+        n = cfg->max_showers;
+    ds->e_inc = malloc((size_t)n * sizeof(float));
+    ds->showers = malloc((size_t)n * (size_t)ds->geo.n_voxels * sizeof(float));
+    if (!ds->e_inc || !ds->showers) {
+        calo_h5_close(&r);
+        return gt_error_set(err, GT_ENOMEM, "out of memory for %lld showers", (long long)n);
+    }
+    rc = calo_h5_read_rows(&r, 0, n, ds->e_inc, ds->showers, err);
+    calo_h5_close(&r);
+    if (rc)
+        return rc;
+    ds->n = n;
+    return GT_OK;
+}
+
+static int load_synthetic(const model_config *cfg, model_dataset *ds, gt_error *err)
+{
+    synth_config sc;
+    synth_config_default(&sc);
+    sc.seed = cfg->synthetic_seed;
+    sc.particle = synth_particle_for_geometry(&ds->geo);
+    sc.e_min_mev = cfg->synthetic_emin_mev;
+    sc.e_max_mev = cfg->synthetic_emax_mev;
+    int rc = synth_parse_energy_mode(cfg->synthetic_energy, &sc.energy_mode, err);
+    if (rc || (rc = synth_config_check(&sc, err)))
+        return rc;
+    int64_t n = cfg->synthetic_n;
+    if (cfg->max_showers > 0 && cfg->max_showers < n)
+        n = cfg->max_showers;
+    synth_detector d;
+    memset(&d, 0, sizeof d);
+    if ((rc = synth_detector_init(&d, &ds->geo, err)))
+        return rc;
+    ds->e_inc = malloc((size_t)n * sizeof(float));
+    ds->showers = malloc((size_t)n * (size_t)ds->geo.n_voxels * sizeof(float));
+    if (!ds->e_inc || !ds->showers) {
+        synth_detector_free(&d);
+        return gt_error_set(err, GT_ENOMEM, "out of memory for %lld showers", (long long)n);
+    }
+    rc = synth_generate(&d, &ds->geo, &sc, 0, n, NULL, ds->e_inc, ds->showers, err);
+    synth_detector_free(&d);
+    if (rc)
+        return rc;
+    ds->n = n;
+    return GT_OK;
+}
+
+int model_dataset_load(const model_config *cfg, const char *data_dir, model_dataset *ds,
+                       gt_error *err)
+{
+    memset(ds, 0, sizeof *ds);
+    int rc = model_geometry_load(cfg->geometry, &ds->geo, err);
+    if (rc || (rc = model_geometry_threshold(&ds->geo, &ds->threshold_mev, err)))
+        goto fail;
+    rc = cfg->dataset_path[0] ? load_file(cfg, data_dir, ds, err)
+                              : load_synthetic(cfg, ds, err);
+    if (rc)
+        goto fail;
+    if (ds->n < 4) {
+        rc = gt_error_set(err, GT_EINVAL, "dataset has %lld showers; at least 4 are needed",
+                          (long long)ds->n);
+        goto fail;
+    }
+    return GT_OK;
+fail:
+    model_dataset_free(ds);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* representation                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* E_dep of zero (nothing over threshold) would make ln infinite: floor it. */
+#define RATIO_FLOOR 1e-6f
+
+static float ln_ratio(float e_dep, float e_inc)
+{
+    float r = prep_encode_energy(e_dep, e_inc);
+    return logf(r > RATIO_FLOOR ? r : RATIO_FLOOR);
+}
+
+void model_repr_free(model_repr *r)
+{
+    if (!r)
+        return;
+    prep_stats_free(&r->cond);
+    prep_stats_free(&r->ratio);
+    prep_stats_free(&r->shower);
+}
+
+#define REPR_MAGIC "GTRP"
+
+size_t model_repr_size(const model_repr *r)
+{
+    return 8 + 3 * 8 + prep_stats_size(&r->cond) + prep_stats_size(&r->ratio) +
+           prep_stats_size(&r->shower);
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *len,
+                        gt_error *err)
+{
+    size_t need = model_repr_size(r);
+    if (cap < need)
+        return gt_error_set(err, GT_EINVAL, "buffer of %zu bytes, need %zu", cap, need);
+    memcpy(buf, REPR_MAGIC, 4);
+    buf[4] = 1; /* version */
+    buf[5] = buf[6] = buf[7] = 0;
+    size_t off = 8;
+    const prep_stats *parts[3] = {&r->cond, &r->ratio, &r->shower};
+    for (int i = 0; i < 3; i++) {
+        size_t n = 0;
+        int rc = prep_stats_to_bytes(parts[i], buf + off + 8, cap - off - 8, &n, err);
+        if (rc)
+            return rc;
+        put_u64(buf + off, n);
+        off += 8 + n;
+    }
+    *len = off;
+    return GT_OK;
+}
+
+int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshold_mev,
+                          const uint8_t *buf, size_t len, gt_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (len < 8 || memcmp(buf, REPR_MAGIC, 4) != 0 || buf[4] != 1)
+        return gt_error_set(err, GT_EFORMAT, "not a model representation block (v1)");
+    int rc = prep_layout_init(&r->layout, geo, threshold_mev, err);
+    if (rc)
+        return rc;
+    size_t off = 8;
+    prep_stats *parts[3] = {&r->cond, &r->ratio, &r->shower};
+    for (int i = 0; i < 3; i++) {
+        if (len - off < 8) {
+            model_repr_free(r);
+            return gt_error_set(err, GT_EFORMAT, "model representation block is truncated");
+        }
+        uint64_t n = get_u64(buf + off);
+        if (n > len - off - 8) {
+            model_repr_free(r);
+            return gt_error_set(err, GT_EFORMAT, "model representation block is truncated");
+        }
+        if ((rc = prep_stats_from_bytes(parts[i], buf + off + 8, (size_t)n, err))) {
+            model_repr_free(r);
+            return rc;
+        }
+        off += 8 + (size_t)n;
+    }
+    if (r->cond.dim != 1 || r->ratio.dim != 1 || r->shower.dim != r->layout.dim) {
+        int dim = r->shower.dim;
+        model_repr_free(r);
+        return gt_error_set(err, GT_EFORMAT,
+                            "model was trained for a %d-feature shower vector, the geometry "
+                            "gives %d",
+                            dim, r->layout.dim);
+    }
+    return GT_OK;
+}
+
+void model_arrays_free(model_arrays *a)
+{
+    if (!a)
+        return;
+    model_repr_free(&a->repr);
+    float *bufs[] = {a->x1_train, a->c1_train, a->x1_val,  a->c1_val,  a->x2_train,
+                     a->c2_train, a->x2_val,   a->c2_val,  a->t2_train, a->tc_train,
+                     a->tx_train, a->t2_val,   a->tc_val,  a->tx_val};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(a->tv_train);
+    free(a->tv_val);
+    memset(a, 0, sizeof *a);
+}
+
+/* Encodes the listed rows: x2 [n, dim], c1 [n] (log10 E), x1 [n] (ln ratio). */
+static int encode_rows(const model_repr *r, const model_dataset *ds, const int64_t *rows,
+                       int64_t n, float *x2, float *c1, float *x1, gt_error *err)
+{
+    const int V = ds->geo.n_voxels, dim = r->layout.dim;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = rows[i];
+        float e_dep = 0;
+        int rc = prep_encode_shower(&r->layout, ds->showers + (size_t)k * V, x2 + (size_t)i * dim,
+                                    &e_dep, err);
+        if (rc)
+            return gt_error_wrap(err, "shower %lld", (long long)k);
+        c1[i] = prep_condition_energy(ds->e_inc[k]);
+        x1[i] = ln_ratio(e_dep, ds->e_inc[k]);
+    }
+    return GT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* autoregressive tokens                                                    */
+/* ------------------------------------------------------------------------ */
+
+void model_ar_dims_of(const prep_layout *p, model_ar_dims *d)
+{
+    const geo_geometry *g = p->geo;
+    int vmax = 1;
+    for (int k = 0; k < p->n_layers; k++) {
+        int nv = g->layers[g->active[k]].n_voxels;
+        if (nv > vmax)
+            vmax = nv;
+    }
+    d->n_tokens = p->n_layers;
+    d->dim = 1 + vmax;
+    d->n_ctx = vmax;
+    d->n_cond = 4;
+}
+
+float model_ar_remainder_feature(double r)
+{
+    /* r spans decades in the late layers; its log says how much is left to
+     * place, and 6 decades map onto [0, 1] like the other conditions. */
+    double lr = log10(r > 1e-6 ? r : 1e-6);
+    return (float)(1.0 + lr / 6.0);
+}
+
+void model_ar_valid(const prep_layout *p, int l, int32_t *lo, int32_t *hi)
+{
+    const geo_geometry *g = p->geo;
+    *lo = l == p->n_layers - 1 ? 1 : 0;
+    *hi = 1 + g->layers[g->active[l]].n_voxels;
+}
+
+void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int64_t n,
+                     float *tok, float *cond, float *ctx, int32_t *valid)
+{
+    const prep_layout *p = &r->layout;
+    const geo_geometry *g = p->geo;
+    model_ar_dims d;
+    model_ar_dims_of(p, &d);
+    const int L = d.n_tokens, D = d.dim, P = d.n_ctx;
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = x2 + (size_t)i * p->dim;
+        double rem = 1.0;
+        for (int l = 0; l < L; l++) {
+            size_t row = (size_t)i * L + l;
+            float *t = tok + row * D, *cx = ctx + row * P, *cd = cond + row * 4;
+            const geo_layer *gl = &g->layers[g->active[l]];
+            memset(t, 0, (size_t)D * sizeof *t);
+            memset(cx, 0, (size_t)P * sizeof *cx);
+            if (l < L - 1)
+                t[0] = x[l];
+            memcpy(t + 1, x + p->n_u + gl->offset, (size_t)gl->n_voxels * sizeof *t);
+            if (l > 0) {
+                const geo_layer *pl = &g->layers[g->active[l - 1]];
+                memcpy(cx, x + p->n_u + pl->offset, (size_t)pl->n_voxels * sizeof *cx);
+            }
+            cd[0] = c2[2 * i];
+            cd[1] = c2[2 * i + 1];
+            cd[2] = model_ar_remainder_feature(rem);
+            cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
+            model_ar_valid(p, l, &valid[2 * row], &valid[2 * row + 1]);
+            if (l < L - 1) {
+                float xs = (float)(x[l] * r->shower.std[l] + r->shower.mean[l]);
+                double u = prep_logit_unmap(xs);
+                rem -= u * rem;
+            }
+        }
+    }
+}
+
+static int build_tokens(model_arrays *a, gt_error *err)
+{
+    model_ar_dims_of(&a->repr.layout, &a->ar_dims);
+    const model_ar_dims *d = &a->ar_dims;
+    size_t L = (size_t)d->n_tokens, ntr = (size_t)a->n_train * L, nva = (size_t)a->n_val * L;
+    a->ar = 1;
+    a->t2_train = malloc(ntr * d->dim * sizeof(float));
+    a->tc_train = malloc(ntr * 4 * sizeof(float));
+    a->tx_train = malloc(ntr * d->n_ctx * sizeof(float));
+    a->tv_train = malloc(ntr * 2 * sizeof(int32_t));
+    a->t2_val = malloc(nva * d->dim * sizeof(float));
+    a->tc_val = malloc(nva * 4 * sizeof(float));
+    a->tx_val = malloc(nva * d->n_ctx * sizeof(float));
+    a->tv_val = malloc(nva * 2 * sizeof(int32_t));
+    if (!a->t2_train || !a->tc_train || !a->tx_train || !a->tv_train || !a->t2_val ||
+        !a->tc_val || !a->tx_val || !a->tv_val)
+        return gt_error_set(err, GT_ENOMEM, "out of memory building %zu layer tokens",
+                            ntr + nva);
+    model_ar_tokens(&a->repr, a->x2_train, a->c2_train, a->n_train, a->t2_train, a->tc_train,
+                    a->tx_train, a->tv_train);
+    model_ar_tokens(&a->repr, a->x2_val, a->c2_val, a->n_val, a->t2_val, a->tc_val, a->tx_val,
+                    a->tv_val);
+    return GT_OK;
+}
+
+int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_arrays *a,
+                       gt_error *err)
+{
+    memset(a, 0, sizeof *a);
+    int64_t *tr = NULL, *va = NULL, ntr = 0, nva = 0;
+    int rc = loader_split(ds->n, cfg->val_fraction, cfg->split_seed, &tr, &ntr, &va, &nva, err);
+    if (rc)
+        return rc;
+    if (ntr < 1 || nva < 1) {
+        free(tr);
+        free(va);
+        return gt_error_set(err, GT_EINVAL,
+                            "the split leaves %lld training and %lld validation showers",
+                            (long long)ntr, (long long)nva);
+    }
+    if ((rc = prep_layout_init(&a->repr.layout, &ds->geo, ds->threshold_mev, err)))
+        goto fail;
+    const int dim = a->repr.layout.dim;
+    a->dim2 = dim;
+    a->n_train = ntr;
+    a->n_val = nva;
+    a->x1_train = malloc((size_t)ntr * sizeof(float));
+    a->c1_train = malloc((size_t)ntr * sizeof(float));
+    a->x1_val = malloc((size_t)nva * sizeof(float));
+    a->c1_val = malloc((size_t)nva * sizeof(float));
+    a->x2_train = malloc((size_t)ntr * dim * sizeof(float));
+    a->x2_val = malloc((size_t)nva * dim * sizeof(float));
+    a->c2_train = malloc((size_t)ntr * 2 * sizeof(float));
+    a->c2_val = malloc((size_t)nva * 2 * sizeof(float));
+    if (!a->x1_train || !a->c1_train || !a->x1_val || !a->c1_val || !a->x2_train ||
+        !a->x2_val || !a->c2_train || !a->c2_val) {
+        rc = gt_error_set(err, GT_ENOMEM, "out of memory encoding %lld showers",
+                          (long long)ds->n);
+        goto fail;
+    }
+    if ((rc = encode_rows(&a->repr, ds, tr, ntr, a->x2_train, a->c1_train, a->x1_train, err)) ||
+        (rc = encode_rows(&a->repr, ds, va, nva, a->x2_val, a->c1_val, a->x1_val, err)))
+        goto fail;
+    /* Statistics from the training split only. */
+    if ((rc = prep_stats_fit(&a->repr.cond, a->c1_train, ntr, 1, NULL, ntr, err)) ||
+        (rc = prep_stats_fit(&a->repr.ratio, a->x1_train, ntr, 1, NULL, ntr, err)) ||
+        (rc = prep_stats_fit(&a->repr.shower, a->x2_train, ntr, dim, NULL, ntr, err)))
+        goto fail;
+    prep_stats_apply(&a->repr.cond, a->c1_train, ntr);
+    prep_stats_apply(&a->repr.cond, a->c1_val, nva);
+    prep_stats_apply(&a->repr.ratio, a->x1_train, ntr);
+    prep_stats_apply(&a->repr.ratio, a->x1_val, nva);
+    prep_stats_apply(&a->repr.shower, a->x2_train, ntr);
+    prep_stats_apply(&a->repr.shower, a->x2_val, nva);
+    for (int64_t i = 0; i < ntr; i++) {
+        a->c2_train[2 * i] = a->c1_train[i];
+        a->c2_train[2 * i + 1] = a->x1_train[i];
+    }
+    for (int64_t i = 0; i < nva; i++) {
+        a->c2_val[2 * i] = a->c1_val[i];
+        a->c2_val[2 * i + 1] = a->x1_val[i];
+    }
+    if (cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE && (rc = build_tokens(a, err)))
+        goto fail;
+    free(tr);
+    free(va);
+    return GT_OK;
+fail:
+    free(tr);
+    free(va);
+    model_arrays_free(a);
+    return rc;
+}
+
+model_stage_data model_arrays_stage(const model_arrays *a, int stage)
+{
+    model_stage_data d;
+    memset(&d, 0, sizeof d);
+    d.rows_per_item = 1;
+    d.n_train = (int)a->n_train;
+    d.n_val = (int)a->n_val;
+    if (stage == 1) {
+        d.dim = 1;
+        d.n_cond = 1;
+        d.x_train = a->x1_train;
+        d.c_train = a->c1_train;
+        d.x_val = a->x1_val;
+        d.c_val = a->c1_val;
+    } else if (a->ar) {
+        const model_ar_dims *ad = &a->ar_dims;
+        d.n_train = (int)(a->n_train * ad->n_tokens);
+        d.n_val = (int)(a->n_val * ad->n_tokens);
+        d.dim = ad->dim;
+        d.n_cond = ad->n_cond;
+        d.x_train = a->t2_train;
+        d.c_train = a->tc_train;
+        d.x_val = a->t2_val;
+        d.c_val = a->tc_val;
+        d.n_ctx = ad->n_ctx;
+        d.ctx_train = a->tx_train;
+        d.ctx_val = a->tx_val;
+        d.valid_train = a->tv_train;
+        d.valid_val = a->tv_val;
+        d.rows_per_item = ad->n_tokens;
+    } else {
+        d.dim = a->dim2;
+        d.n_cond = 2;
+        d.x_train = a->x2_train;
+        d.c_train = a->c2_train;
+        d.x_val = a->x2_val;
+        d.c_val = a->c2_val;
+    }
+    return d;
+}
+
+void model_repr_conditions(const model_repr *r, const float *e_inc, int64_t n, float *c1)
+{
+    for (int64_t i = 0; i < n; i++)
+        c1[i] = prep_condition_energy(e_inc[i]);
+    prep_stats_apply(&r->cond, c1, n);
+}
+
+void model_repr_energy(const model_repr *r, const float *e_inc, const float *c1,
+                       const float *x1, int64_t n, float *e_dep, float *c2)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float z = x1[i];
+        float ln = (float)(z * r->ratio.std[0] + r->ratio.mean[0]);
+        /* A generated ratio far outside the data is clamped: a shower never
+         * deposits more than a few times its sampling-corrected energy. */
+        if (ln > 2.0f)
+            ln = 2.0f;
+        float ratio = expf(ln);
+        e_dep[i] = ratio > RATIO_FLOOR ? prep_decode_energy(ratio, e_inc[i]) : 0.0f;
+        c2[2 * i] = c1[i];
+        c2[2 * i + 1] = z;
+    }
+}
+
+void model_repr_showers(const model_repr *r, float *x2, const float *e_dep, int64_t n,
+                        float *showers)
+{
+    const int dim = r->layout.dim, V = r->layout.n_voxels;
+    prep_stats_invert(&r->shower, x2, n);
+    for (int64_t i = 0; i < n; i++)
+        prep_decode_shower(&r->layout, x2 + (size_t)i * dim, e_dep[i], showers + (size_t)i * V);
+}

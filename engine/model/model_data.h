@@ -1,0 +1,135 @@
+/* model_data: where a run's showers come from, and how they become the two
+ * stages' training arrays.
+ *
+ * Geometry: "dataset_1_photons", "dataset_1_pions", "dataset_2" and
+ * "dataset_3" name the CaloChallenge binning files compiled into the binary
+ * (configs/geometry/); anything else is a path to a binning XML file.
+ *
+ * Showers: a CaloChallenge HDF5 file (dataset.path) or the built-in GFlash
+ * simulator (dataset.synthetic), which is the default.
+ *
+ * Representation (see engine/data/README.md for the prep_ transforms):
+ *   condition  c = standardised log10(E_inc / MeV)
+ *   stage 1    x = standardised ln(E_dep / E_inc)   (D = 1, C = 1: c)
+ *   stage 2    x = standardised prep vector          (D = L - 1 + V,
+ *                  stick-breaking logits then voxel-fraction logits)
+ *              conditions (c, standardised ln(E_dep / E_inc))  (C = 2)
+ * ln of the ratio rather than a logit: with voxels scaled by the sampling
+ * fraction the ratio fluctuates around 1 and may exceed it.  Statistics are
+ * fitted on the training split only and travel with every checkpoint. */
+#ifndef MODEL_DATA_H
+#define MODEL_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "geo.h"
+#include "gt_error.h"
+#include "model_config.h"
+#include "model_stage.h"
+#include "prep.h"
+
+/* Loads a built-in geometry by name, or a binning XML file. */
+int model_geometry_load(const char *name_or_path, geo_geometry *g, gt_error *err);
+
+/* Readout threshold (MeV) of the detector a geometry describes. */
+int model_geometry_threshold(const geo_geometry *g, float *threshold_mev, gt_error *err);
+
+/* The showers of a run, in memory. */
+typedef struct model_dataset {
+    geo_geometry geo;
+    float threshold_mev;
+    int64_t n;
+    float *e_inc;      /* [n]    MeV */
+    float *showers;    /* [n, V] MeV */
+} model_dataset;
+
+/* Reads dataset.path or simulates dataset.synthetic (capped by
+ * dataset.max_showers).  data_dir, when not NULL, is where relative dataset
+ * paths are looked up. */
+int model_dataset_load(const model_config *cfg, const char *data_dir, model_dataset *ds,
+                       gt_error *err);
+void model_dataset_free(model_dataset *ds);
+
+/* The fitted transforms: what a sampler needs besides the weights. */
+typedef struct model_repr {
+    prep_layout layout;     /* borrows geo */
+    prep_stats cond;        /* dim 1: log10 E_inc             */
+    prep_stats ratio;       /* dim 1: ln(E_dep / E_inc)        */
+    prep_stats shower;      /* dim L - 1 + V                   */
+} model_repr;
+
+void model_repr_free(model_repr *r);
+size_t model_repr_size(const model_repr *r);
+int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *len,
+                        gt_error *err);
+/* geo must outlive r. */
+int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshold_mev,
+                          const uint8_t *buf, size_t len, gt_error *err);
+
+/* Autoregressive stage 2: a shower is a sequence of L tokens, one per layer
+ * with voxels.  Token l (dim = 1 + the largest layer's voxel count):
+ *   col 0       the standardised stick-breaking logit u_l (padding for the
+ *               last layer, which takes what is left)
+ *   cols 1..n_l the standardised voxel-fraction logits of layer l
+ *   the rest    padding (0; the trainer zeroes its noise and the sampler
+ *               ignores it)
+ * Conditions (4): c, z (the stage-2 conditions), the remainder feature
+ * 1 + log10(max(r_l, 1e-6)) / 6 of the stick-breaking remainder r_l (the
+ * share of E_dep not yet placed in layers < l), and the layer position
+ * l / (L - 1).  Context (n_ctx = largest layer's voxel count): the previous
+ * layer's standardised voxel logits (zeros for layer 0), which is the teacher-
+ * forced input in training and the generated token in sampling. */
+typedef struct model_ar_dims {
+    int n_tokens;  /* L */
+    int dim;       /* token width */
+    int n_ctx;     /* previous-layer context width */
+    int n_cond;    /* 4 */
+} model_ar_dims;
+
+void model_ar_dims_of(const prep_layout *p, model_ar_dims *d);
+/* The remainder condition of a stick-breaking remainder r in [0, 1]. */
+float model_ar_remainder_feature(double r);
+/* n showers (standardised stage-2 vectors x2 [n, dim2] and conditions c2
+ * [n, 2]) -> n * L token rows: tok [.., dim], cond [.., 4], ctx [.., n_ctx]
+ * and valid [.., 2] (the non-padding column range [lo, hi) of each row). */
+void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int64_t n,
+                     float *tok, float *cond, float *ctx, int32_t *valid);
+/* The valid column range of token l. */
+void model_ar_valid(const prep_layout *p, int l, int32_t *lo, int32_t *hi);
+
+/* Standardised arrays of both stages for one split, plus the fitted
+ * transforms.  All arrays are owned (free with model_arrays_free). */
+typedef struct model_arrays {
+    model_repr repr;
+    int64_t n_train, n_val;
+    float *x1_train, *c1_train, *x1_val, *c1_val;   /* stage 1: D 1, C 1 */
+    float *x2_train, *c2_train, *x2_val, *c2_val;   /* stage 2: D dim, C 2 */
+    int dim2;
+    /* stage 2 in autoregressive mode (NULL otherwise): one row per (shower,
+     * layer), shower-major; see model_ar_tokens. */
+    int ar;
+    model_ar_dims ar_dims;
+    float *t2_train, *tc_train, *tx_train, *t2_val, *tc_val, *tx_val;
+    int32_t *tv_train, *tv_val;
+} model_arrays;
+
+/* Splits (dataset.val_fraction, dataset.split_seed), encodes, fits the
+ * statistics on the training rows and standardises both splits. */
+int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_arrays *a,
+                       gt_error *err);
+void model_arrays_free(model_arrays *a);
+/* The trainer's view of one stage. */
+model_stage_data model_arrays_stage(const model_arrays *a, int stage);
+
+/* Sampling-side transforms (host, n rows). */
+void model_repr_conditions(const model_repr *r, const float *e_inc, int64_t n, float *c1);
+/* x1 (standardised stage-1 output) -> E_dep; also writes the stage-2
+ * conditions c2 [n, 2]. */
+void model_repr_energy(const model_repr *r, const float *e_inc, const float *c1,
+                       const float *x1, int64_t n, float *e_dep, float *c2);
+/* x2 (standardised stage-2 output, modified in place) -> showers [n, V]. */
+void model_repr_showers(const model_repr *r, float *x2, const float *e_dep, int64_t n,
+                        float *showers);
+
+#endif

@@ -1,0 +1,522 @@
+#include "model_sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_ckpt.h"
+#include "model_data.h"
+#include "model_stage.h"
+#include "nn_ckpt.h"
+#include "nn_rng.h"
+#include "nn_trunk.h"
+
+/* Noise streams of the sampler (training uses streams 1, 2 and 1000+). */
+#define SAMPLE_STREAM 100u
+/* DDIM clips its estimate of the clean sample to +-X0_CLIP standardised
+ * units: at t = 1 (abar = 1e-4) the estimate divides by sqrt(abar) = 0.01,
+ * so an eps error of 0.1 would otherwise put x0 at 10 sigma and the next
+ * step would carry it.  Training data beyond 8 sigma is rare (< 0.1%). */
+#define X0_CLIP 8.0f
+
+typedef struct stage_net {
+    nn_trunk *trunk;
+    int dim, n_cond, n_ctx;
+    model_objective obj;
+} stage_net;
+
+/* Noise of layer token l of an autoregressive stage 2 comes from stream
+ * AR_STREAM + l (rows as in fill_noise). */
+#define AR_STREAM 200u
+
+struct model_sampler {
+    nn_backend *b;
+    model_config cfg;
+    geo_geometry geo;
+    model_repr repr;
+    int repr_ready;
+    stage_net net[2];
+    int max_batch;
+    double evals_per_shower;
+    double evals_sum;   /* shower-evaluations of the current run */
+    int64_t evals_rows;
+    /* backend buffers, max_batch rows */
+    float *x, *xp, *v1, *v2, *c, *cond, *t, *ca, *cb;
+    float *ones;  /* [max_batch, dim2] of 1: the constant term of clamps */
+    /* autoregressive stage 2 */
+    int ar;
+    model_ar_dims ard;
+    float *ctx, *xin;                   /* backend: [B, n_ctx], [B, dim + n_ctx] */
+    float *tok_h, *ctx_h, *cnd_h, *prev_h;
+    double *rem_h;                      /* energy not yet placed, MeV */
+    int *act_h;                         /* rows of the batch still generating */
+    /* host buffers */
+    float *t_h, *ca_h, *cb_h, *e_inc_h, *c1_h, *x1_h, *c2_h, *edep_h, *x2_h;
+};
+
+void model_sampler_close(model_sampler *s)
+{
+    if (!s)
+        return;
+    float *dev[] = {s->x,  s->xp, s->v1,   s->v2, s->c,   s->cond,
+                    s->t,  s->ca, s->cb,   s->ones, s->ctx, s->xin};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        nn_free(s->b, dev[i]);
+    float *host[] = {s->t_h,  s->ca_h, s->cb_h,  s->e_inc_h, s->c1_h,  s->x1_h,
+                     s->c2_h, s->edep_h, s->x2_h, s->tok_h,  s->ctx_h, s->cnd_h,
+                     s->prev_h};
+    free(s->rem_h);
+    free(s->act_h);
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+    for (int i = 0; i < 2; i++)
+        nn_trunk_destroy(s->net[i].trunk);
+    if (s->repr_ready)
+        model_repr_free(&s->repr);
+    geo_free(&s->geo);
+    free(s);
+}
+
+int model_sampler_voxels(const model_sampler *s) { return s->geo.n_voxels; }
+double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
+
+static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,
+                    const model_ckpt_view *v, gt_error *err)
+{
+    nn_trunk_config tc;
+    model_stage_trunk_config_ctx(&s->cfg, stage, dim, n_cond, n_ctx, &tc);
+    stage_net *n = &s->net[stage - 1];
+    n->dim = dim;
+    n->n_cond = n_cond;
+    n->n_ctx = n_ctx;
+    n->obj = stage == 1 ? s->cfg.stage1.objective : s->cfg.stage2.objective;
+    const void *w = NULL, *cw = NULL;
+    size_t wl = 0, cwl = 0;
+    int rc;
+    if ((rc = model_stage_ckpt_parts(v->weights, v->weights_len, &w, &wl, &cw, &cwl, err)) ||
+        (rc = nn_trunk_create(s->b, &tc, &n->trunk, err)) ||
+        (rc = nn_ckpt_load(nn_trunk_params(n->trunk), NULL, NULL, w, wl, err)) ||
+        (rc = nn_trunk_plan(n->trunk, s->max_batch, err)))
+        return gt_error_wrap(err, "stage %d checkpoint", stage);
+    return GT_OK;
+}
+
+int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage1,
+                       size_t len1, const void *stage2, size_t len2, int max_batch,
+                       model_sampler **out, gt_error *err)
+{
+    *out = NULL;
+    max_batch -= max_batch % 4;
+    if (max_batch < 4)
+        return gt_error_set(err, GT_EINVAL, "max_batch must be at least 4");
+    model_ckpt_view v1, v2;
+    int rc;
+    if ((rc = model_ckpt_unpack(stage1, len1, &v1, err)) ||
+        (rc = model_ckpt_unpack(stage2, len2, &v2, err)))
+        return rc;
+    if (v1.stage != 1 || v2.stage != 2)
+        return gt_error_set(err, GT_EINVAL, "need a stage-1 and a stage-2 checkpoint (got %d, %d)",
+                            v1.stage, v2.stage);
+    model_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    s->b = b;
+    s->cfg = *cfg;
+    s->max_batch = max_batch;
+    float threshold = 0;
+    if ((rc = model_geometry_load(cfg->geometry, &s->geo, err)) ||
+        (rc = model_geometry_threshold(&s->geo, &threshold, err)) ||
+        (rc = model_repr_from_bytes(&s->repr, &s->geo, threshold, v2.repr, v2.repr_len, err)))
+        goto fail;
+    s->repr_ready = 1;
+    const int D = s->repr.layout.dim, B = max_batch;
+    s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
+    model_ar_dims_of(&s->repr.layout, &s->ard);
+    if ((rc = load_net(s, 1, 1, 1, 0, &v1, err)) ||
+        (rc = s->ar ? load_net(s, 2, s->ard.dim, s->ard.n_cond, s->ard.n_ctx, &v2, err)
+                    : load_net(s, 2, D, 2, 0, &v2, err)))
+        goto fail;
+    /* device rows are as wide as the widest thing they hold */
+    size_t bd = (size_t)B * (D > s->ard.dim ? D : s->ard.dim);
+    float **dev[] = {&s->x, &s->xp, &s->v1, &s->v2, &s->ones};
+    for (int i = 0; i < 5; i++)
+        if ((rc = nn_alloc(b, bd * sizeof(float), (void **)dev[i], err)))
+            goto fail;
+    if ((rc = nn_alloc(b, (size_t)B * 4 * sizeof(float), (void **)&s->c, err)) ||
+        (rc = nn_alloc(b, (size_t)B * 5 * sizeof(float), (void **)&s->cond, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->t, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->ca, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->cb, err)))
+        goto fail;
+    {
+        float *one = malloc(bd * sizeof(float));
+        if (!one) {
+            rc = gt_error_set(err, GT_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < bd; i++)
+            one[i] = 1.0f;
+        rc = nn_copy_h2d(b, s->ones, one, bd * sizeof(float), err);
+        free(one);
+        if (rc)
+            goto fail;
+    }
+    s->t_h = malloc((size_t)B * sizeof(float));
+    s->ca_h = malloc((size_t)B * sizeof(float));
+    s->cb_h = malloc((size_t)B * sizeof(float));
+    s->e_inc_h = malloc((size_t)B * sizeof(float));
+    s->c1_h = malloc((size_t)B * sizeof(float));
+    s->x1_h = malloc((size_t)B * sizeof(float));
+    s->c2_h = malloc((size_t)B * 2 * sizeof(float));
+    s->edep_h = malloc((size_t)B * sizeof(float));
+    s->x2_h = malloc(bd * sizeof(float));
+    if (!s->t_h || !s->ca_h || !s->cb_h || !s->e_inc_h || !s->c1_h || !s->x1_h || !s->c2_h ||
+        !s->edep_h || !s->x2_h) {
+        rc = gt_error_set(err, GT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (s->ar) {
+        size_t P = (size_t)s->ard.n_ctx;
+        if ((rc = nn_alloc(b, (size_t)B * P * sizeof(float), (void **)&s->ctx, err)) ||
+            (rc = nn_alloc(b, (size_t)B * (s->ard.dim + P) * sizeof(float), (void **)&s->xin,
+                           err)))
+            goto fail;
+        s->tok_h = malloc((size_t)B * s->ard.dim * sizeof(float));
+        s->ctx_h = malloc((size_t)B * P * sizeof(float));
+        s->cnd_h = malloc((size_t)B * 4 * sizeof(float));
+        s->prev_h = malloc((size_t)B * P * sizeof(float));
+        s->rem_h = malloc((size_t)B * sizeof(double));
+        s->act_h = malloc((size_t)B * sizeof(int));
+        if (!s->tok_h || !s->ctx_h || !s->cnd_h || !s->prev_h || !s->rem_h || !s->act_h) {
+            rc = gt_error_set(err, GT_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    *out = s;
+    return GT_OK;
+fail:
+    model_sampler_close(s);
+    return rc;
+}
+
+/* Fills n host floats with v and uploads them. */
+static int upload_const(model_sampler *s, float *dev, float *host, int n, float v, gt_error *err)
+{
+    for (int i = 0; i < n; i++)
+        host[i] = v;
+    return nn_copy_h2d(s->b, dev, host, (size_t)n * sizeof(float), err);
+}
+
+/* v = f(x, [t, c]) for `rows` rows. */
+static int eval_net(model_sampler *s, stage_net *n, float *x, float t, float *v, int rows,
+                    gt_error *err)
+{
+    int rc = upload_const(s, s->t, s->t_h, rows, t, err);
+    if (rc)
+        return rc;
+    nn_tensor parts[2] = {nn_f32(s->t, rows, 1), nn_f32(s->c, rows, n->n_cond)};
+    nn_tensor cond = nn_f32(s->cond, rows, 1 + n->n_cond);
+    if ((rc = nn_concat(s->b, cond, parts, 2, err)))
+        return rc;
+    nn_tensor xin = nn_f32(x, rows, n->dim);
+    if (n->n_ctx) {
+        nn_tensor xp[2] = {xin, nn_f32(s->ctx, rows, n->n_ctx)};
+        xin = nn_f32(s->xin, rows, n->dim + n->n_ctx);
+        if ((rc = nn_concat(s->b, xin, xp, 2, err)))
+            return rc;
+    }
+    return nn_trunk_forward(n->trunk, xin, cond, nn_f32(v, rows, n->dim), 0, err);
+}
+
+/* y = a x + b z with scalar a, b. */
+static int axpby(model_sampler *s, float *y, float a, float *x, float bcoef, float *z, int rows,
+                 int dim, gt_error *err)
+{
+    int rc;
+    if ((rc = upload_const(s, s->ca, s->ca_h, rows, a, err)) ||
+        (rc = upload_const(s, s->cb, s->cb_h, rows, bcoef, err)))
+        return rc;
+    return nn_axpby_rows(s->b, nn_f32(y, rows, dim), s->ca, nn_f32(x, rows, dim), s->cb,
+                         nn_f32(z, rows, dim), err);
+}
+
+/* x = min(max(x, -c), c), from existing ops:
+ * max(x, -c) = relu(x + c) - c and min(y, c) = c - relu(c - y). */
+static int clamp(model_sampler *s, float *x, float c, int rows, int dim, gt_error *err)
+{
+    nn_tensor t = nn_f32(x, rows, dim);
+    int rc;
+    if ((rc = axpby(s, x, 1.0f, x, c, s->ones, rows, dim, err)) ||
+        (rc = nn_leaky_fwd(s->b, t, t, 0.0f, err)) ||
+        (rc = axpby(s, x, -1.0f, x, 2.0f * c, s->ones, rows, dim, err)) ||
+        (rc = nn_leaky_fwd(s->b, t, t, 0.0f, err)) ||
+        (rc = axpby(s, x, -1.0f, x, c, s->ones, rows, dim, err)))
+        return rc;
+    return GT_OK;
+}
+
+/* Integrates one stage in place on s->x (noise in, sample out). */
+static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double *evals,
+                     gt_error *err)
+{
+    const int D = n->dim;
+    int rc;
+    if (n->obj == MODEL_OBJ_WGAN) {
+        /* a generator: one forward pass from the noise, no time input */
+        nn_tensor x = nn_f32(s->x, rows, D), v = nn_f32(s->v1, rows, D);
+        if ((rc = nn_trunk_forward(n->trunk, x, nn_f32(s->c, rows, n->n_cond), v, 0, err)))
+            return rc;
+        *evals += 1;
+        return nn_copy_d2d(s->b, s->x, s->v1, (size_t)rows * D * sizeof(float), err);
+    }
+    if (n->obj == MODEL_OBJ_DDPM) {
+        for (int k = 0; k < steps; k++) {
+            double t = 1.0 - (double)k / steps, tn = 1.0 - (double)(k + 1) / steps;
+            double ab = model_ddpm_abar(t), abn = tn <= 0 ? 1.0 : model_ddpm_abar(tn);
+            if ((rc = eval_net(s, n, s->x, (float)t, s->v1, rows, err)))
+                return rc;
+            /* x0 = (x - sqrt(1 - ab) eps) / sqrt(ab), clipped;
+             * x' = sqrt(abn) x0 + sqrt(1 - abn) eps */
+            float a0 = (float)(1.0 / sqrt(ab)), b0 = (float)(-sqrt(1.0 - ab) / sqrt(ab));
+            if ((rc = axpby(s, s->xp, a0, s->x, b0, s->v1, rows, D, err)) ||
+                (rc = clamp(s, s->xp, X0_CLIP, rows, D, err)) ||
+                (rc = axpby(s, s->x, (float)sqrt(abn), s->xp, (float)sqrt(1.0 - abn), s->v1,
+                            rows, D, err)))
+                return rc;
+            *evals += 1;
+        }
+        return GT_OK;
+    }
+    const float dt = 1.0f / (float)steps;
+    for (int k = 0; k < steps; k++) {
+        float t = (float)k * dt;
+        if ((rc = eval_net(s, n, s->x, t, s->v1, rows, err)))
+            return rc;
+        *evals += 1;
+        if (s->cfg.solver == MODEL_SOLVER_EULER) {
+            if ((rc = axpby(s, s->x, 1.0f, s->x, dt, s->v1, rows, D, err)))
+                return rc;
+            continue;
+        }
+        /* Heun: predictor, corrector with the average slope. */
+        if ((rc = axpby(s, s->xp, 1.0f, s->x, dt, s->v1, rows, D, err)) ||
+            (rc = eval_net(s, n, s->xp, t + dt, s->v2, rows, err)) ||
+            (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * dt, s->v1, rows, D, err)) ||
+            (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * dt, s->v2, rows, D, err)))
+            return rc;
+        *evals += 1;
+    }
+    return GT_OK;
+}
+
+/* A slice of one request placed in the current device batch. */
+typedef struct piece {
+    int req;
+    int64_t first;   /* first row within the request */
+    int rows;
+    int at;          /* row within the batch */
+} piece;
+
+/* Starting noise: row `row` of a request is filled from (seed, stream) at
+ * block offset row * ceil(D/4), so a row's noise depends only on (seed, row),
+ * however requests are split and batched.  (One fill per row: a strided fill
+ * op would save the calls on a GPU.) */
+static int fill_noise(model_sampler *s, const model_sample_request *reqs, const piece *p,
+                      int np, int stage, int D, gt_error *err)
+{
+    for (int i = 0; i < np; i++) {
+        uint64_t seed = reqs[p[i].req].seed;
+        uint64_t stream = SAMPLE_STREAM + (uint64_t)stage;
+        uint64_t per_row = nn_rng_blocks((uint64_t)D);
+        for (int r = 0; r < p[i].rows; r++) {
+            uint64_t row = (uint64_t)(reqs[p[i].req].row0 + p[i].first + r);
+            int rc = nn_rand_fill(s->b, s->x + (size_t)(p[i].at + r) * D, (size_t)D,
+                                  NN_DIST_NORMAL, 0.0f, 1.0f, seed, stream, row * per_row, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return GT_OK;
+}
+
+/* Autoregressive stage 2 for the `rows` rows of the batch (their stage-2
+ * conditions in c2_h, E_dep in edep_h): layer by layer, only for the rows
+ * whose remaining energy can still put a voxel over the readout threshold.
+ * Once E_dep * r_l is under the threshold every later voxel would read 0,
+ * so those rows leave the batch without a network call: skipping changes
+ * no output.  Writes the full standardised stage-2 vectors to x2_h. */
+static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, int np,
+                  int rows, int steps, double *evals, gt_error *err)
+{
+    const prep_layout *lay = &s->repr.layout;
+    const geo_geometry *g = lay->geo;
+    const int L = s->ard.n_tokens, TD = s->ard.dim, P = s->ard.n_ctx, D2 = lay->dim;
+    /* 1e-6 below the threshold: a float rounding of the decoder can never
+     * lift a skipped voxel to the threshold itself */
+    const double cut = (double)lay->threshold_mev * (1.0 - 1e-6);
+    int rc;
+    memset(s->x2_h, 0, (size_t)rows * D2 * sizeof(float));
+    memset(s->prev_h, 0, (size_t)rows * P * sizeof(float));
+    for (int i = 0; i < rows; i++)
+        s->rem_h[i] = s->edep_h[i] > 0 ? (double)s->edep_h[i] : 0.0;
+    for (int l = 0; l < L; l++) {
+        const geo_layer *gl = &g->layers[g->active[l]];
+        int32_t lo, hi;
+        model_ar_valid(lay, l, &lo, &hi);
+        int na = 0;
+        for (int i = 0; i < rows; i++) {
+            if (!(s->rem_h[i] >= cut))
+                continue;
+            s->act_h[na] = i;
+            float *cd = s->cnd_h + (size_t)na * 4;
+            cd[0] = s->c2_h[2 * i];
+            cd[1] = s->c2_h[2 * i + 1];
+            cd[2] = model_ar_remainder_feature(s->rem_h[i] / (double)s->edep_h[i]);
+            cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
+            memcpy(s->ctx_h + (size_t)na * P, s->prev_h + (size_t)i * P, (size_t)P * sizeof(float));
+            na++;
+        }
+        if (na == 0)
+            break;
+        if ((rc = nn_copy_h2d(s->b, s->c, s->cnd_h, (size_t)na * 4 * sizeof(float), err)) ||
+            (rc = nn_copy_h2d(s->b, s->ctx, s->ctx_h, (size_t)na * P * sizeof(float), err)))
+            return rc;
+        /* noise of (request seed, row, layer), padding columns at 0 as in training */
+        for (int a = 0; a < na; a++) {
+            int i = s->act_h[a], k = 0;
+            while (k < np - 1 && !(i >= p[k].at && i < p[k].at + p[k].rows))
+                k++;
+            uint64_t row = (uint64_t)(reqs[p[k].req].row0 + p[k].first + (i - p[k].at));
+            uint64_t per_row = nn_rng_blocks((uint64_t)TD);
+            float *x = s->x + (size_t)a * TD;
+            if ((rc = nn_rand_fill(s->b, x, (size_t)TD, NN_DIST_NORMAL, 0.0f, 1.0f,
+                                   reqs[p[k].req].seed, AR_STREAM + (uint64_t)l, row * per_row,
+                                   err)) ||
+                (lo > 0 && (rc = nn_memset(s->b, x, 0, (size_t)lo * sizeof(float), err))) ||
+                (hi < TD &&
+                 (rc = nn_memset(s->b, x + hi, 0, (size_t)(TD - hi) * sizeof(float), err))))
+                return rc;
+        }
+        double ev = 0;
+        if ((rc = integrate(s, &s->net[1], na, steps, &ev, err)) ||
+            (rc = nn_copy_d2h(s->b, s->tok_h, s->x, (size_t)na * TD * sizeof(float), err)))
+            return rc;
+        *evals += ev * na / rows;
+        for (int a = 0; a < na; a++) {
+            int i = s->act_h[a];
+            const float *t = s->tok_h + (size_t)a * TD;
+            float *x2 = s->x2_h + (size_t)i * D2;
+            memcpy(x2 + lay->n_u + gl->offset, t + 1, (size_t)gl->n_voxels * sizeof(float));
+            memset(s->prev_h + (size_t)i * P, 0, (size_t)P * sizeof(float));
+            memcpy(s->prev_h + (size_t)i * P, t + 1, (size_t)gl->n_voxels * sizeof(float));
+            if (l < L - 1) {
+                x2[l] = t[0];
+                /* the remainder exactly as prep_stick_join will compute it */
+                float xs = (float)(t[0] * s->repr.shower.std[l] + s->repr.shower.mean[l]);
+                double u = prep_logit_unmap(xs);
+                u = u < 0 ? 0 : u > 1 ? 1 : u;
+                s->rem_h[i] -= u * s->rem_h[i];
+            }
+        }
+    }
+    return GT_OK;
+}
+
+static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *p, int np,
+                     int rows, int steps, gt_error *err)
+{
+    const int D2 = s->repr.layout.dim, V = s->geo.n_voxels;
+    int rc;
+    double evals = 0;
+    for (int i = 0; i < np; i++)
+        memcpy(s->e_inc_h + p[i].at, reqs[p[i].req].e_inc + p[i].first,
+               (size_t)p[i].rows * sizeof(float));
+    model_repr_conditions(&s->repr, s->e_inc_h, rows, s->c1_h);
+    /* stage 1: energy */
+    if ((rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
+        (rc = fill_noise(s, reqs, p, np, 1, 1, err)) ||
+        (rc = integrate(s, &s->net[0], rows, steps, &evals, err)) ||
+        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * sizeof(float), err)))
+        return rc;
+    model_repr_energy(&s->repr, s->e_inc_h, s->c1_h, s->x1_h, rows, s->edep_h, s->c2_h);
+    /* stage 2: shower */
+    if (s->ar) {
+        if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, err)))
+            return rc;
+    } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * 2 * sizeof(float), err)) ||
+        (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
+        (rc = integrate(s, &s->net[1], rows, steps, &evals, err)) ||
+        (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)))
+        return rc;
+    for (int i = 0; i < np; i++) {
+        model_sample_request *q = &reqs[p[i].req];
+        float *x2 = s->x2_h + (size_t)p[i].at * D2;
+        const float *ed = s->edep_h + p[i].at;
+        model_repr_showers(&s->repr, x2, ed, p[i].rows, q->showers + (size_t)p[i].first * V);
+        if (q->e_dep)
+            memcpy(q->e_dep + p[i].first, ed, (size_t)p[i].rows * sizeof(float));
+    }
+    /* evals counts per-shower evaluations of this batch (all rows for
+     * oneshot; the active share of each layer for autoregressive) */
+    s->evals_sum += evals * rows;
+    s->evals_rows += rows;
+    return GT_OK;
+}
+
+static int sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
+                       gt_error *err);
+
+int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
+                      gt_error *err)
+{
+    s->evals_sum = 0;
+    s->evals_rows = 0;
+    int rc = sampler_run(s, reqs, n_reqs, steps, err);
+    if (rc == GT_OK && s->evals_rows > 0)
+        s->evals_per_shower = s->evals_sum / (double)s->evals_rows;
+    return rc;
+}
+
+static int sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
+                       gt_error *err)
+{
+    if (steps <= 0)
+        steps = s->cfg.sample_steps;
+    if (steps > 10000)
+        return gt_error_set(err, GT_EINVAL, "sampler steps %d out of range [1, 10000]", steps);
+    for (int r = 0; r < n_reqs; r++) {
+        if (reqs[r].n < 0 || (reqs[r].n > 0 && (!reqs[r].e_inc || !reqs[r].showers)))
+            return gt_error_set(err, GT_EINVAL, "request %d: bad count or buffers", r);
+        for (int64_t i = 0; i < reqs[r].n; i++) {
+            float e = reqs[r].e_inc[i];
+            if (!(e > 0) || !isfinite(e))
+                return gt_error_set(err, GT_EINVAL,
+                                    "request %d: incident energy %lld is %g; must be a "
+                                    "positive finite number of MeV",
+                                    r, (long long)i, (double)e);
+        }
+    }
+    piece p[256];
+    int np = 0, used = 0;
+    for (int r = 0; r < n_reqs; r++) {
+        int64_t done = 0;
+        while (done < reqs[r].n) {
+            int room = s->max_batch - used;
+            int64_t left = reqs[r].n - done;
+            int take = left <= room ? (int)left : room;
+            if (take <= 0 || np == (int)(sizeof p / sizeof p[0])) {
+                int rc = run_batch(s, reqs, p, np, used, steps, err);
+                if (rc)
+                    return rc;
+                np = used = 0;
+                continue;
+            }
+            p[np++] = (piece){r, done, take, used};
+            used += take;
+            done += take;
+        }
+    }
+    if (np)
+        return run_batch(s, reqs, p, np, used, steps, err);
+    return GT_OK;
+}

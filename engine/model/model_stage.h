@@ -1,0 +1,130 @@
+/* model_stage: the flow / DDPM stage trainer.
+ *
+ * One stage = one conditional generative model of a D-dimensional vector x
+ * given C scalar conditions c (stage 1: x = the standardised energy
+ * fraction, c = log E_inc; stage 2: x = layer stick-breaking logits and voxel
+ * fractions, c = log E_inc and the energy fraction).  The trainer only sees
+ * standardised float arrays; model_repr turns showers into them and back.
+ *
+ * Objectives (time t in [0, 1], the trunk sees c' = [t, c]):
+ *  - flow: x_t = (1 - t) x0 + t x1, x0 ~ N(0, I), x1 = data; the trunk
+ *    predicts the velocity x1 - x0 (conditional flow matching, linear path);
+ *    sampling integrates dx/dt = v from t = 0 (noise) to 1 (Euler or Heun).
+ *  - ddpm: x_t = sqrt(abar(t)) x1 + sqrt(1 - abar(t)) eps with the cosine
+ *    schedule abar(t) = cos^2(pi/2 (t + s)/(1 + s)) / cos^2(pi/2 s/(1 + s)),
+ *    s = 0.008; the trunk predicts eps; sampling is deterministic DDIM from
+ *    t = 1 to 0.
+ *  - wgan: a generator trunk x = G(z, c) (no time input) against the
+ *    piecewise-linear critic of model_critic.h, WGAN-GP: critic_steps
+ *    critic updates (D(fake) - D(real) + lambda * penalty on random
+ *    interpolates) per generator update (-D(fake)).  Validation is the
+ *    energy distance of generated and held-out [x ; c] rows (fixed noise).
+ * The loss is the mean squared error of the prediction (fp32 reduction).
+ *
+ * Validation (the number that picks the best checkpoint) is the same loss on
+ * a fixed held-out set with noise and times drawn once from a fixed seed,
+ * computed by an fp32 twin of the trunk holding the same master weights, so
+ * the value is comparable across runs of any precision and reproducible in
+ * another process.
+ *
+ * Randomness: one counter-based generator per stage (seed, stream = stage);
+ * every step consumes a fixed number of blocks, so resuming from a
+ * checkpoint (which stores the generator offset and the optimizer step)
+ * continues exactly as an uninterrupted run would. */
+#ifndef MODEL_STAGE_H
+#define MODEL_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_error.h"
+#include "model_config.h"
+#include "nn_adamw.h"
+#include "nn_backend.h"
+#include "nn_trunk.h"
+
+/* Standardised training arrays (host memory, row-major). */
+typedef struct model_stage_data {
+    int dim;            /* D */
+    int n_cond;         /* C (without time) */
+    int n_train, n_val;
+    const float *x_train, *c_train; /* [n_train, D], [n_train, C] */
+    const float *x_val, *c_val;     /* [n_val, D], [n_val, C]     */
+    /* Optional (zero / NULL when unused; added for autoregressive stage 2): */
+    int n_ctx;                      /* P: extra trunk inputs that are not noised */
+    const float *ctx_train, *ctx_val; /* [n_train, P], [n_val, P]  */
+    /* Per row the column range [lo, hi) that is data; the other columns are
+     * padding: zero in x, and the trainer zeroes their noise so the trunk
+     * learns to leave them at 0.  NULL = every column is data. */
+    const int32_t *valid_train, *valid_val; /* [n, 2] */
+    int rows_per_item;              /* rows per shower (val_size counts showers); 0 = 1 */
+} model_stage_data;
+
+typedef struct model_step_report {
+    int stage;          /* 1 or 2 */
+    long long step;     /* updates done, 1-based */
+    long long total;    /* steps of this stage */
+    float loss;         /* training loss of this step (fp32) */
+    float grad_norm;    /* before clipping */
+    float lr;
+    double samples_per_s;
+    /* routed trunks only (n_experts == 0 otherwise) */
+    float balance_loss, entropy_loss;
+    int n_experts;
+    int load[NN_TRUNK_MAX_EXPERTS];
+} model_step_report;
+
+/* Callbacks; a non-zero return from any of them stops training and is
+ * returned by model_stage_train (GT_ECANCELLED by convention). */
+typedef struct model_stage_hooks {
+    void *user;
+    int (*on_step)(void *user, const model_step_report *r);              /* every log_every */
+    int (*on_validation)(void *user, int stage, long long step, float val_loss);
+    /* Called every ckpt_every steps and at the end with a self-contained
+     * checkpoint buffer (valid during the call only). */
+    int (*on_checkpoint)(void *user, int stage, long long step, float val_loss,
+                         const void *buf, size_t len);
+    /* Polled once per step; non-zero = cancel (takes effect within a step). */
+    int (*should_stop)(void *user);
+} model_stage_hooks;
+
+typedef struct model_stage model_stage;
+
+/* Builds the trunk (input D, conditions 1 + C, output D), the optimizer and
+ * the device copies of the data.  stage is 1 or 2. */
+int model_stage_create(nn_backend *b, const model_config *cfg, int stage,
+                       const model_stage_data *data, model_stage **out, gt_error *err);
+void model_stage_destroy(model_stage *s);
+
+/* Restores weights, optimizer and generator state from a checkpoint buffer
+ * made by this stage (training continues at the stored step). */
+int model_stage_resume(model_stage *s, const void *buf, size_t len, gt_error *err);
+
+/* Trains until the configured number of steps (or a hook stops it). */
+int model_stage_train(model_stage *s, const model_stage_hooks *hooks, gt_error *err);
+
+/* The fp32 validation loss of the current weights. */
+int model_stage_validate(model_stage *s, float *val_loss, gt_error *err);
+
+long long model_stage_step(const model_stage *s);
+nn_trunk *model_stage_trunk(model_stage *s);
+
+/* The trunk shape of a stage (shared by the trainer and the sampler). */
+void model_stage_trunk_config(const model_config *cfg, int stage, int dim, int n_cond,
+                              nn_trunk_config *out);
+
+/* The same with n_ctx extra (un-noised) trunk inputs: in_dim = dim + n_ctx. */
+void model_stage_trunk_config_ctx(const model_config *cfg, int stage, int dim, int n_cond,
+                                  int n_ctx, nn_trunk_config *out);
+
+/* The parts of a stage checkpoint buffer (the weights block of a
+ * model_ckpt): a wgan stage stores its generator and its critic (each an
+ * nn_ckpt with its optimizer state); any other stage is one nn_ckpt, which
+ * is returned as the generator part with *critic = NULL. */
+int model_stage_ckpt_parts(const void *buf, size_t len, const void **gen, size_t *gen_len,
+                           const void **critic, size_t *critic_len, gt_error *err);
+
+/* Cosine-schedule abar(t) of the ddpm objective, clamped to [1e-4, 1]. */
+double model_ddpm_abar(double t);
+
+#endif

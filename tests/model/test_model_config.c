@@ -1,0 +1,164 @@
+/* Run-config parsing: defaults, every section, and that each kind of bad
+ * input is refused with the dotted path of the offending field. */
+#include "check.h"
+#include "model_config.h"
+
+#include <string.h>
+
+static int parse(const char *text, model_config *cfg, char *field, gt_error *err)
+{
+    return model_config_parse(text, strlen(text), cfg, field, 128, err);
+}
+
+static void expect_bad(const char *text, const char *want_field)
+{
+    model_config cfg;
+    char field[128];
+    gt_error err;
+    int rc = parse(text, &cfg, field, &err);
+    CHECK_MSG(rc == GT_EINVAL, "accepted: %s", text);
+    CHECK_MSG(strcmp(field, want_field) == 0, "field '%s', want '%s' (%s)", field, want_field,
+              err.message);
+}
+
+int main(void)
+{
+    model_config cfg;
+    char field[128];
+    gt_error err;
+
+    /* Empty object = all defaults. */
+    CHECK_EQ_INT(parse("{}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.batch, 256);
+    CHECK(strcmp(cfg.geometry, "dataset_2") == 0);
+    CHECK_EQ_INT(cfg.bf16, 0);
+    CHECK_EQ_INT(cfg.solver, MODEL_SOLVER_HEUN);
+
+    /* A full config. */
+    const char *full =
+        "{\"name\":\"x\",\"dataset\":{\"synthetic\":{\"n\":500,\"seed\":3,\"energy\":\"fixed\","
+        "\"emin_mev\":5000,\"emax_mev\":5000},\"geometry\":\"dataset_1_photons\","
+        "\"val_fraction\":0.2},"
+        "\"model\":{\"stage1\":{\"objective\":\"ddpm\",\"trunk\":{\"hidden\":32,\"blocks\":1}},"
+        "\"stage2\":{\"objective\":\"ddpm\",\"mode\":\"oneshot\",\"trunk\":{\"kind\":\"routed\","
+        "\"experts\":4,\"top_k\":2,\"hidden\":64}}},"
+        "\"train\":{\"precision\":\"bf16\",\"device\":\"cuda:1\",\"batch\":64,"
+        "\"steps\":{\"stage1\":10,\"stage2\":20},\"lr\":0.002},"
+        "\"sample\":{\"solver\":\"ddim\",\"steps\":8}}";
+    CHECK_EQ_INT(parse(full, &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.synthetic_n, 500);
+    CHECK_EQ_INT(cfg.bf16, 1);
+    CHECK_EQ_INT(cfg.stage2.trunk.kind, MODEL_TRUNK_ROUTED);
+    CHECK_EQ_INT(cfg.stage2.trunk.experts, 4);
+    CHECK_EQ_INT(cfg.steps2, 20);
+    CHECK_CLOSE(cfg.lr, 0.002, 0, 1e-12);
+    CHECK_EQ_INT(cfg.solver, MODEL_SOLVER_DDIM);
+    CHECK(strcmp(cfg.device, "cuda:1") == 0);
+
+    /* Round trip through model_config_to_json gives the same config. */
+    json_t *j = model_config_to_json(&cfg);
+    CHECK(j != NULL);
+    model_config back;
+    CHECK_EQ_INT(model_config_from_json(j, &back, field, sizeof field, &err), GT_OK);
+    json_t *j2 = model_config_to_json(&back);
+    CHECK(json_equal(j, j2));
+    json_decref(j);
+    json_decref(j2);
+
+    /* The model variants: autoregressive stage 2, wgan with its section
+     * (a wgan stage goes with a flow or ddpm stage), and their round trip. */
+    const char *variants =
+        "{\"model\":{\"stage2\":{\"objective\":\"wgan\",\"wgan\":{\"critic_steps\":3,"
+        "\"gp_lambda\":5,\"beta1\":0.0,\"beta2\":0.9,\"critic\":{\"hidden\":32,\"depth\":2}}}}}";
+    CHECK_EQ_INT(parse(variants, &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.stage2.objective, MODEL_OBJ_WGAN);
+    CHECK_EQ_INT(cfg.stage1.objective, MODEL_OBJ_FLOW);
+    CHECK_EQ_INT(cfg.stage2.wgan.critic_steps, 3);
+    CHECK_EQ_INT(cfg.stage2.wgan.critic_hidden, 32);
+    CHECK_EQ_INT(cfg.stage2.wgan.critic_depth, 2);
+    CHECK_CLOSE(cfg.stage2.wgan.gp_lambda, 5.0, 0, 1e-12);
+    CHECK_EQ_INT(cfg.stage1.wgan.critic_steps, 5); /* defaults: 5 critic steps, lambda 10 */
+    CHECK_CLOSE(cfg.stage1.wgan.gp_lambda, 10.0, 0, 1e-12);
+    j = model_config_to_json(&cfg);
+    CHECK_EQ_INT(model_config_from_json(j, &back, field, sizeof field, &err), GT_OK);
+    CHECK_EQ_INT(back.stage2.wgan.critic_steps, 3);
+    CHECK_EQ_INT(back.stage2.wgan.critic_depth, 2);
+    json_decref(j);
+    CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"mode\":\"autoregressive\"}}}", &cfg, field,
+                       &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage2.mode, MODEL_MODE_AUTOREGRESSIVE);
+    j = model_config_to_json(&cfg);
+    CHECK_EQ_INT(model_config_from_json(j, &back, field, sizeof field, &err), GT_OK);
+    CHECK_EQ_INT(back.stage2.mode, MODEL_MODE_AUTOREGRESSIVE);
+    json_decref(j);
+    CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"objective\":\"ddpm\"},\"stage2\":"
+                       "{\"objective\":\"wgan\"}}}",
+                       &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.solver, MODEL_SOLVER_DDIM); /* the ddpm stage's solver */
+    expect_bad("{\"model\":{\"stage2\":{\"objective\":\"wgan\",\"mode\":\"autoregressive\"}}}",
+               "model.stage2.mode");
+    expect_bad("{\"model\":{\"stage2\":{\"wgan\":{\"critic_steps\":0}}}}",
+               "model.stage2.wgan.critic_steps");
+    expect_bad("{\"model\":{\"stage2\":{\"wgan\":{\"gp_lambda\":-1}}}}",
+               "model.stage2.wgan.gp_lambda");
+    expect_bad("{\"model\":{\"stage2\":{\"wgan\":{\"critic\":{\"depth\":0}}}}}",
+               "model.stage2.wgan.critic.depth");
+    expect_bad("{\"model\":{\"stage2\":{\"wgan\":{\"critic\":{\"width\":8}}}}}",
+               "model.stage2.wgan.critic.width");
+    expect_bad("{\"model\":{\"stage2\":{\"wgan\":{\"lr\":1}}}}", "model.stage2.wgan.lr");
+    expect_bad("{\"model\":{\"stage1\":{\"mode\":\"autoregressive\"}}}", "model.stage1.mode");
+
+    /* Bad input: each names its field. */
+    expect_bad("[]", "");
+    expect_bad("{\"bogus\":1}", "bogus");
+    expect_bad("{\"train\":{\"lr\":\"fast\"}}", "train.lr");
+    expect_bad("{\"train\":{\"lr\":0}}", "train.lr");
+    expect_bad("{\"train\":{\"batch\":0}}", "train.batch");
+    expect_bad("{\"train\":{\"batch\":1.5}}", "train.batch");
+    expect_bad("{\"train\":{\"precision\":\"fp16\"}}", "train.precision");
+    expect_bad("{\"train\":{\"device\":\"tpu\"}}", "train.device");
+    expect_bad("{\"train\":{\"steps\":{\"stage3\":1}}}", "train.steps.stage3");
+    expect_bad("{\"train\":{\"steps\":{\"stage1\":0,\"stage2\":0}}}", "train.steps");
+    expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"hidden\":-4}}}}", "model.stage2.trunk.hidden");
+    expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"emb_dim\":7}}}}", "model.stage2.trunk.emb_dim");
+    expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"experts\":2,\"top_k\":3}}}}",
+               "model.stage2.trunk.top_k");
+    expect_bad("{\"model\":{\"stage2\":{\"mode\":\"sideways\"}}}", "model.stage2.mode");
+    expect_bad("{\"model\":{\"stage1\":{\"mode\":\"oneshot\"}}}", "model.stage1.mode");
+    expect_bad("{\"model\":{\"stage1\":{\"objective\":\"ddpm\"}}}", "model.stage1.objective");
+    expect_bad("{\"dataset\":{\"path\":\"a.h5\",\"synthetic\":{}}}", "dataset.synthetic");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"emin_mev\":10,\"emax_mev\":5}}}",
+               "dataset.synthetic.emax_mev");
+    expect_bad("{\"dataset\":{\"val_fraction\":0.9}}", "dataset.val_fraction");
+    expect_bad("{\"sample\":{\"solver\":\"ddim\"}}", "sample.solver");
+    expect_bad("{\"name\":\"a\\u0000b\"}", ""); /* Jansson refuses NUL */
+
+    /* Malformed JSON reports line and column; duplicates are refused. */
+    CHECK_EQ_INT(parse("{\n  \"train\": {,}\n}", &cfg, field, &err), GT_EINVAL);
+    CHECK_MSG(strstr(err.message, "line 2") != NULL, "%s", err.message);
+    CHECK_EQ_INT(parse("{\"name\":\"a\",\"name\":\"b\"}", &cfg, field, &err), GT_EINVAL);
+
+    /* The shipped configs parse. */
+    const char *src = getenv("GIANT_SOURCE_DIR");
+    const char *shipped[] = {"quickstart.json",      "baseline.json",
+                             "baseline-bf16.json",   "routed.json",
+                             "routed-bf16.json",     "autoregressive.json",
+                             "autoregressive-bf16.json", "wgan.json",
+                             "wgan-bf16.json"};
+    for (size_t i = 0; src && i < sizeof shipped / sizeof shipped[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/configs/%s", src, shipped[i]);
+        int rc = model_config_load(path, &cfg, field, sizeof field, &err);
+        CHECK_MSG(rc == GT_OK, "%s: %s", shipped[i], err.message);
+    }
+    CHECK(src != NULL);
+    CHECK_EQ_INT(model_config_load(NULL == src ? "" : "/dev/null", &cfg, field, sizeof field,
+                                   &err), GT_EINVAL);
+
+    /* Missing file. */
+    CHECK_EQ_INT(model_config_load("no/such/config.json", &cfg, field, sizeof field, &err),
+                 GT_EIO);
+    return check_finish();
+}
