@@ -6,9 +6,16 @@
 #ifndef APP_H
 #define APP_H
 
+#include <stdatomic.h>
+
 #include "gt_devices.h"
 #include "settings.h"
 #include "store.h"
+
+struct sched;
+struct sampling;
+struct datasets;
+struct http_server;
 
 #define APP_MAX_DEVICES 17     /* the CPU and up to 16 GPUs */
 
@@ -20,6 +27,11 @@ typedef struct app {
     int ndevices;
     int engine_ok;             /* devices were listed without error          */
     char engine_error[512];    /* why not, for /readyz                        */
+    struct sched *sched;       /* training worker (own locking)               */
+    struct sampling *sampling; /* sampling worker (own locking)               */
+    struct datasets *datasets; /* background dataset jobs (own locking)       */
+    struct http_server *srv;   /* for /metrics counters                        */
+    atomic_int stopping;       /* set at shutdown: event streams end          */
 } app;
 
 #endif

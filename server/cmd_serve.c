@@ -14,6 +14,9 @@
 
 #include "app.h"
 #include "commands.h"
+#include "datasets.h"
+#include "sampling.h"
+#include "sched.h"
 #include "http.h"
 #include "log.h"
 #include "routes.h"
@@ -131,6 +134,16 @@ int cmd_serve(int argc, char **argv)
     log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d", a.cfg.db,
             a.schema_latest, applied);
     engine_init(&a);
+    /* Workers before HTTP: a request may queue work at once.  Each worker
+     * that writes has its own connection (WAL: readers never wait). */
+    if (datasets_ensure_default(a.db, a.cfg.default_dataset, &err) != GT_OK ||
+        datasets_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
+        sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device, &err) != GT_OK ||
+        sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
+                       (int)a.cfg.batch_delay_ms, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        goto out;
+    }
 
     router = http_router_new();
     if (!router || routes_register(router, &err) != GT_OK ||
@@ -155,6 +168,7 @@ int cmd_serve(int argc, char **argv)
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
     }
+    a.srv = srv;
     /* Tests and scripts read the bound port from this line (--listen :0). */
     int v6 = strchr(host, ':') != NULL;
     log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld", v6 ? "[" : "",
@@ -166,13 +180,24 @@ int cmd_serve(int argc, char **argv)
     /* Stop accepting first, then log: once this line is out, new
      * connections are refused (tests rely on that order). */
     http_server_quiesce(srv);
+    atomic_store(&a.stopping, 1);      /* event streams end at their next poll */
     log_msg(LOG_INFO, "shutdown", "signal=%d in_flight=%d", sig, http_server_in_flight(srv));
+    /* Training stops at its next step and the run goes back to the queue;
+     * queued sample requests still get their showers while draining. */
+    sched_stop(a.sched);
+    a.sched = NULL;
     int left = drain(srv, &sigs, a.cfg.shutdown_grace);
     if (left)
         log_msg(LOG_WARN, "shutdown", "abandoned=%d", left);
     status = 0;
 out:
+    /* Resumes every suspended request (failing the queued ones) before
+     * the daemon stops, as MHD requires. */
+    sampling_stop(a.sampling);
+    a.sampling = NULL;
     http_server_free(srv);         /* joins the pool: no handler runs past here */
+    sched_stop(a.sched);
+    datasets_stop(a.datasets);
     http_router_free(router);
     if (store_close(a.db, &err) != GT_OK) {
         log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);

@@ -10,6 +10,11 @@ const command commands[] = {
     { "migrate", cmd_migrate, "create or upgrade the database schema, then exit" },
     { "synth",   cmd_synth,   "simulate showers (GFlash) into a CaloChallenge HDF5 file" },
     { "eval",    cmd_eval,    "compare two shower files with the CaloChallenge metrics" },
+    { "train",   cmd_train,   "train a run config offline into the local database" },
+    { "sample",  cmd_sample,  "write showers of a trained run to a CaloChallenge HDF5 file (--server: ask a service)" },
+    { "submit",  cmd_submit,  "queue a training run on a running service" },
+    { "runs",    cmd_runs,    "list the runs of a running service" },
+    { "watch",   cmd_watch,   "follow a run's progress live on a running service" },
     { "version", cmd_version, "print version, git commit and build options" },
     { "help",    cmd_help,    "list the commands" },
 };

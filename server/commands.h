@@ -38,6 +38,13 @@ int cmd_eval(int argc, char **argv);      /* cmd_eval.c    */
 int cmd_train(int argc, char **argv);     /* cmd_train.c   */
 int cmd_sample(int argc, char **argv);    /* cmd_sample.c  */
 
+/* Clients of a running service (cmd_client.c, on api/client). */
+int cmd_submit(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+/* `giant sample --server URL ...`: cmd_sample hands over to it. */
+int cmd_sample_remote(int argc, char **argv);
+
 /* Test-only hook: a function that adds extra routes to the router of the
  * next cmd_serve.  The shipped binary never sets it; the test build of the
  * server (tests/server) uses it to add routes that exercise shared

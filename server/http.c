@@ -73,6 +73,14 @@ int http_router_add(http_router *r, const char *method, const char *pattern,
     return GT_OK;
 }
 
+int http_router_count(const http_router *r) { return r ? r->n : 0; }
+
+void http_router_get(const http_router *r, int i, const char **method, const char **pattern)
+{
+    *method = r->routes[i].method;
+    *pattern = r->routes[i].pattern;
+}
+
 typedef struct http_capture {
     const char *name;          /* into the pattern, not NUL-terminated */
     size_t name_len;
@@ -127,6 +135,10 @@ struct http_request {
     size_t body_len, body_cap;
     int too_large;             /* body passed the cap; rest discarded        */
     json_t *json;
+    http_resume_fn resume_fn;  /* set while suspended                       */
+    int suspended;
+    void *user;
+    void (*user_free)(void *user);
     int replied;
     unsigned status;
     size_t bytes;
@@ -141,6 +153,7 @@ struct http_server {
     int port;
     atomic_int in_flight;
     atomic_int draining;
+    atomic_ullong by_class[5];
 };
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -189,6 +202,8 @@ static int queue(http_request *req, unsigned status, struct MHD_Response *resp,
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(req->conn, status, resp);
     MHD_destroy_response(resp);
+    if (status >= 100 && status < 600)
+        atomic_fetch_add(&req->srv->by_class[status / 100 - 1], 1);
     req->replied = 1;
     req->status = status;
     req->bytes = len;
@@ -254,6 +269,98 @@ int http_reply_static(http_request *req, unsigned status, const char *content_ty
     return queue(req, status,
                  MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_PERSISTENT),
                  content_type, len);
+}
+
+int http_reply_buffer(http_request *req, unsigned status, const char *content_type,
+                      void *data, size_t len, const char *const *headers)
+{
+    if (req->replied) {
+        free(data);
+        return -1;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(data);
+        return -1;
+    }
+    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(resp, headers[i], headers[i + 1]);
+    return queue(req, status, resp, content_type, len);
+}
+
+typedef struct http_stream {
+    http_stream_fn fn;
+    void *user;
+    void (*done)(void *user);
+} http_stream;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    http_stream *s = cls;
+    long n = s->fn(s->user, buf, max);
+    if (n < 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    http_stream *s = cls;
+    if (s->done)
+        s->done(s->user);
+    free(s);
+}
+
+int http_reply_stream(http_request *req, unsigned status, const char *content_type,
+                      http_stream_fn fn, void *user, void (*done)(void *user),
+                      const char *const *headers)
+{
+    http_stream *s = calloc(1, sizeof *s);
+    if (!s || req->replied) {
+        free(s);
+        if (done)
+            done(user);
+        return -1;
+    }
+    s->fn = fn;
+    s->user = user;
+    s->done = done;
+    /* 4 KiB blocks: events are small, and a short block is sent at once. */
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+    if (!resp) {
+        stream_free(s);
+        return -1;
+    }
+    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(resp, headers[i], headers[i + 1]);
+    return queue(req, status, resp, content_type, 0);
+}
+
+void http_suspend(http_request *req, http_resume_fn fn)
+{
+    req->resume_fn = fn;
+    req->suspended = 1;
+    MHD_suspend_connection(req->conn);
+}
+
+void http_resume(http_request *req)
+{
+    MHD_resume_connection(req->conn);
+}
+
+void http_set_user(http_request *req, void *user, void (*free_fn)(void *user))
+{
+    req->user = user;
+    req->user_free = free_fn;
+}
+void *http_get_user(const http_request *req) { return req->user; }
+
+void http_server_counts(const http_server *srv, unsigned long long out[5])
+{
+    for (int i = 0; i < 5; i++)
+        out[i] = atomic_load(&((http_server *)srv)->by_class[i]);
 }
 
 /* 405 needs an Allow header listing the methods the path does have. */
@@ -431,7 +538,7 @@ static void request_finish(http_request *req, void *app)
         }
     }
     req->route->handler(req, app);
-    if (!req->replied)
+    if (!req->replied && !req->suspended)
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
 }
 
@@ -465,6 +572,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!req->replied)
             request_append(req, upload_data, *upload_data_size);
         *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (req->suspended) {
+        /* Called again after http_resume: the worker is done. */
+        req->suspended = 0;
+        http_resume_fn fn = req->resume_fn;
+        req->resume_fn = NULL;
+        fn(req, srv->app);
+        if (!req->replied && !req->suspended)
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
         return MHD_YES;
     }
     if (!req->replied)
@@ -512,6 +629,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     else
         log_msg(LOG_WARN, "request", "method=%s path=%s status=%u bytes=%zu us=%lld aborted=%d",
                 method, path, req->status, req->bytes, us, (int)toe);
+    if (req->user && req->user_free)
+        req->user_free(req->user);
     json_decref(req->json);
     free(req->body);
     free(req->path);
@@ -566,7 +685,8 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->draining, 0);
 
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_SUSPEND_RESUME;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     srv->daemon = MHD_start_daemon(

@@ -64,6 +64,10 @@ void http_router_free(http_router *r);
 int http_router_add(http_router *r, const char *method, const char *pattern,
                     http_handler handler, int flags, gt_error *err);
 
+/* The routes added so far, in order (for the OpenAPI coverage test). */
+int http_router_count(const http_router *r);
+void http_router_get(const http_router *r, int i, const char **method, const char **pattern);
+
 /* ---------------------------------------------------------------------------
  * Requests
  * ------------------------------------------------------------------------- */
@@ -100,6 +104,45 @@ int http_reply_error(http_request *req, unsigned status, const char *code,
 /* Sends bytes that live as long as the process (embedded documents). */
 int http_reply_static(http_request *req, unsigned status, const char *content_type,
                       const void *data, size_t len);
+
+/* Sends a malloc'ed buffer (ownership taken, freed even on failure) with
+ * extra headers: headers is NULL or a NULL-terminated list of name, value
+ * pairs. */
+int http_reply_buffer(http_request *req, unsigned status, const char *content_type,
+                      void *data, size_t len, const char *const *headers);
+
+/* A streamed reply of unknown length (Server-Sent Events).  fn fills buf
+ * with up to max bytes and returns the count, 0 when nothing is ready yet
+ * (it is called again; it should nap briefly first), or -1 at the end of
+ * the stream.  done (may be NULL) frees user when the stream ends. */
+typedef long (*http_stream_fn)(void *user, char *buf, size_t max);
+int http_reply_stream(http_request *req, unsigned status, const char *content_type,
+                      http_stream_fn fn, void *user, void (*done)(void *user),
+                      const char *const *headers);
+
+/* ---------------------------------------------------------------------------
+ * Suspended requests: long work off the HTTP threads
+ *
+ * A handler calls http_suspend(req, fn) instead of replying and hands req
+ * to a worker; the connection is parked (no pool thread is held).  The
+ * worker calls http_resume(req) from any thread once done; fn then runs on
+ * a pool thread and sends the one reply.  Every suspended request must be
+ * resumed before http_server_free.
+ * ------------------------------------------------------------------------- */
+
+typedef void (*http_resume_fn)(http_request *req, void *app);
+void http_suspend(http_request *req, http_resume_fn fn);
+void http_resume(http_request *req);
+
+/* Per-request slot for the handler's own state across a suspension.
+ * free_fn (may be NULL) frees user if the request ends while it is still
+ * set (the client went away before the reply); clear it with
+ * http_set_user(req, NULL, NULL) once the state is freed. */
+void http_set_user(http_request *req, void *user, void (*free_fn)(void *user));
+void *http_get_user(const http_request *req);
+
+/* Replies counted by status class since start: [0] 1xx ... [4] 5xx. */
+void http_server_counts(const http_server *srv, unsigned long long out[5]);
 
 /* ---------------------------------------------------------------------------
  * Server

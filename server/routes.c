@@ -1,10 +1,14 @@
 #include "routes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "app.h"
 #include "build_info.h"
 #include "embed.h"
+#include "routes_runs.h"
+#include "sampling.h"
+#include "sched.h"
 
 /* ---------------------------------------------------------------------------
  * Health
@@ -84,10 +88,15 @@ static void route_info(http_request *req, void *ctx)
     json_t *devices = json_array();
     for (int i = 0; devices && i < a->ndevices; i++)
         json_array_append_new(devices, device_json(&a->devices[i]));
-    json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:b, s:b}, s:o}", "name", "giant",
-                             "version", b->version, "git_commit", b->git_commit, "build",
-                             "type", b->build_type, "compiler", b->compiler, "cuda", b->cuda,
-                             "sanitizers", b->sanitizers, "devices", devices);
+    sampling_stats ss;
+    sampling_get_stats(a->sampling, &ss);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:b, s:b}, s:o, s:{s:I, s:I, s:I, s:I}}",
+                             "name", "giant", "version", b->version, "git_commit", b->git_commit,
+                             "build", "type", b->build_type, "compiler", b->compiler, "cuda",
+                             b->cuda, "sanitizers", b->sanitizers, "devices", devices,
+                             "sampling", "requests", (json_int_t)ss.requests, "batches",
+                             (json_int_t)ss.batches, "showers", (json_int_t)ss.showers,
+                             "loads", (json_int_t)ss.loads);
     if (!body) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "could not build the info document");
         return;
@@ -107,6 +116,62 @@ static void route_openapi(http_request *req, void *ctx)
 }
 
 /* ---------------------------------------------------------------------------
+ * Prometheus metrics
+ * ------------------------------------------------------------------------- */
+
+static void route_metrics(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    char *buf = malloc(8192);
+    if (!buf) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    size_t n = 0, cap = 8192;
+#define EMIT(...) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__)
+    unsigned long long by[5] = {0};
+    if (a->srv)
+        http_server_counts(a->srv, by);
+    EMIT("# HELP giant_http_responses_total HTTP responses sent, by status class.\n"
+         "# TYPE giant_http_responses_total counter\n");
+    for (int i = 0; i < 5; i++)
+        EMIT("giant_http_responses_total{class=\"%dxx\"} %llu\n", i + 1, by[i]);
+    EMIT("# HELP giant_runs Runs in the database, by status.\n# TYPE giant_runs gauge\n");
+    static const char *const statuses[] = {"queued", "running", "succeeded", "failed",
+                                           "cancelled"};
+    for (size_t i = 0; i < 5; i++) {
+        sqlite3_stmt *st;
+        long long c = 0;
+        if (sqlite3_prepare_v2(store_db(a->db), "SELECT COUNT(*) FROM runs WHERE status = ?", -1,
+                               &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, statuses[i], -1, SQLITE_STATIC);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                c = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+        EMIT("giant_runs{status=\"%s\"} %lld\n", statuses[i], c);
+    }
+    sampling_stats ss;
+    sampling_get_stats(a->sampling, &ss);
+    EMIT("# HELP giant_sample_requests_total Sample requests served.\n"
+         "# TYPE giant_sample_requests_total counter\ngiant_sample_requests_total %llu\n"
+         "# HELP giant_sample_batches_total Device batches run for sample requests.\n"
+         "# TYPE giant_sample_batches_total counter\ngiant_sample_batches_total %llu\n"
+         "# HELP giant_sample_showers_total Showers generated.\n"
+         "# TYPE giant_sample_showers_total counter\ngiant_sample_showers_total %llu\n"
+         "# HELP giant_sampler_loads_total Samplers loaded from checkpoints.\n"
+         "# TYPE giant_sampler_loads_total counter\ngiant_sampler_loads_total %llu\n"
+         "# HELP giant_train_runs_started_total Runs the scheduler started.\n"
+         "# TYPE giant_train_runs_started_total counter\ngiant_train_runs_started_total %lld\n",
+         ss.requests, ss.batches, ss.showers, ss.loads, sched_runs_started(a->sched));
+#undef EMIT
+    if (n >= cap)
+        n = cap - 1;
+    static const char *const headers[] = {"Cache-Control", "no-cache", NULL};
+    http_reply_buffer(req, 200, "text/plain; version=0.0.4", buf, n, headers);
+}
+
+/* ---------------------------------------------------------------------------
  * The table
  * ------------------------------------------------------------------------- */
 
@@ -119,6 +184,7 @@ static const struct {
     { "GET", "/readyz",           route_readyz,  0 },
     { "GET", "/v1/info",          route_info,    0 },
     { "GET", "/v1/openapi.json",  route_openapi, 0 },
+    { "GET", "/metrics",          route_metrics, 0 },
 };
 
 int routes_register(http_router *r, gt_error *err)
@@ -129,5 +195,6 @@ int routes_register(http_router *r, gt_error *err)
         if (rc != GT_OK)
             return rc;
     }
-    return GT_OK;
+    int rc = routes_runs_register(r, err);
+    return rc ? rc : routes_datasets_register(r, err);
 }

@@ -45,6 +45,14 @@ static const set_def defs[] = {
     INT(connection_memory,  4096, 1L << 28, "131072",   "per-connection buffer memory (bytes)"),
     INT(timeout,            0, 86400,       "60",       "idle connection timeout (seconds, 0 = none)"),
     INT(shutdown_grace,     0, 3600,        "30",       "seconds in-flight requests get to finish on SIGTERM"),
+    STR(device,    "SPEC", "",               "device for every run (cpu, cuda:N, auto); empty = each run's train.device"),
+    INT(max_showers,        1, 10000000,    "10000",    "showers per sample request; more gets 413 (dataset-2: 26 KB each in memory)"),
+    INT(max_json_showers,   1, 100000,      "100",      "largest sample request answered as JSON; more gets 413"),
+    INT(min_energy_mev,     1, 100000000,   "100",      "lowest incident energy a sample request may ask for (MeV)"),
+    INT(max_energy_mev,     1, 100000000,   "10000000", "highest incident energy a sample request may ask for (MeV)"),
+    INT(batch_delay_ms,     0, 1000,        "5",        "how long sampling waits to batch concurrent requests (ms)"),
+    INT(sampler_cache,      1, 64,          "4",        "runs whose loaded samplers are kept (LRU)"),
+    INT(default_dataset,    0, 1000000,     "5000",     "showers of the synthetic dataset-2 file made on first start (0 = none)"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 

@@ -25,6 +25,14 @@ typedef struct settings {
     long connection_memory;    /* per-connection buffer limit (bytes)         */
     long timeout;              /* idle connection timeout (seconds)           */
     long shutdown_grace;       /* seconds to let in-flight requests finish    */
+    char device[32];           /* training device: cpu | cuda:N | auto        */
+    long max_showers;          /* showers per sample request; more gets 413   */
+    long max_json_showers;     /* largest sample answered as JSON             */
+    long min_energy_mev;       /* accepted incident energy range (MeV)        */
+    long max_energy_mev;
+    long batch_delay_ms;       /* how long sampling waits to batch requests   */
+    long sampler_cache;        /* runs whose samplers stay loaded             */
+    long default_dataset;      /* showers of the first-start dataset (0 = none) */
 } settings;
 
 /* Loads defaults, then the config file (--config or GIANT_CONFIG), then

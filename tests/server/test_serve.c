@@ -749,7 +749,7 @@ int main(void)
     sqlite3_close(h);
     char *migrate[] = { giant, "migrate", "--db", db, NULL };
     CHECK_EQ_INT(run(&p, migrate), 1);
-    CHECK_MSG(log_has(&p, "version 9999 is newer than this binary supports (1)"), "%s",
+    CHECK_MSG(log_has(&p, "version 9999 is newer than this binary supports ("), "%s",
               p.log ? p.log : "");
     proc_free(&p);
     char *serve[] = { giant, "serve", "--listen", "127.0.0.1:0", "--db", db, "--data-dir",

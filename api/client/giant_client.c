@@ -1,0 +1,399 @@
+#include "giant_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+struct gc_client {
+    CURL *curl;
+    char base[512];
+};
+
+int gc_open(gc_client **out, const char *base_url, gt_error *err)
+{
+    *out = NULL;
+    size_t n = strlen(base_url);
+    if (n == 0 || n >= 500)
+        return gt_error_set(err, GT_EINVAL, "bad server URL '%s'", base_url);
+    /* curl_global_init is not thread-safe; call it once per process. */
+    static int inited;
+    if (!inited) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        inited = 1;
+    }
+    gc_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    c->curl = curl_easy_init();
+    if (!c->curl) {
+        free(c);
+        return gt_error_set(err, GT_EIO, "curl_easy_init failed");
+    }
+    snprintf(c->base, sizeof c->base, "%s", base_url);
+    while (n > 0 && c->base[n - 1] == '/')
+        c->base[--n] = '\0';
+    *out = c;
+    return GT_OK;
+}
+
+void gc_close(gc_client *c)
+{
+    if (!c)
+        return;
+    curl_easy_cleanup(c->curl);
+    free(c);
+}
+
+void gc_response_free(gc_response *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    gc_response *r = arg;
+    size_t bytes = size * n;
+    char *p = realloc(r->body, r->len + bytes + 1);
+    if (!p)
+        return 0;              /* curl reports a write error */
+    r->body = p;
+    memcpy(r->body + r->len, data, bytes);
+    r->len += bytes;
+    r->body[r->len] = '\0';
+    return bytes;
+}
+
+static void header_value(const char *line, size_t len, const char *name, char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    if (len <= nl + 1 || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return;
+    const char *v = line + nl + 1;
+    size_t vl = len - nl - 1;
+    while (vl && (*v == ' ' || *v == '\t'))
+        v++, vl--;
+    while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
+        vl--;
+    if (vl >= cap)
+        vl = cap - 1;
+    memcpy(out, v, vl);
+    out[vl] = '\0';
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+    gc_response *r = arg;
+    size_t len = size * n;
+    header_value(data, len, "Content-Type", r->content_type, sizeof r->content_type);
+    header_value(data, len, "X-Checksum-SHA256", r->checksum, sizeof r->checksum);
+    return len;
+}
+
+int gc_request(gc_client *c, const char *method, const char *path, const char *content_type,
+               const void *body, size_t len, const char *const *headers, gc_response *out,
+               gt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    char url[2048];
+    snprintf(url, sizeof url, "%s%s", c->base, path);
+    struct curl_slist *hl = NULL;
+    char ct[160];
+    if (content_type) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
+        hl = curl_slist_append(hl, ct);
+    }
+    hl = curl_slist_append(hl, "Expect:");
+    for (int i = 0; headers && headers[i]; i++)
+        hl = curl_slist_append(hl, headers[i]);
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    } else if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(hl);
+    if (cc != CURLE_OK) {
+        gc_response_free(out);
+        return gt_error_set(err, GT_EIO, "%s %s: %s", method, url, curl_easy_strerror(cc));
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+    if (!out->body) {
+        out->body = calloc(1, 1);
+        if (!out->body)
+            return gt_error_set(err, GT_ENOMEM, "out of memory");
+    }
+    return GT_OK;
+}
+
+int gc_check(const gc_response *r, gt_error *err)
+{
+    if (r->status >= 200 && r->status < 300)
+        return GT_OK;
+    int code = r->status == 404 ? GT_ENOTFOUND : r->status >= 500 ? GT_EIO : GT_EINVAL;
+    json_t *j = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    const char *ec = json_string_value(json_object_get(e, "code"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    const char *field = json_string_value(json_object_get(e, "field"));
+    if (ec && msg)
+        gt_error_set(err, code, "HTTP %ld %s: %s%s%s%s", r->status, ec, msg,
+                     field && *field ? " (field " : "", field && *field ? field : "",
+                     field && *field ? ")" : "");
+    else
+        gt_error_set(err, code, "HTTP %ld", r->status);
+    json_decref(j);
+    return code;
+}
+
+/* A JSON call: request, status check, parse. */
+static int call_json(gc_client *c, const char *method, const char *path, const char *body,
+                     const char *const *headers, json_t **out, gt_error *err)
+{
+    gc_response r;
+    int rc = gc_request(c, method, path, body ? "application/json" : NULL, body,
+                        body ? strlen(body) : 0, headers, &r, err);
+    if (rc)
+        return rc;
+    if ((rc = gc_check(&r, err))) {
+        gc_response_free(&r);
+        return rc;
+    }
+    json_error_t jerr;
+    json_t *j = json_loadb(r.body, r.len, 0, &jerr);
+    gc_response_free(&r);
+    if (!j)
+        return gt_error_set(err, GT_EFORMAT, "%s %s: reply is not JSON: %s", method, path,
+                            jerr.text);
+    if (out)
+        *out = j;
+    else
+        json_decref(j);
+    return GT_OK;
+}
+
+int gc_submit_run(gc_client *c, const char *config_json, const char *idempotency_key,
+                  json_t **out, gt_error *err)
+{
+    char key[320];
+    const char *headers[2] = {NULL, NULL};
+    if (idempotency_key) {
+        snprintf(key, sizeof key, "Idempotency-Key: %s", idempotency_key);
+        headers[0] = key;
+    }
+    return call_json(c, "POST", "/v1/runs", config_json, headers, out, err);
+}
+
+int gc_get_run(gc_client *c, long long id, json_t **out, gt_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/runs/%lld", id);
+    return call_json(c, "GET", path, NULL, NULL, out, err);
+}
+
+int gc_list_runs(gc_client *c, const char *status, const char *cursor, int limit, json_t **out,
+                 gt_error *err)
+{
+    char path[512];
+    int n = snprintf(path, sizeof path, "/v1/runs?limit=%d", limit > 0 ? limit : 20);
+    if (status)
+        n += snprintf(path + n, sizeof path - (size_t)n, "&status=%s", status);
+    if (cursor)
+        snprintf(path + n, sizeof path - (size_t)n, "&cursor=%s", cursor);
+    return call_json(c, "GET", path, NULL, NULL, out, err);
+}
+
+int gc_cancel_run(gc_client *c, long long id, json_t **out, gt_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/runs/%lld/cancel", id);
+    return call_json(c, "POST", path, NULL, NULL, out, err);
+}
+
+int gc_sample(gc_client *c, long long id, const char *body_json, const char *accept,
+              gc_response *out, gt_error *err)
+{
+    char path[64], acc[128];
+    snprintf(path, sizeof path, "/v1/runs/%lld/samples", id);
+    snprintf(acc, sizeof acc, "Accept: %s", accept ? accept : GC_ACCEPT_JSON);
+    const char *headers[] = {acc, NULL};
+    int rc = gc_request(c, "POST", path, "application/json", body_json, strlen(body_json),
+                        headers, out, err);
+    if (rc)
+        return rc;
+    if ((rc = gc_check(out, err)))
+        gc_response_free(out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Server-Sent Events
+ * ------------------------------------------------------------------------- */
+
+typedef struct sse_parser {
+    gc_event_fn fn;
+    void *user;
+    char *line;                /* partial line                               */
+    size_t len, cap;
+    long long id;
+    char event[64];
+    char *data;                /* data lines of the current event            */
+    size_t dlen, dcap;
+    int stopped;
+    long status;
+    char *errbody;             /* body of a non-200 reply                    */
+    size_t elen;
+} sse_parser;
+
+static int grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    char *p = realloc(*buf, c);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
+static void sse_line(sse_parser *p, char *line)
+{
+    if (line[0] == '\0') {     /* blank line: dispatch */
+        if (p->dlen || p->event[0]) {
+            if (p->fn(p->user, p->id, p->event[0] ? p->event : "message", p->data ? p->data : ""))
+                p->stopped = 1;
+        }
+        p->dlen = 0;
+        if (p->data)
+            p->data[0] = '\0';
+        p->event[0] = '\0';
+        return;
+    }
+    if (line[0] == ':')
+        return;                /* comment (keep-alive) */
+    char *colon = strchr(line, ':');
+    const char *value = "";
+    if (colon) {
+        *colon = '\0';
+        value = colon + 1;
+        if (*value == ' ')
+            value++;
+    }
+    if (strcmp(line, "id") == 0) {
+        p->id = strtoll(value, NULL, 10);
+    } else if (strcmp(line, "event") == 0) {
+        snprintf(p->event, sizeof p->event, "%s", value);
+    } else if (strcmp(line, "data") == 0) {
+        size_t vl = strlen(value);
+        if (grow(&p->data, &p->dcap, p->dlen + vl + 2) == 0) {
+            if (p->dlen)
+                p->data[p->dlen++] = '\n';
+            memcpy(p->data + p->dlen, value, vl);
+            p->dlen += vl;
+            p->data[p->dlen] = '\0';
+        }
+    }
+}
+
+static size_t on_sse(char *data, size_t size, size_t n, void *arg)
+{
+    sse_parser *p = arg;
+    size_t bytes = size * n;
+    if (p->status != 200) {
+        /* An error reply: keep its JSON body for gc_check. */
+        char *e = realloc(p->errbody, p->elen + bytes + 1);
+        if (!e)
+            return 0;
+        p->errbody = e;
+        memcpy(p->errbody + p->elen, data, bytes);
+        p->elen += bytes;
+        p->errbody[p->elen] = '\0';
+        return bytes;
+    }
+    for (size_t i = 0; i < bytes && !p->stopped; i++) {
+        char ch = data[i];
+        if (ch == '\n') {
+            if (p->len && p->line[p->len - 1] == '\r')
+                p->len--;
+            if (grow(&p->line, &p->cap, p->len + 1))
+                return 0;
+            p->line[p->len] = '\0';
+            sse_line(p, p->line);
+            p->len = 0;
+        } else {
+            if (grow(&p->line, &p->cap, p->len + 2))
+                return 0;
+            p->line[p->len++] = ch;
+        }
+    }
+    return p->stopped ? 0 : bytes;  /* 0 aborts the transfer */
+}
+
+static size_t on_sse_header(char *data, size_t size, size_t n, void *arg)
+{
+    sse_parser *p = arg;
+    size_t len = size * n;
+    if (len > 9 && strncmp(data, "HTTP/", 5) == 0) {
+        const char *sp = memchr(data, ' ', len);
+        if (sp)
+            p->status = strtol(sp + 1, NULL, 10);
+    }
+    return len;
+}
+
+int gc_watch_events(gc_client *c, long long id, long long last_event_id, gc_event_fn fn,
+                    void *user, gt_error *err)
+{
+    char url[700], last[64];
+    snprintf(url, sizeof url, "%s/v1/runs/%lld/events", c->base, id);
+    snprintf(last, sizeof last, "Last-Event-ID: %lld", last_event_id);
+    struct curl_slist *hl = curl_slist_append(NULL, "Accept: text/event-stream");
+    if (last_event_id > 0)
+        hl = curl_slist_append(hl, last);
+    sse_parser p = {.fn = fn, .user = user};
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_sse);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &p);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_sse_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &p);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(hl);
+    int rc = GT_OK;
+    if (p.status != 200 && p.status != 0) {
+        gc_response r = {.status = p.status, .body = p.errbody, .len = p.elen};
+        rc = gc_check(&r, err);
+    } else if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && p.stopped)) {
+        rc = gt_error_set(err, GT_EIO, "GET %s: %s", url, curl_easy_strerror(cc));
+    }
+    free(p.line);
+    free(p.data);
+    free(p.errbody);
+    return rc;
+}

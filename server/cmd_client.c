@@ -1,0 +1,325 @@
+/* Client subcommands of a running service, on api/client:
+ *
+ *   giant submit CONFIG.json [--key K]     queue a run, print its id
+ *   giant runs [--status S] [--limit N]    list runs, newest first
+ *   giant watch ID                         live progress until the run ends
+ *   giant sample --server URL --run ID ... -o OUT.h5   showers over HTTP
+ *
+ * Each takes --server URL (default http://127.0.0.1:8080, env
+ * GIANT_SERVER). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "giant_client.h"
+
+#define DEFAULT_SERVER "http://127.0.0.1:8080"
+
+static const char *default_server(void)
+{
+    const char *s = getenv("GIANT_SERVER");
+    return s && *s ? s : DEFAULT_SERVER;
+}
+
+static char *read_file(const char *path, gt_error *err)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        gt_error_set(err, GT_EIO, "cannot open %s", path);
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *p = realloc(buf, cap * 2);
+            if (!p) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    if (!buf) {
+        gt_error_set(err, GT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static long long parse_run_id(const char *s)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    return *end || v <= 0 ? 0 : v;
+}
+
+/* ---------------------------------------------------------------------------
+ * giant submit
+ * ------------------------------------------------------------------------- */
+
+int cmd_submit(int argc, char **argv)
+{
+    const char *server = default_server(), *key = NULL;
+    static const struct option opts[] = {{"server", required_argument, 0, 's'},
+                                         {"key", required_argument, 0, 'k'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': server = optarg; break;
+        case 'k': key = optarg; break;
+        case 'h':
+            printf("usage: giant submit CONFIG.json [--key IDEMPOTENCY_KEY] [--server URL]\n\n"
+                   "Queues a training run on the service and prints its id.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "usage: giant submit CONFIG.json [--key K] [--server URL]\n");
+        return 2;
+    }
+    gt_error err = {0};
+    gc_client *c = NULL;
+    json_t *run = NULL;
+    char *text = read_file(argv[optind], &err);
+    int status = 1;
+    if (text && gc_open(&c, server, &err) == GT_OK &&
+        gc_submit_run(c, text, key, &run, &err) == GT_OK) {
+        printf("%lld\n", (long long)json_integer_value(json_object_get(run, "id")));
+        fprintf(stderr, "run %lld %s\n", (long long)json_integer_value(json_object_get(run, "id")),
+                json_string_value(json_object_get(run, "status")));
+        status = 0;
+    } else {
+        fprintf(stderr, "giant submit: %s\n", err.message);
+    }
+    json_decref(run);
+    gc_close(c);
+    free(text);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------
+ * giant runs
+ * ------------------------------------------------------------------------- */
+
+int cmd_runs(int argc, char **argv)
+{
+    const char *server = default_server(), *status_filter = NULL;
+    int limit = 20;
+    static const struct option opts[] = {{"server", required_argument, 0, 's'},
+                                         {"status", required_argument, 0, 't'},
+                                         {"limit", required_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': server = optarg; break;
+        case 't': status_filter = optarg; break;
+        case 'n': limit = atoi(optarg); break;
+        case 'h':
+            printf("usage: giant runs [--status S] [--limit N] [--server URL]\n\n"
+                   "Lists runs, newest first.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (optind != argc || limit < 1 || limit > 100) {
+        fprintf(stderr, "usage: giant runs [--status S] [--limit 1..100] [--server URL]\n");
+        return 2;
+    }
+    gt_error err = {0};
+    gc_client *c = NULL;
+    json_t *page = NULL;
+    if (gc_open(&c, server, &err) || gc_list_runs(c, status_filter, NULL, limit, &page, &err)) {
+        fprintf(stderr, "giant runs: %s\n", err.message);
+        gc_close(c);
+        return 1;
+    }
+    printf("%-6s %-10s %-7s %-6s %-24s %s\n", "ID", "STATUS", "DEVICE", "DONE", "CREATED", "NAME");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(page, "items"), i, r) {
+        const char *dev = json_string_value(json_object_get(r, "device"));
+        double frac = json_number_value(json_object_get(json_object_get(r, "progress"), "fraction"));
+        printf("%-6lld %-10s %-7s %5.1f%% %-24s %s\n",
+               (long long)json_integer_value(json_object_get(r, "id")),
+               json_string_value(json_object_get(r, "status")), dev ? dev : "-", 100 * frac,
+               json_string_value(json_object_get(r, "created_at")),
+               json_string_value(json_object_get(r, "name")) ? json_string_value(json_object_get(r, "name")) : "");
+    }
+    json_decref(page);
+    gc_close(c);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * giant watch
+ * ------------------------------------------------------------------------- */
+
+typedef struct watch_state {
+    char final[16];
+    char error[512];
+} watch_state;
+
+static int on_event(void *user, long long id, const char *event, const char *data)
+{
+    (void)id;
+    watch_state *w = user;
+    json_t *j = json_loads(data, 0, NULL);
+    if (strcmp(event, "metric") == 0) {
+        fprintf(stderr, "%-6s step %6lld  loss %.5f  grad_norm %.3f  lr %.3g\n",
+                json_string_value(json_object_get(j, "stage")),
+                (long long)json_integer_value(json_object_get(j, "step")),
+                json_number_value(json_object_get(j, "loss")),
+                json_number_value(json_object_get(j, "grad_norm")),
+                json_number_value(json_object_get(j, "lr")));
+    } else if (strcmp(event, "val_loss") == 0) {
+        fprintf(stderr, "%-6s step %6lld  validation loss (fp32) %.6f\n",
+                json_string_value(json_object_get(j, "stage")),
+                (long long)json_integer_value(json_object_get(j, "step")),
+                json_number_value(json_object_get(j, "val_loss")));
+    } else if (strcmp(event, "checkpoint") == 0) {
+        fprintf(stderr, "%-6s step %6lld  checkpoint%s\n",
+                json_string_value(json_object_get(j, "stage")),
+                (long long)json_integer_value(json_object_get(j, "step")),
+                json_is_true(json_object_get(j, "best")) ? " (best)" : "");
+    } else if (strcmp(event, "status") == 0) {
+        const char *st = json_string_value(json_object_get(j, "status"));
+        const char *e = json_string_value(json_object_get(j, "error"));
+        fprintf(stderr, "status %s%s%s\n", st ? st : "?", e ? ": " : "", e ? e : "");
+        snprintf(w->final, sizeof w->final, "%s", st ? st : "");
+        snprintf(w->error, sizeof w->error, "%s", e ? e : "");
+    }
+    json_decref(j);
+    return 0;
+}
+
+int cmd_watch(int argc, char **argv)
+{
+    const char *server = default_server();
+    static const struct option opts[] = {{"server", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': server = optarg; break;
+        case 'h':
+            printf("usage: giant watch RUN_ID [--server URL]\n\n"
+                   "Prints a run's progress live until it ends; exits 0 when it succeeded.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    long long id = optind + 1 == argc ? parse_run_id(argv[optind]) : 0;
+    if (!id) {
+        fprintf(stderr, "usage: giant watch RUN_ID [--server URL]\n");
+        return 2;
+    }
+    gt_error err = {0};
+    gc_client *c = NULL;
+    watch_state w = {"", ""};
+    if (gc_open(&c, server, &err) || gc_watch_events(c, id, 0, on_event, &w, &err)) {
+        fprintf(stderr, "giant watch: %s\n", err.message);
+        gc_close(c);
+        return 1;
+    }
+    gc_close(c);
+    return strcmp(w.final, "succeeded") == 0 ? 0 : 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * giant sample --server
+ * ------------------------------------------------------------------------- */
+
+int cmd_sample_remote(int argc, char **argv)
+{
+    const char *server = default_server(), *out_path = NULL, *energy = "log-uniform";
+    long long n = 0, run = 0, steps = 0;
+    unsigned long long seed = 1;
+    double emin = 1e3, emax = 1e6;
+    static const struct option opts[] = {
+        {"server", required_argument, 0, 'S'}, {"n", required_argument, 0, 'n'},
+        {"out", required_argument, 0, 'o'},    {"run", required_argument, 0, 'r'},
+        {"seed", required_argument, 0, 's'},   {"energy", required_argument, 0, 'E'},
+        {"emin", required_argument, 0, 'a'},   {"emax", required_argument, 0, 'b'},
+        {"steps", required_argument, 0, 'k'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "n:o:h", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (o) {
+        case 'S': server = optarg; break;
+        case 'n': n = strtoll(optarg, &end, 10); break;
+        case 'o': out_path = optarg; break;
+        case 'r': run = strtoll(optarg, &end, 10); break;
+        case 's': seed = strtoull(optarg, &end, 10); break;
+        case 'E': energy = optarg; break;
+        case 'a': emin = strtod(optarg, &end); break;
+        case 'b': emax = strtod(optarg, &end); break;
+        case 'k': steps = strtoll(optarg, &end, 10); break;
+        case 'h':
+            printf("usage: giant sample --server URL --run ID --n N -o OUT.h5 [--seed S]\n"
+                   "       [--energy MODE] [--emin MEV] [--emax MEV] [--steps K]\n\n"
+                   "Asks a running service for N showers of a run (its best checkpoints)\n"
+                   "and writes the CaloChallenge HDF5 file it returns.\n");
+            return 0;
+        default: return 2;
+        }
+        if (end && *end) {
+            fprintf(stderr, "giant sample: bad number '%s'\n", optarg);
+            return 2;
+        }
+    }
+    if (n <= 0 || run <= 0 || !out_path || steps < 0 || optind != argc) {
+        fprintf(stderr, "usage: giant sample --server URL --run ID --n N -o OUT.h5 [options]\n");
+        return 2;
+    }
+    json_t *body = json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "count", (json_int_t)n, "seed",
+                             (json_int_t)seed, "energy", "dist", energy, "min_mev", emin,
+                             "max_mev", emax);
+    if (steps > 0)
+        json_object_set_new(body, "steps", json_integer(steps));
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    gt_error err = {0};
+    gc_client *c = NULL;
+    gc_response r = {0};
+    int status = 1;
+    if (!text || gc_open(&c, server, &err) ||
+        gc_sample(c, run, text, GC_ACCEPT_HDF5, &r, &err)) {
+        fprintf(stderr, "giant sample: %s\n", text ? err.message : "out of memory");
+    } else {
+        FILE *f = fopen(out_path, "wb");
+        if (!f || fwrite(r.body, 1, r.len, f) != r.len) {
+            fprintf(stderr, "giant sample: cannot write %s\n", out_path);
+        } else {
+            fprintf(stderr, "wrote %lld showers of run %lld to %s (%zu bytes)\n", n, run,
+                    out_path, r.len);
+            status = 0;
+        }
+        if (f && fclose(f) != 0)
+            status = 1;
+    }
+    gc_response_free(&r);
+    gc_close(c);
+    free(text);
+    return status;
+}

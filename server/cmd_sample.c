@@ -1,0 +1,175 @@
+/* giant sample: write generated showers of a trained run to a CaloChallenge
+ * HDF5 file (incident_energies (N,1), showers (N,V), MeV). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "calo_h5.h"
+#include "commands.h"
+#include "model_config.h"
+#include "model_run.h"
+#include "model_sampler.h"
+#include "runs.h"
+#include "store.h"
+#include "synth.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: giant sample --n N -o OUT.h5 [options]\n\n"
+            "Generates N showers from the best checkpoints of a run (the most recent run\n"
+            "that succeeded unless --run is given) and writes a CaloChallenge HDF5 file.\n\n"
+            "options:\n"
+            "  --run ID          run to sample from\n"
+            "  --seed S          seed of the energies and the noise (default 1)\n"
+            "  --energy MODE     log-uniform (default), discrete or fixed\n"
+            "  --emin MEV        lowest incident energy (default 1000)\n"
+            "  --emax MEV        highest incident energy (default 1000000)\n"
+            "  --steps K         sampler steps (default: the run's sample.steps)\n"
+            "  --batch B         showers per device pass (default 1024)\n"
+            "  --device SPEC     cpu, cuda:N or auto (default: the run's train.device)\n"
+            "  --db FILE         database (default giant.db, env GIANT_DB)\n"
+            "  --server URL      ask a running service instead (giant sample --server URL --help)\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cmd_sample(int argc, char **argv)
+{
+    /* With --server the showers come from a running service instead. */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
+            return cmd_sample_remote(argc, argv);
+    const char *db_path = getenv("GIANT_DB") ? getenv("GIANT_DB") : "giant.db";
+    const char *out_path = NULL, *device = NULL, *energy = "log-uniform";
+    long long n = 0, run = 0, steps = 0, batch = 1024;
+    unsigned long long seed = 1;
+    double emin = 1e3, emax = 1e6;
+    static const struct option opts[] = {
+        {"n", required_argument, 0, 'n'},      {"out", required_argument, 0, 'o'},
+        {"run", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
+        {"energy", required_argument, 0, 'E'}, {"emin", required_argument, 0, 'a'},
+        {"emax", required_argument, 0, 'b'},   {"steps", required_argument, 0, 'k'},
+        {"batch", required_argument, 0, 'B'},  {"device", required_argument, 0, 'x'},
+        {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "n:o:h", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (o) {
+        case 'n': n = strtoll(optarg, &end, 10); break;
+        case 'o': out_path = optarg; break;
+        case 'r': run = strtoll(optarg, &end, 10); break;
+        case 's': seed = strtoull(optarg, &end, 10); break;
+        case 'E': energy = optarg; break;
+        case 'a': emin = strtod(optarg, &end); break;
+        case 'b': emax = strtod(optarg, &end); break;
+        case 'k': steps = strtoll(optarg, &end, 10); break;
+        case 'B': batch = strtoll(optarg, &end, 10); break;
+        case 'x': device = optarg; break;
+        case 'd': db_path = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (end && *end) {
+            fprintf(stderr, "giant sample: bad number '%s'\n", optarg);
+            return 2;
+        }
+    }
+    if (n <= 0 || !out_path || batch < 4 || batch > (1 << 20) || steps < 0 || steps > 10000 ||
+        optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+
+    gt_error err = {0};
+    char field[128] = "";
+    store *db = NULL;
+    nn_backend *b = NULL;
+    model_sampler *smp = NULL;
+    char *config_text = NULL;
+    void *ck1 = NULL, *ck2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    float *e_inc = NULL, *showers = NULL;
+    calo_h5_writer w;
+    int writer_open = 0, status = 1;
+    model_config cfg;
+    synth_config sc;
+    synth_config_default(&sc);
+    sc.seed = seed;
+    sc.e_min_mev = emin;
+    sc.e_max_mev = emax;
+
+    store_migration list[STORE_MAX_MIGRATIONS];
+    int nmig = 0;
+    if (synth_parse_energy_mode(energy, &sc.energy_mode, &err) || synth_config_check(&sc, &err) ||
+        store_builtin_migrations(list, &nmig, &err) || store_open(&db, db_path, &err) ||
+        store_migrate(db, list, nmig, NULL, &err))
+        goto out;
+    if (!run) {
+        int64_t id;
+        if (runs_latest_succeeded(db, &id, &err))
+            goto out;
+        run = id;
+    }
+    if (runs_get(db, run, &config_text, NULL, &err) ||
+        model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field, &err) ||
+        runs_load_checkpoint(db, run, 1, 1, &ck1, &l1, NULL, &err) ||
+        runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, &err))
+        goto out;
+    if (device)
+        snprintf(cfg.device, sizeof cfg.device, "%s", device);
+    if (model_open_backend(&cfg, &b, &err) ||
+        model_sampler_open(b, &cfg, ck1, l1, ck2, l2, (int)batch, &smp, &err))
+        goto out;
+    const int V = model_sampler_voxels(smp);
+    e_inc = malloc((size_t)batch * sizeof(float));
+    showers = malloc((size_t)batch * V * sizeof(float));
+    if (!e_inc || !showers) {
+        gt_error_set(&err, GT_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (calo_h5_create(&w, out_path, V, 0, 4, &err))
+        goto out;
+    writer_open = 1;
+    double t0 = now_s();
+    for (long long first = 0; first < n; first += batch) {
+        long long m = n - first < batch ? n - first : batch;
+        /* Energies and noise of shower i depend only on (seed, i): the file
+         * is the same whatever --batch is. */
+        model_sample_request rq = {e_inc, m, seed, first, showers, NULL};
+        if (synth_draw_energies(&sc, first, m, e_inc, &err) ||
+            model_sampler_run(smp, &rq, 1, (int)steps, &err) ||
+            calo_h5_append(&w, e_inc, showers, m, &err))
+            goto out;
+    }
+    double dt = now_s() - t0;
+    writer_open = 0;
+    if (calo_h5_finish(&w, &err))
+        goto out;
+    fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", n,
+            run, out_path, dt, (double)n / dt, b->name);
+    status = 0;
+out:
+    if (writer_open)
+        calo_h5_finish(&w, NULL);
+    if (status)
+        fprintf(stderr, "giant sample: %s\n", err.message);
+    free(e_inc);
+    free(showers);
+    free(ck1);
+    free(ck2);
+    free(config_text);
+    model_sampler_close(smp);
+    nn_backend_close(b);
+    store_close(db, NULL);
+    return status;
+}

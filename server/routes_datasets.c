@@ -1,0 +1,347 @@
+/* routes_datasets: /v1/datasets.  Registering a file reads its header here
+ * (fast); a synthetic dataset is only queued: the datasets worker makes it.
+ * Contracts: api/openapi.json. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "app.h"
+#include "calo_h5.h"
+#include "datasets.h"
+#include "geo.h"
+#include "model_data.h"
+#include "routes_runs.h"
+#include "synth.h"
+
+#define DATASET_COLUMNS                                                                     \
+    "id, name, kind, geometry, path, spec, n_showers, n_voxels, size_bytes, status, progress," \
+    " error, e_min_mev, e_max_mev, created_at"
+
+static json_t *col(sqlite3_stmt *st, int i)
+{
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
+    case SQLITE_TEXT: return json_string((const char *)sqlite3_column_text(st, i));
+    default: return json_null();
+    }
+}
+
+static json_t *dataset_row(sqlite3_stmt *st)
+{
+    json_t *spec = json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o},"
+                     " s:o}",
+                     "id", col(st, 0), "name", col(st, 1), "kind", col(st, 2), "geometry",
+                     col(st, 3), "path", col(st, 4), "spec", spec ? spec : json_object(),
+                     "n_showers", col(st, 6), "n_voxels", col(st, 7), "size_bytes", col(st, 8),
+                     "status", col(st, 9), "progress", col(st, 10), "error", col(st, 11),
+                     "energy_range_mev", "min", col(st, 12), "max", col(st, 13), "created_at",
+                     col(st, 14));
+}
+
+static void reply_dataset(http_request *req, app *a, int64_t id, unsigned status)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(a->db), "SELECT " DATASET_COLUMNS " FROM datasets WHERE id = ?",
+                           -1, &st, NULL) != SQLITE_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", sqlite3_errmsg(store_db(a->db)));
+        return;
+    }
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        http_reply_json(req, status, dataset_row(st));
+    else
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "dataset %lld does not exist",
+                         (long long)id);
+    sqlite3_finalize(st);
+}
+
+/* Names become file names: letters, digits, '-', '_', '.', no leading dot. */
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 100 || s[0] == '.')
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+static int insert(http_request *req, app *a, const char *name, const char *kind,
+                  const char *geometry, const char *path, const char *spec, long long n,
+                  int voxels, long long size, const char *status, double emin, double emax,
+                  int64_t *id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(a->db),
+                           "INSERT INTO datasets (name, kind, geometry, path, spec, n_showers,"
+                           " n_voxels, size_bytes, status, progress, e_min_mev, e_max_mev)"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", sqlite3_errmsg(store_db(a->db)));
+        return 0;
+    }
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, geometry, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, spec, -1, SQLITE_STATIC);
+    if (n >= 0)
+        sqlite3_bind_int64(st, 6, n);
+    else
+        sqlite3_bind_null(st, 6);
+    if (voxels > 0)
+        sqlite3_bind_int(st, 7, voxels);
+    else
+        sqlite3_bind_null(st, 7);
+    if (size >= 0)
+        sqlite3_bind_int64(st, 8, size);
+    else
+        sqlite3_bind_null(st, 8);
+    sqlite3_bind_text(st, 9, status, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 10, strcmp(status, "ready") == 0 ? 1.0 : 0.0);
+    if (emin > 0 && emax >= emin) {
+        sqlite3_bind_double(st, 11, emin);
+        sqlite3_bind_double(st, 12, emax);
+    } else {
+        sqlite3_bind_null(st, 11);
+        sqlite3_bind_null(st, 12);
+    }
+    int r = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (r != SQLITE_DONE) {
+        if (sqlite3_extended_errcode(store_db(a->db)) == SQLITE_CONSTRAINT_UNIQUE)
+            http_reply_error(req, 409, HTTP_E_CONFLICT, "name", "a dataset named '%s' exists",
+                             name);
+        else
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s",
+                             sqlite3_errmsg(store_db(a->db)));
+        return 0;
+    }
+    *id = sqlite3_last_insert_rowid(store_db(a->db));
+    return 1;
+}
+
+static void register_file(http_request *req, app *a, const char *name, const char *path,
+                          const char *geometry)
+{
+    /* The file must resolve (symlinks included) to a place inside the data
+     * directory: "../x.h5" or a link out of it is refused. */
+    char root[PATH_MAX], full[PATH_MAX * 2], real[PATH_MAX];
+    if (!realpath(a->cfg.data_dir, root)) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "data directory: %s", strerror(errno));
+        return;
+    }
+    snprintf(full, sizeof full, "%s/%s", root, path);
+    if (path[0] == '/' || !realpath(full, real)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "path",
+                         "path must name an existing file inside the data directory");
+        return;
+    }
+    size_t rl = strlen(root);
+    if (strncmp(real, root, rl) != 0 || real[rl] != '/') {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "path",
+                         "path escapes the data directory");
+        return;
+    }
+    geo_geometry geo;
+    gt_error err = {0};
+    if (model_geometry_load(geometry, &geo, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry", "%s", err.message);
+        return;
+    }
+    calo_h5_reader r;
+    if (calo_h5_open(&r, real, &geo, &err) != GT_OK) {
+        geo_free(&geo);
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
+        return;
+    }
+    long long n = r.n_rows;
+    int voxels = r.n_voxels;
+    /* The energy range: one float per shower, read in blocks. */
+    double emin = 0, emax = 0;
+    float block[4096];
+    for (long long first = 0; first < n; first += 4096) {
+        long long m = n - first < 4096 ? n - first : 4096;
+        if (calo_h5_read_rows(&r, first, m, block, NULL, &err) != GT_OK) {
+            calo_h5_close(&r);
+            geo_free(&geo);
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
+            return;
+        }
+        for (long long i = 0; i < m; i++) {
+            if (first + i == 0 || block[i] < emin)
+                emin = block[i];
+            if (first + i == 0 || block[i] > emax)
+                emax = block[i];
+        }
+    }
+    calo_h5_close(&r);
+    geo_free(&geo);
+    struct stat stt;
+    long long size = stat(real, &stt) == 0 ? (long long)stt.st_size : -1;
+    int64_t id;
+    if (insert(req, a, name, "file", geometry, real + rl + 1, "{}", n, voxels, size, "ready",
+               emin, emax, &id))
+        reply_dataset(req, a, id, 201);
+}
+
+static void queue_synthetic(http_request *req, app *a, const char *name, json_t *syn)
+{
+    const char *geometry = "dataset_2", *particle = NULL, *dist = "log-uniform";
+    json_int_t n = 0, seed = 1;
+    double emin = 1e3, emax = 1e6;
+    json_error_t jerr;
+    if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?{s?s, s?F, s?F}}",
+                       "geometry", &geometry, "particle", &particle, "n", &n, "seed", &seed,
+                       "energy", "dist", &dist, "min_mev", &emin, "max_mev", &emax) != 0) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic", "%s", jerr.text);
+        return;
+    }
+    if (n < 1 || n > 10000000) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.n", "n must be 1 to 10000000");
+        return;
+    }
+    if (seed < 0) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.seed",
+                         "seed must be non-negative");
+        return;
+    }
+    synth_config sc;
+    synth_config_default(&sc);
+    gt_error err = {0};
+    sc.e_min_mev = emin;
+    sc.e_max_mev = emax;
+    if (synth_parse_energy_mode(dist, &sc.energy_mode, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.energy.dist", "%s", err.message);
+        return;
+    }
+    if (synth_config_check(&sc, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.energy", "%s", err.message);
+        return;
+    }
+    synth_particle p;
+    if (particle && synth_parse_particle(particle, &p, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.particle", "%s", err.message);
+        return;
+    }
+    geo_geometry geo;
+    if (model_geometry_load(geometry, &geo, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.geometry", "%s", err.message);
+        return;
+    }
+    geo_free(&geo);
+    json_t *spec = json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "n", n, "seed", seed, "energy",
+                             "dist", dist, "min_mev", emin, "max_mev", emax);
+    if (particle)
+        json_object_set_new(spec, "particle", json_string(particle));
+    char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(spec);
+    char path[160];
+    snprintf(path, sizeof path, "%s.h5", name);
+    int64_t id;
+    if (text && insert(req, a, name, "synthetic", geometry, path, text, -1, 0, -1, "pending",
+                       0, 0, &id)) {
+        datasets_kick(a->datasets);
+        reply_dataset(req, a, id, 202);
+    } else if (!text) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    }
+    free(text);
+}
+
+static void route_datasets_create(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    json_t *body = http_body_json(req);
+    if (!json_is_object(body)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
+        return;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (strcmp(key, "name") && strcmp(key, "path") && strcmp(key, "geometry") &&
+            strcmp(key, "synthetic")) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
+            return;
+        }
+    }
+    json_t *name = json_object_get(body, "name"), *path = json_object_get(body, "path");
+    json_t *geometry = json_object_get(body, "geometry"), *syn = json_object_get(body, "synthetic");
+    if (!json_is_string(name) || !name_ok(json_string_value(name))) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "name",
+                         "name must be 1 to 100 of [A-Za-z0-9._-], not starting with '.'");
+        return;
+    }
+    if ((path != NULL) == (syn != NULL)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "give either path or synthetic");
+        return;
+    }
+    if (path) {
+        if (!json_is_string(path) || json_string_length(path) == 0) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "path must be a string");
+            return;
+        }
+        if (geometry && !json_is_string(geometry)) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry", "geometry must be a string");
+            return;
+        }
+        register_file(req, a, json_string_value(name), json_string_value(path),
+                      geometry ? json_string_value(geometry) : "dataset_2");
+        return;
+    }
+    if (geometry || !json_is_object(syn)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, geometry ? "geometry" : "synthetic",
+                         "synthetic must be an object (geometry goes inside it)");
+        return;
+    }
+    queue_synthetic(req, a, json_string_value(name), syn);
+}
+
+static void route_datasets_list(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(a->db),
+                           "SELECT " DATASET_COLUMNS " FROM datasets ORDER BY id DESC LIMIT 1000",
+                           -1, &st, NULL) != SQLITE_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", sqlite3_errmsg(store_db(a->db)));
+        return;
+    }
+    json_t *items = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW)
+        json_array_append_new(items, dataset_row(st));
+    sqlite3_finalize(st);
+    http_reply_json(req, 200, json_pack("{s:o}", "items", items));
+}
+
+static void route_datasets_get(http_request *req, void *ctx)
+{
+    const char *s = http_param(req, "id");
+    char *end;
+    errno = 0;
+    long long id = strtoll(s, &end, 10);
+    if (errno || *end || id <= 0 || s[0] == '+' || s[0] == ' ') {
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "dataset '%s' does not exist", s);
+        return;
+    }
+    reply_dataset(req, ctx, id, 200);
+}
+
+int routes_datasets_register(http_router *r, gt_error *err)
+{
+    int rc;
+    if ((rc = http_router_add(r, "POST", "/v1/datasets", route_datasets_create, HTTP_JSON_BODY,
+                              err)) ||
+        (rc = http_router_add(r, "GET", "/v1/datasets", route_datasets_list, 0, err)) ||
+        (rc = http_router_add(r, "GET", "/v1/datasets/{id}", route_datasets_get, 0, err)))
+        return rc;
+    return GT_OK;
+}

@@ -1,0 +1,300 @@
+#include "sampling.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "model_config.h"
+#include "model_run.h"
+#include "model_sampler.h"
+#include "runs.h"
+
+#define SAMPLING_MAX_CACHE 64
+#define SAMPLING_MAX_BATCH_JOBS 256
+#define SAMPLING_DEVICE_ROWS 1024   /* rows per device pass */
+
+typedef struct cached {
+    int64_t run, version;
+    nn_backend *b;
+    model_sampler *smp;
+    unsigned long long used;   /* LRU clock */
+} cached;
+
+struct sampling {
+    store *db;
+    char device[32];
+    int cache_size, delay_ms;
+    cached cache[SAMPLING_MAX_CACHE];
+    unsigned long long clock;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sampling_job *head, *tail;
+    int stopping;
+    sampling_stats stats;
+};
+
+static void job_fail(sampling_job *j, int rc, const char *msg)
+{
+    j->rc = rc;
+    snprintf(j->message, sizeof j->message, "%s", msg);
+    j->done(j);
+}
+
+static void cache_drop(cached *c)
+{
+    model_sampler_close(c->smp);
+    nn_backend_close(c->b);
+    memset(c, 0, sizeof *c);
+}
+
+/* The run's sampler, loaded on first use; the least recently used one
+ * makes room. */
+static int cache_get(sampling *s, int64_t run, int64_t version, cached **out, gt_error *err)
+{
+    s->clock++;
+    int free_slot = -1, lru = 0;
+    for (int i = 0; i < s->cache_size; i++) {
+        if (s->cache[i].smp && s->cache[i].run == run) {
+            if (s->cache[i].version == version) {
+                s->cache[i].used = s->clock;
+                *out = &s->cache[i];
+                return GT_OK;
+            }
+            cache_drop(&s->cache[i]);      /* a better checkpoint since */
+        }
+        if (!s->cache[i].smp && free_slot < 0)
+            free_slot = i;
+        if (s->cache[i].used < s->cache[lru].used)
+            lru = i;
+    }
+    int slot = free_slot >= 0 ? free_slot : lru;
+    if (s->cache[slot].smp)
+        cache_drop(&s->cache[slot]);
+    char *config_text = NULL;
+    char field[128];
+    model_config cfg;
+    void *ck1 = NULL, *ck2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    nn_backend *b = NULL;
+    model_sampler *smp = NULL;
+    int rc;
+    if ((rc = runs_get(s->db, run, &config_text, NULL, err)) ||
+        (rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
+                                 err)) ||
+        (rc = runs_load_checkpoint(s->db, run, 1, 1, &ck1, &l1, NULL, err)) ||
+        (rc = runs_load_checkpoint(s->db, run, 2, 1, &ck2, &l2, NULL, err)))
+        goto out;
+    if (s->device[0])
+        snprintf(cfg.device, sizeof cfg.device, "%s", s->device);
+    if ((rc = model_open_backend(&cfg, &b, err)) ||
+        (rc = model_sampler_open(b, &cfg, ck1, l1, ck2, l2, SAMPLING_DEVICE_ROWS, &smp, err)))
+        goto out;
+    s->cache[slot] = (cached){run, version, b, smp, s->clock};
+    b = NULL;
+    smp = NULL;
+    *out = &s->cache[slot];
+    pthread_mutex_lock(&s->mu);
+    s->stats.loads++;
+    pthread_mutex_unlock(&s->mu);
+    log_msg(LOG_INFO, "sampler", "run=%lld loaded=1 slot=%d", (long long)run, slot);
+out:
+    model_sampler_close(smp);
+    nn_backend_close(b);
+    free(ck1);
+    free(ck2);
+    free(config_text);
+    return rc;
+}
+
+/* Takes the oldest job and every queued job with its run and steps
+ * (under mu). */
+static int take_batch(sampling *s, sampling_job **batch)
+{
+    int n = 0;
+    sampling_job *first = s->head;
+    sampling_job **link = &s->head;
+    s->tail = NULL;
+    for (sampling_job *j = s->head; j;) {
+        sampling_job *next = j->next;
+        if (n < SAMPLING_MAX_BATCH_JOBS && j->run == first->run && j->steps == first->steps &&
+            j->version == first->version) {
+            batch[n++] = j;
+            *link = next;
+            j->next = NULL;
+        } else {
+            link = &j->next;
+            s->tail = j;
+        }
+        j = next;
+    }
+    return n;
+}
+
+static void run_batch(sampling *s, sampling_job **batch, int n)
+{
+    gt_error err = {0};
+    cached *c = NULL;
+    if (cache_get(s, batch[0]->run, batch[0]->version, &c, &err) != GT_OK) {
+        for (int i = 0; i < n; i++)
+            job_fail(batch[i], err.code ? err.code : GT_EIO, err.message);
+        return;
+    }
+    int V = model_sampler_voxels(c->smp);
+    model_sample_request reqs[SAMPLING_MAX_BATCH_JOBS];
+    int m = 0;
+    int64_t rows = 0;
+    sampling_job *ok[SAMPLING_MAX_BATCH_JOBS];
+    for (int i = 0; i < n; i++) {
+        sampling_job *j = batch[i];
+        j->voxels = V;
+        j->showers = malloc((size_t)j->n * (size_t)V * sizeof(float));
+        if (!j->showers) {
+            job_fail(j, GT_ENOMEM, "out of memory for the showers");
+            continue;
+        }
+        reqs[m] = (model_sample_request){j->e_inc, j->n, j->seed, 0, j->showers, NULL};
+        ok[m++] = j;
+        rows += j->n;
+    }
+    if (m == 0)
+        return;
+    int rc = model_sampler_run(c->smp, reqs, m, ok[0]->steps, &err);
+    pthread_mutex_lock(&s->mu);
+    s->stats.batches++;
+    s->stats.requests += (unsigned long long)m;
+    if (rc == GT_OK)
+        s->stats.showers += (unsigned long long)rows;
+    pthread_mutex_unlock(&s->mu);
+    log_msg(LOG_DEBUG, "sampler", "run=%lld requests=%d showers=%lld rc=%d",
+            (long long)ok[0]->run, m, (long long)rows, rc);
+    for (int i = 0; i < m; i++) {
+        if (rc != GT_OK) {
+            free(ok[i]->showers);
+            ok[i]->showers = NULL;
+            job_fail(ok[i], rc, err.message);
+        } else {
+            ok[i]->rc = GT_OK;
+            ok[i]->done(ok[i]);
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    sampling *s = arg;
+    sampling_job *batch[SAMPLING_MAX_BATCH_JOBS];
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stopping)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stopping)
+            break;
+        /* Let concurrent requests join the batch for a few ms. */
+        if (s->delay_ms > 0) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += (long)s->delay_ms * 1000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            while (!s->stopping &&
+                   pthread_cond_timedwait(&s->cv, &s->mu, &until) != ETIMEDOUT)
+                ;
+            if (s->stopping)
+                break;
+        }
+        int n = take_batch(s, batch);
+        pthread_mutex_unlock(&s->mu);
+        run_batch(s, batch, n);
+        pthread_mutex_lock(&s->mu);
+    }
+    /* Stopping: fail whatever is still queued. */
+    sampling_job *j = s->head;
+    s->head = s->tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    while (j) {
+        sampling_job *next = j->next;
+        job_fail(j, GT_ECANCELLED, "the server is shutting down");
+        j = next;
+    }
+    return NULL;
+}
+
+int sampling_start(sampling **out, store *db, const char *device, int cache_size,
+                   int batch_delay_ms, gt_error *err)
+{
+    *out = NULL;
+    sampling *s = calloc(1, sizeof *s);
+    if (!s)
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    s->db = db;
+    snprintf(s->device, sizeof s->device, "%s", device ? device : "");
+    s->cache_size = cache_size < 1 ? 1 : cache_size > SAMPLING_MAX_CACHE ? SAMPLING_MAX_CACHE
+                                                                         : cache_size;
+    s->delay_ms = batch_delay_ms < 0 ? 0 : batch_delay_ms;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        free(s);
+        return gt_error_set(err, GT_EIO, "cannot start the sampling thread: %s",
+                            strerror(errno));
+    }
+    *out = s;
+    return GT_OK;
+}
+
+int sampling_submit(sampling *s, sampling_job *job, gt_error *err)
+{
+    if (!job || job->n <= 0 || !job->e_inc || !job->done)
+        return gt_error_set(err, GT_EINVAL, "sampling_submit: bad job");
+    job->next = NULL;
+    job->showers = NULL;
+    job->rc = GT_OK;
+    job->message[0] = '\0';
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return gt_error_set(err, GT_ECANCELLED, "the server is shutting down");
+    }
+    if (s->tail)
+        s->tail->next = job;
+    else
+        s->head = job;
+    s->tail = job;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return GT_OK;
+}
+
+void sampling_get_stats(sampling *s, sampling_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sampling_stop(sampling *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    for (int i = 0; i < s->cache_size; i++)
+        if (s->cache[i].smp)
+            cache_drop(&s->cache[i]);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}

@@ -1,0 +1,61 @@
+/* sampling: showers on demand from a run's best checkpoints.
+ *
+ * One worker thread owns the samplers.  A job (run, energies, seed, steps)
+ * is queued by an HTTP handler, which then suspends its connection; the
+ * worker takes the oldest job, waits up to batch_delay_ms for more jobs of
+ * the same run and steps, serves them all in one model_sampler_run call,
+ * and calls each job's done callback (which resumes its connection).
+ * Showers depend only on (seed, row) however jobs are batched.
+ *
+ * Loaded samplers are cached per run (least recently used out first), so a
+ * run's checkpoints are read and checked once.  Depends on runs, store, log
+ * and the engine's model_sampler. */
+#ifndef SAMPLING_H
+#define SAMPLING_H
+
+#include <stdint.h>
+
+#include "gt_error.h"
+#include "store.h"
+
+typedef struct sampling sampling;
+
+typedef struct sampling_job sampling_job;
+struct sampling_job {
+    /* in */
+    int64_t run;
+    int64_t version;       /* changes when the run's best checkpoints do:
+                              a cached sampler of another version is reloaded */
+    int64_t n;
+    float *e_inc;          /* [n], owned by the job's creator              */
+    uint64_t seed;
+    int steps;             /* <= 0: the run's sample.steps                  */
+    void (*done)(sampling_job *job);  /* called on the worker thread        */
+    void *user;
+    /* out */
+    float *showers;        /* [n, voxels], malloc'ed by the worker          */
+    int voxels;
+    int rc;                /* GT_OK or the failure                          */
+    char message[512];
+    sampling_job *next;    /* queue link (worker's)                         */
+};
+
+typedef struct sampling_stats {
+    unsigned long long requests, batches, showers, loads;
+} sampling_stats;
+
+/* db: a connection the worker reads checkpoints with.  device overrides
+ * each run's train.device when not NULL or "". */
+int sampling_start(sampling **out, store *db, const char *device, int cache_size,
+                   int batch_delay_ms, gt_error *err);
+
+/* Queues a job; job->done is called exactly once (also on stop). */
+int sampling_submit(sampling *s, sampling_job *job, gt_error *err);
+
+void sampling_get_stats(sampling *s, sampling_stats *out);
+
+/* Fails the queued jobs (GT_ECANCELLED), finishes the running batch, joins
+ * the worker and frees every sampler (NULL is fine). */
+void sampling_stop(sampling *s);
+
+#endif

@@ -1,0 +1,435 @@
+#include "sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "model_config.h"
+#include "model_run.h"
+#include "runs.h"
+
+/* ---------------------------------------------------------------------------
+ * One run, start to end: shared by the worker and `giant train`
+ * ------------------------------------------------------------------------- */
+
+typedef struct train_ctx {
+    store *db;
+    int64_t run;
+    const model_config *cfg;
+    const char *precision;
+    long long total;
+    const sched_observer *obs;
+    gt_error err;       /* first database failure, which stops training */
+    int failed;
+} train_ctx;
+
+static int hook_step(void *user, const model_step_report *r)
+{
+    train_ctx *c = user;
+    long long done = (r->stage == 2 ? c->cfg->steps1 : 0) + r->step;
+    if (runs_record_step(c->db, c->run, r, &c->err) ||
+        runs_set_progress(c->db, c->run, r->stage, r->step, done, c->total, &c->err)) {
+        c->failed = 1;
+        return 1;
+    }
+    if (c->obs && c->obs->on_step)
+        c->obs->on_step(c->obs->user, r, done, c->total);
+    return 0;
+}
+
+static int hook_validation(void *user, int stage, long long step, float val)
+{
+    train_ctx *c = user;
+    if (runs_record_validation(c->db, c->run, stage, step, val, c->cfg->val_size, &c->err)) {
+        c->failed = 1;
+        return 1;
+    }
+    if (c->obs && c->obs->on_validation)
+        c->obs->on_validation(c->obs->user, stage, step, val);
+    return 0;
+}
+
+static int hook_checkpoint(void *user, int stage, long long step, float val, const void *blob,
+                           size_t len)
+{
+    train_ctx *c = user;
+    if (runs_record_checkpoint(c->db, c->run, stage, step, val, c->precision, blob, len,
+                               c->cfg->keep_checkpoints, NULL, &c->err)) {
+        c->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int hook_stop(void *user)
+{
+    train_ctx *c = user;
+    return c->obs && c->obs->should_stop ? c->obs->should_stop(c->obs->user) : 0;
+}
+
+static void hook_phase(void *user, const char *phase)
+{
+    train_ctx *c = user;
+    if (c->obs && c->obs->on_phase)
+        c->obs->on_phase(c->obs->user, phase);
+}
+
+int sched_train_run(store *db, int64_t run, const char *data_dir, const char *device,
+                    const sched_observer *obs, gt_error *err)
+{
+    char *config_text = NULL;
+    char field[128] = "";
+    char status[16];
+    model_config cfg;
+    nn_backend *b = NULL;
+    void *ck1 = NULL, *ck2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    int rc = runs_get(db, run, &config_text, status, err);
+    if (rc)
+        return rc;
+    if ((rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
+                                 err))) {
+        runs_set_status(db, run, "failed", err->message, NULL, NULL);
+        goto out;
+    }
+    if (device && device[0])
+        snprintf(cfg.device, sizeof cfg.device, "%s", device);
+    /* The newest checkpoint of each stage, when a previous attempt left one. */
+    gt_error ignored;
+    runs_load_checkpoint(db, run, 1, 0, &ck1, &l1, NULL, &ignored);
+    runs_load_checkpoint(db, run, 2, 0, &ck2, &l2, NULL, &ignored);
+    if ((rc = model_open_backend(&cfg, &b, err))) {
+        runs_set_status(db, run, "failed", err->message, NULL, NULL);
+        goto out;
+    }
+    char devname[48];
+    if (strcmp(b->name, "cpu") == 0)
+        snprintf(devname, sizeof devname, "cpu");
+    else
+        snprintf(devname, sizeof devname, "%s:%d", b->name, b->device);
+    if ((rc = runs_set_status(db, run, "running", NULL, devname, err)))
+        goto out;
+    log_msg(LOG_INFO, "run", "id=%lld status=running device=%s resume=%d", (long long)run,
+            devname, ck1 || ck2);
+    train_ctx ctx = {.db = db, .run = run, .cfg = &cfg, .precision = cfg.bf16 ? "bf16" : "fp32",
+                     .total = cfg.steps1 + cfg.steps2, .obs = obs};
+    model_run_hooks hooks = {&ctx, hook_step, hook_validation, hook_checkpoint, hook_stop,
+                             hook_phase};
+    model_resume rs = {ck1, l1, ck2, l2};
+    rc = model_run_train(&cfg, b, data_dir, &hooks, &rs, err);
+    if (ctx.failed) {
+        *err = ctx.err;
+        rc = ctx.err.code ? ctx.err.code : GT_EIO;
+    }
+    if (rc == GT_OK) {
+        rc = runs_set_status(db, run, "succeeded", NULL, NULL, err);
+    } else if (rc == GT_ECANCELLED && !ctx.failed) {
+        /* the caller decides: cancelled, or queued again at shutdown */
+    } else {
+        runs_set_status(db, run, "failed", err->message, NULL, NULL);
+    }
+out:
+    free(ck1);
+    free(ck2);
+    free(config_text);
+    nn_backend_close(b);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * The worker
+ * ------------------------------------------------------------------------- */
+
+struct sched {
+    store *db;
+    char data_dir[1024];
+    char device[32];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int kicked;
+    atomic_int stopping;
+    atomic_llong started;
+    int64_t current;           /* run being trained, 0 = none (under mu) */
+};
+
+static int sql_fail(store *db, gt_error *err, const char *what)
+{
+    return gt_error_set(err, GT_EIO, "%s: %s", what, sqlite3_errmsg(store_db(db)));
+}
+
+/* The oldest queued run: 1 found, 0 none, -1 database error. */
+static int next_queued(store *db, int64_t *id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(db),
+                           "SELECT id FROM runs WHERE status = 'queued' ORDER BY id LIMIT 1", -1,
+                           &st, NULL) != SQLITE_OK)
+        return -1;
+    int r = sqlite3_step(st), found = 0;
+    if (r == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        found = 1;
+    } else if (r != SQLITE_DONE) {
+        found = -1;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int cancel_requested(store *db, int64_t id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(db), "SELECT cancel_requested FROM runs WHERE id = ?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, id);
+    int yes = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+    sqlite3_finalize(st);
+    return yes;
+}
+
+typedef struct worker_obs {
+    sched *s;
+    int64_t run;
+    int cancel;                /* why it stopped: 1 cancel, 0 shutdown */
+} worker_obs;
+
+static int worker_should_stop(void *user)
+{
+    worker_obs *w = user;
+    if (atomic_load(&w->s->stopping))
+        return 1;
+    if (cancel_requested(w->s->db, w->run)) {
+        w->cancel = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void worker_phase(void *user, const char *phase)
+{
+    worker_obs *w = user;
+    log_msg(LOG_INFO, "run", "id=%lld phase=\"%s\"", (long long)w->run, phase);
+}
+
+static void *worker_main(void *arg)
+{
+    sched *s = arg;
+    while (!atomic_load(&s->stopping)) {
+        int64_t run = 0;
+        int found = next_queued(s->db, &run);
+        if (found <= 0) {
+            if (found < 0)
+                log_msg(LOG_ERROR, "sched", "error=\"%s\"", sqlite3_errmsg(store_db(s->db)));
+            /* Woken by sched_kick; the timeout is a safety net only. */
+            pthread_mutex_lock(&s->mu);
+            if (!s->kicked && !atomic_load(&s->stopping)) {
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 1;
+                pthread_cond_timedwait(&s->cv, &s->mu, &until);
+            }
+            s->kicked = 0;
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        pthread_mutex_lock(&s->mu);
+        s->current = run;
+        pthread_mutex_unlock(&s->mu);
+        /* sched_cancel holds mu while it cancels a queued run, so after
+         * this re-read either the run is ours or it was cancelled. */
+        char st_now[16] = "";
+        if (runs_get(s->db, run, NULL, st_now, NULL) != GT_OK || strcmp(st_now, "queued") != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->current = 0;
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        atomic_fetch_add(&s->started, 1);
+        worker_obs w = {s, run, 0};
+        sched_observer obs = {&w, worker_should_stop, NULL, NULL, worker_phase};
+        gt_error err = {0};
+        int rc = sched_train_run(s->db, run, s->data_dir, s->device, &obs, &err);
+        if (rc == GT_ECANCELLED && w.cancel) {
+            runs_set_status(s->db, run, "cancelled", "cancelled on request", NULL, NULL);
+            log_msg(LOG_INFO, "run", "id=%lld status=cancelled", (long long)run);
+        } else if (rc == GT_ECANCELLED) {
+            /* Shutdown: back in the queue, resumed from its checkpoints. */
+            runs_set_status(s->db, run, "queued", NULL, NULL, NULL);
+            log_msg(LOG_INFO, "run", "id=%lld status=queued reason=shutdown", (long long)run);
+        } else if (rc != GT_OK) {
+            char st[16] = "";
+            runs_get(s->db, run, NULL, st, NULL);
+            /* A database failure may have left it running: never retried forever. */
+            if (strcmp(st, "running") == 0 || strcmp(st, "queued") == 0)
+                runs_set_status(s->db, run, "failed", err.message, NULL, NULL);
+            log_msg(LOG_WARN, "run", "id=%lld status=failed error=\"%s\"", (long long)run,
+                    err.message);
+        } else {
+            log_msg(LOG_INFO, "run", "id=%lld status=succeeded", (long long)run);
+        }
+        pthread_mutex_lock(&s->mu);
+        s->current = 0;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+int sched_start(sched **out, const char *db_path, const char *data_dir, const char *device,
+                gt_error *err)
+{
+    *out = NULL;
+    /* The worker's own connection: its transactions (one per step) never
+     * mix with the HTTP threads' statements; WAL lets both go on. */
+    store *db = NULL;
+    int orc = store_open(&db, db_path, err);
+    if (orc)
+        return orc;
+    /* Runs a crash left 'running' go back to the queue (FIFO keeps their
+     * place: they are older than anything queued since). */
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(db), "SELECT id FROM runs WHERE status = 'running'", -1, &st,
+                           NULL) != SQLITE_OK)
+    {
+        int rc = sql_fail(db, err, "finding interrupted runs");
+        store_close(db, NULL);
+        return rc;
+    }
+    int64_t ids[256];
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n < 256)
+        ids[n++] = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    for (int i = 0; i < n; i++) {
+        int rc = runs_set_status(db, ids[i], "queued", NULL, NULL, err);
+        if (rc) {
+            store_close(db, NULL);
+            return rc;
+        }
+        log_msg(LOG_INFO, "run", "id=%lld status=queued reason=recovered", (long long)ids[i]);
+    }
+    sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        store_close(db, NULL);
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    }
+    s->db = db;
+    snprintf(s->data_dir, sizeof s->data_dir, "%s", data_dir);
+    snprintf(s->device, sizeof s->device, "%s", device ? device : "");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        free(s);
+        store_close(db, NULL);
+        return gt_error_set(err, GT_EIO, "cannot start the scheduler thread: %s",
+                            strerror(errno));
+    }
+    *out = s;
+    return GT_OK;
+}
+
+void sched_kick(sched *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->kicked = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_cancel(sched *s, store *db, int64_t run, char *status, gt_error *err)
+{
+    /* One statement each, so a run the worker picks up meanwhile still
+     * sees cancel_requested at its first step. */
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(store_db(db),
+                           "UPDATE runs SET cancel_requested = 1 WHERE id = ?"
+                           " AND status IN ('queued', 'running')",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(db, err, "cancelling a run");
+    sqlite3_bind_int64(st, 1, run);
+    int ok = sqlite3_step(st) == SQLITE_DONE;
+    sqlite3_finalize(st);
+    if (!ok)
+        return sql_fail(db, err, "cancelling a run");
+    char st_now[16] = "";
+    int rc = runs_get(db, run, NULL, st_now, err);
+    if (rc)
+        return rc;
+    if (strcmp(st_now, "queued") == 0) {
+        int busy = 0;
+        if (s) {
+            pthread_mutex_lock(&s->mu);
+            busy = s->current == run;
+        }
+        if (busy) {
+            pthread_mutex_unlock(&s->mu);
+        } else {
+            /* Not picked up: cancelled now, unless the worker just took it
+             * (the conditional update then changes nothing). */
+            if (sqlite3_prepare_v2(store_db(db),
+                                   "UPDATE runs SET status = 'cancelled', error = 'cancelled on"
+                                   " request', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ',"
+                                   " 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+                                   " WHERE id = ? AND status = 'queued'",
+                                   -1, &st, NULL) != SQLITE_OK) {
+                if (s)
+                    pthread_mutex_unlock(&s->mu);
+                return sql_fail(db, err, "cancelling a run");
+            }
+            sqlite3_bind_int64(st, 1, run);
+            ok = sqlite3_step(st) == SQLITE_DONE;
+            int changed = sqlite3_changes(store_db(db));
+            sqlite3_finalize(st);
+            if (!ok) {
+                if (s)
+                    pthread_mutex_unlock(&s->mu);
+                return sql_fail(db, err, "cancelling a run");
+            }
+            if (changed) {
+                if (sqlite3_prepare_v2(store_db(db),
+                                       "INSERT INTO run_events (run_id, kind, data) VALUES (?,"
+                                       " 'status', '{\"status\":\"cancelled\"}')",
+                                       -1, &st, NULL) == SQLITE_OK) {
+                    sqlite3_bind_int64(st, 1, run);
+                    sqlite3_step(st);
+                    sqlite3_finalize(st);
+                }
+                snprintf(st_now, sizeof st_now, "cancelled");
+            }
+            if (s)
+                pthread_mutex_unlock(&s->mu);
+        }
+    }
+    if (status)
+        snprintf(status, 16, "%s", st_now);
+    sched_kick(s);
+    return GT_OK;
+}
+
+long long sched_runs_started(const sched *s)
+{
+    return s ? atomic_load(&((sched *)s)->started) : 0;
+}
+
+void sched_stop(sched *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stopping, 1);
+    sched_kick(s);
+    pthread_join(s->thread, NULL);
+    store_close(s->db, NULL);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}

@@ -1,0 +1,219 @@
+#include "svc_harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void svc_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+const char *svc_binary(void)
+{
+    static char path[1024];
+    const char *dir = getenv("GIANT_BINARY_DIR");
+    snprintf(path, sizeof path, "%s/giant", dir ? dir : ".");
+    return path;
+}
+
+static void *reader_main(void *arg)
+{
+    svc *s = arg;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(s->fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+        if (n <= 0)
+            continue;
+        pthread_mutex_lock(&s->mu);
+        if (s->len + (size_t)n + 1 > s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 65536;
+            while (cap < s->len + (size_t)n + 1)
+                cap *= 2;
+            char *p = realloc(s->log, cap);
+            if (p) {
+                s->log = p;
+                s->cap = cap;
+            }
+        }
+        if (s->len + (size_t)n + 1 <= s->cap) {
+            memcpy(s->log + s->len, buf, (size_t)n);
+            s->len += (size_t)n;
+            s->log[s->len] = '\0';
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+int svc_log_has(svc *s, const char *needle)
+{
+    pthread_mutex_lock(&s->mu);
+    int found = s->log && strstr(s->log, needle) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+int svc_log_wait(svc *s, const char *needle, long ms)
+{
+    for (long t = 0; t < ms; t += 20) {
+        if (svc_log_has(s, needle))
+            return 1;
+        svc_sleep_ms(20);
+    }
+    return svc_log_has(s, needle);
+}
+
+void svc_dump(svc *s)
+{
+    pthread_mutex_lock(&s->mu);
+    fprintf(stderr, "---- server log ----\n%s\n--------------------\n", s->log ? s->log : "");
+    pthread_mutex_unlock(&s->mu);
+}
+
+int svc_start(svc *s, const char *db, const char *data_dir, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = svc_binary();
+    argv[n++] = "serve";
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--db";
+    argv[n++] = db;
+    argv[n++] = "--data-dir";
+    argv[n++] = data_dir;
+    argv[n++] = "--default-dataset";
+    argv[n++] = "0";
+    argv[n++] = "--device";
+    argv[n++] = "cpu";
+    for (int i = 0; extra && extra[i] && n < 62; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    s->pid = fork();
+    if (s->pid < 0)
+        return -1;
+    if (s->pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    s->fd = fds[0];
+    pthread_create(&s->reader, NULL, reader_main, s);
+    static const char needle[] = "msg=listening addr=127.0.0.1:";
+    if (!svc_log_wait(s, needle, 60000)) {
+        svc_stop(s, SIGKILL, 1000);
+        return -1;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->port = atoi(strstr(s->log, needle) + strlen(needle));
+    pthread_mutex_unlock(&s->mu);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    return s->port > 0 ? 0 : -1;
+}
+
+int svc_stop(svc *s, int sig, long ms)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, sig);
+    int status = 0, done = 0;
+    for (long t = 0; t < ms; t += 20) {
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            done = 1;
+            break;
+        }
+        svc_sleep_ms(20);
+    }
+    if (!done) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, &status, 0);
+    }
+    pthread_join(s->reader, NULL);
+    close(s->fd);
+    s->pid = 0;
+    return done && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void svc_free(svc *s)
+{
+    free(s->log);
+    s->log = NULL;
+    pthread_mutex_destroy(&s->mu);
+}
+
+long svc_json(gc_client *c, const char *method, const char *path, const char *body,
+              const char *const *headers, json_t **j)
+{
+    gc_response r;
+    gt_error err = {0};
+    if (j)
+        *j = NULL;
+    if (gc_request(c, method, path, body ? "application/json" : NULL, body,
+                   body ? strlen(body) : 0, headers, &r, &err) != GT_OK) {
+        fprintf(stderr, "%s %s: %s\n", method, path, err.message);
+        return 0;
+    }
+    if (j)
+        *j = json_loadb(r.body, r.len, 0, NULL);
+    long st = r.status;
+    gc_response_free(&r);
+    return st;
+}
+
+json_t *svc_wait_run(gc_client *c, long long id, const char *want, long ms)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/runs/%lld", id);
+    json_t *run = NULL;
+    for (long t = 0; t <= ms; t += 50) {
+        json_decref(run);
+        svc_json(c, "GET", path, NULL, NULL, &run);
+        const char *st = json_string_value(json_object_get(run, "status"));
+        if (st && want && strcmp(st, want) == 0)
+            return run;
+        if (st && !want &&
+            (!strcmp(st, "succeeded") || !strcmp(st, "failed") || !strcmp(st, "cancelled")))
+            return run;
+        svc_sleep_ms(50);
+    }
+    return run;
+}
+
+char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every,
+                      const char *dataset_members)
+{
+    char *text = malloc(4096);
+    if (!text)
+        return NULL;
+    snprintf(text, 4096,
+             "{\"name\": \"%s\", %s%s"
+             " \"model\": {\"stage1\": {\"trunk\": {\"hidden\": 32, \"blocks\": 1, \"emb_dim\": 8}},"
+             "  \"stage2\": {\"trunk\": {\"hidden\": 32, \"blocks\": 1, \"emb_dim\": 8}}},"
+             " \"train\": {\"device\": \"cpu\", \"batch\": 32, \"steps\": {\"stage1\": %d,"
+             " \"stage2\": %d}, \"warmup_steps\": 2, \"log_every\": %d, \"val_every\": %d,"
+             " \"val_size\": 32, \"ckpt_every\": %d},"
+             " \"sample\": {\"steps\": 3}}",
+             name,
+             dataset_members ? dataset_members
+                             : "\"dataset\": {\"geometry\": \"dataset_1_photons\","
+                               " \"synthetic\": {\"n\": 300, \"seed\": 1}}",
+             ",", steps, steps, log_every, ckpt_every, ckpt_every);
+    return text;
+}

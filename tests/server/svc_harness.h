@@ -1,0 +1,60 @@
+/* svc_harness: the service as a child process for integration tests.
+ *
+ * Starts `giant serve` on 127.0.0.1:0 with a given database and data
+ * directory, collects its log (stderr) on a thread and reads the bound port
+ * from the "listening" line; stops it with a signal.  Plus small helpers
+ * over the C client (api/client) that the service tests share. */
+#ifndef SVC_HARNESS_H
+#define SVC_HARNESS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "giant_client.h"
+
+typedef struct svc {
+    pid_t pid;
+    int fd;
+    pthread_t reader;
+    pthread_mutex_t mu;
+    char *log;
+    size_t len, cap;
+    int port;
+    char url[64];
+} svc;
+
+/* extra: NULL-terminated flags appended to the command line. */
+int svc_start(svc *s, const char *db, const char *data_dir, const char *const *extra);
+int svc_log_has(svc *s, const char *needle);
+int svc_log_wait(svc *s, const char *needle, long ms);
+/* Sends sig and waits up to ms; returns the exit status, -1 when killed by
+ * a signal or after a timeout (then SIGKILLed). */
+int svc_stop(svc *s, int sig, long ms);
+void svc_free(svc *s);
+/* Prints the log to stderr (on failure). */
+void svc_dump(svc *s);
+
+void svc_sleep_ms(long ms);
+
+/* The giant binary: GIANT_BINARY_DIR/giant. */
+const char *svc_binary(void);
+
+/* Requests over a client; *j the parsed body (or NULL), returns the status
+ * (0 on transport failure). */
+long svc_json(gc_client *c, const char *method, const char *path, const char *body,
+              const char *const *headers, json_t **j);
+
+/* Polls GET /v1/runs/{id} until its status is want (or any final status
+ * when want is NULL); returns the last run object (new reference). */
+json_t *svc_wait_run(gc_client *c, long long id, const char *want, long ms);
+
+/* A tiny run config (dataset_1_photons, hidden 32): steps per stage, with
+ * the dataset given as extra JSON members (e.g. "\"dataset_id\": 1") or
+ * NULL for 300 synthetic showers. Returns malloc'ed text. */
+char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every,
+                      const char *dataset_members);
+
+#endif

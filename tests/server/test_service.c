@@ -1,0 +1,679 @@
+/* End to end against the real `giant serve` on a loopback port: make a
+ * synthetic dataset and register a file, submit a tiny run naming it,
+ * watch it succeed over the event stream, read metrics (fp32 validation
+ * loss per stage), list and download checkpoints (one best per stage),
+ * sample in the three formats (shapes, energies, reproducibility by seed),
+ * serve many concurrent sample requests in fewer device batches, and check
+ * each documented error while the server keeps serving. */
+#include "check.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "giant_client.h"
+#include "runs.h"
+#include "svc_harness.h"
+
+static svc S;
+static char dir[256], db[320], data[320];
+
+static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+/* The error code of an error reply. */
+static const char *ecode(json_t *j)
+{
+    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+}
+static const char *efield(json_t *j)
+{
+    return json_string_value(json_object_get(json_object_get(j, "error"), "field"));
+}
+
+/* ---------------------------------------------------------------------------
+ * Datasets
+ * ------------------------------------------------------------------------- */
+
+static long long test_datasets(gc_client *c)
+{
+    json_t *j;
+    long st = svc_json(c, "POST", "/v1/datasets",
+                       "{\"name\": \"tiny\", \"synthetic\": {\"geometry\": \"dataset_1_photons\","
+                       " \"n\": 300, \"seed\": 2, \"energy\": {\"dist\": \"log-uniform\","
+                       " \"min_mev\": 1000, \"max_mev\": 100000}}}",
+                       NULL, &j);
+    CHECK_EQ_INT(st, 202);
+    CHECK(str(j, "status") && strcmp(str(j, "status"), "pending") == 0);
+    long long id = num(j, "id");
+    json_decref(j);
+    char path[64];
+    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
+    j = NULL;
+    for (int t = 0; t < 1200; t++) {
+        json_decref(j);
+        svc_json(c, "GET", path, NULL, NULL, &j);
+        if (str(j, "status") && strcmp(str(j, "status"), "pending") != 0)
+            break;
+        svc_sleep_ms(50);
+    }
+    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "ready") == 0, "dataset status %s",
+              str(j, "status"));
+    CHECK_EQ_INT(num(j, "n_showers"), 300);
+    CHECK_EQ_INT(num(j, "n_voxels"), 368);
+    CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 1e-9, 0);
+    json_decref(j);
+
+    /* The file just made, registered under another name. */
+    st = svc_json(c, "POST", "/v1/datasets",
+                  "{\"name\": \"tiny-file\", \"path\": \"tiny.h5\", \"geometry\":"
+                  " \"dataset_1_photons\"}",
+                  NULL, &j);
+    CHECK_EQ_INT(st, 201);
+    CHECK_EQ_INT(num(j, "n_showers"), 300);
+    CHECK(str(j, "kind") && strcmp(str(j, "kind"), "file") == 0);
+    json_t *range = json_object_get(j, "energy_range_mev");
+    double lo = json_number_value(json_object_get(range, "min"));
+    double hi = json_number_value(json_object_get(range, "max"));
+    CHECK_MSG(lo >= 1000 && hi <= 100000 && lo < hi, "range %g %g", lo, hi);
+    json_decref(j);
+
+    /* Paths out of the data directory are refused, links included. */
+    st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"esc\", \"path\": \"../test.db\"}",
+                  NULL, &j);
+    CHECK_EQ_INT(st, 422);
+    CHECK(efield(j) && strcmp(efield(j), "path") == 0);
+    json_decref(j);
+    char link[400];
+    snprintf(link, sizeof link, "%s/out.h5", data);
+    CHECK(symlink(db, link) == 0);
+    st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"esc2\", \"path\": \"out.h5\"}", NULL,
+                  &j);
+    CHECK_EQ_INT(st, 422);
+    json_decref(j);
+    st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"tiny\", \"path\": \"tiny.h5\","
+                  " \"geometry\": \"dataset_1_photons\"}", NULL, &j);
+    CHECK_EQ_INT(st, 409);      /* name taken */
+    json_decref(j);
+    st = svc_json(c, "GET", "/v1/datasets", NULL, NULL, &j);
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(j, "items")), 2);
+    json_decref(j);
+    st = svc_json(c, "GET", "/v1/datasets/999", NULL, NULL, &j);
+    CHECK_EQ_INT(st, 404);
+    json_decref(j);
+    return id;
+}
+
+/* ---------------------------------------------------------------------------
+ * A run, watched to the end
+ * ------------------------------------------------------------------------- */
+
+typedef struct watch {
+    int metrics, vals, ckpts;
+    char last_status[16];
+    long long last_id;
+} watch;
+
+static int on_event(void *user, long long id, const char *event, const char *data)
+{
+    watch *w = user;
+    w->last_id = id;
+    if (!strcmp(event, "metric"))
+        w->metrics++;
+    else if (!strcmp(event, "val_loss"))
+        w->vals++;
+    else if (!strcmp(event, "checkpoint"))
+        w->ckpts++;
+    else if (!strcmp(event, "status")) {
+        json_t *j = json_loads(data, 0, NULL);
+        snprintf(w->last_status, sizeof w->last_status, "%s", str(j, "status"));
+        json_decref(j);
+    }
+    return 0;
+}
+
+static long long test_run(gc_client *c, long long dataset)
+{
+    char members[64];
+    snprintf(members, sizeof members, "\"dataset_id\": %lld", dataset);
+    char *cfg = svc_tiny_config("e2e", 20, 2, 10, members);
+    json_t *run = NULL;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_submit_run(c, cfg, "e2e-key", &run, &err), GT_OK);
+    long long id = num(run, "id");
+    CHECK(id > 0);
+    json_t *config = json_object_get(run, "config");
+    CHECK(str(json_object_get(config, "dataset"), "path") &&
+          strcmp(str(json_object_get(config, "dataset"), "path"), "tiny.h5") == 0);
+    json_decref(run);
+
+    /* Same key and body: the same run, 200; another body: 409. */
+    CHECK_EQ_INT(gc_submit_run(c, cfg, "e2e-key", &run, &err), GT_OK);
+    CHECK_EQ_INT(num(run, "id"), id);
+    json_decref(run);
+    const char *hdr[] = {"Idempotency-Key: e2e-key", NULL};
+    json_t *j;
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", "{\"name\": \"other\"}", hdr, &j), 409);
+    CHECK(ecode(j) && strcmp(ecode(j), "conflict") == 0);
+    json_decref(j);
+    free(cfg);
+
+    /* Follow the events until the stream ends with the run. */
+    watch w = {0};
+    CHECK_EQ_INT(gc_watch_events(c, id, 0, on_event, &w, &err), GT_OK);
+    CHECK_MSG(strcmp(w.last_status, "succeeded") == 0, "last status '%s'", w.last_status);
+    CHECK_EQ_INT(w.metrics, 20);                 /* 10 per stage, log_every 2 */
+    CHECK_EQ_INT(w.vals, 4);                     /* steps 10 and 20 per stage */
+    CHECK(w.ckpts >= 4);
+    /* Resume from the last event: nothing new, the stream ends at once. */
+    watch w2 = {0};
+    CHECK_EQ_INT(gc_watch_events(c, id, w.last_id, on_event, &w2, &err), GT_OK);
+    CHECK_EQ_INT(w2.metrics + w2.vals + w2.ckpts, 0);
+
+    run = svc_wait_run(c, id, "succeeded", 1000);
+    CHECK(str(run, "status") && strcmp(str(run, "status"), "succeeded") == 0);
+    CHECK(str(run, "device") && strcmp(str(run, "device"), "cpu") == 0);
+    CHECK(str(run, "precision") && strcmp(str(run, "precision"), "fp32") == 0);
+    json_t *best = json_object_get(run, "best");
+    CHECK(json_object_get(best, "energy") && json_object_get(best, "shower"));
+    json_t *pr = json_object_get(run, "progress");
+    CHECK_EQ_INT(num(pr, "done_steps"), 40);
+    CHECK_EQ_INT(num(pr, "total_steps"), 40);
+    json_decref(run);
+    return id;
+}
+
+static void test_metrics_and_checkpoints(gc_client *c, long long id)
+{
+    char path[128];
+    json_t *j;
+    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=val_loss", id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    json_t *series = json_object_get(j, "series");
+    CHECK_EQ_INT(json_array_size(series), 2);
+    int stages = 0;
+    size_t i;
+    json_t *s;
+    json_array_foreach(series, i, s) {
+        stages |= strcmp(str(s, "stage"), "energy") == 0 ? 1 : 2;
+        CHECK_EQ_INT(num(s, "count"), 2);
+        json_t *p = json_array_get(json_object_get(s, "points"), 1);
+        CHECK_EQ_INT(json_integer_value(json_array_get(p, 0)), 20);
+        CHECK(isfinite(json_number_value(json_array_get(p, 1))));
+    }
+    CHECK_EQ_INT(stages, 3);
+    json_decref(j);
+
+    /* Downsampling: 10 loss points per stage into at most 3 buckets. */
+    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=loss&max_points=3", id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    series = json_object_get(j, "series");
+    CHECK_EQ_INT(json_array_size(series), 2);
+    json_array_foreach(series, i, s) {
+        CHECK_EQ_INT(num(s, "count"), 10);
+        CHECK(json_array_size(json_object_get(s, "points")) <= 3);
+    }
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?since_step=15", id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    json_array_foreach(json_object_get(j, "series"), i, s) {
+        json_t *p = json_array_get(json_object_get(s, "points"), 0);
+        CHECK(json_integer_value(json_array_get(p, 0)) >= 15);
+    }
+    json_decref(j);
+
+    /* Checkpoints: one best per stage; the download matches its checksum. */
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints", id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    int best_e = 0, best_s = 0;
+    long long best_id = 0;
+    char best_sum[80] = "";
+    json_array_foreach(json_object_get(j, "items"), i, s) {
+        if (!json_is_true(json_object_get(s, "best")))
+            continue;
+        if (strcmp(str(s, "stage"), "energy") == 0) {
+            best_e++;
+            best_id = num(s, "id");
+            snprintf(best_sum, sizeof best_sum, "%s", str(s, "sha256"));
+        } else {
+            best_s++;
+        }
+    }
+    CHECK_EQ_INT(best_e, 1);
+    CHECK_EQ_INT(best_s, 1);
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints/%lld", id, best_id);
+    gc_response r;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_request(c, "GET", path, NULL, NULL, 0, NULL, &r, &err), GT_OK);
+    CHECK_EQ_INT(r.status, 200);
+    char sum[65];
+    runs_sha256_hex(r.body, r.len, sum);
+    CHECK(strcmp(sum, r.checksum) == 0);
+    CHECK(strcmp(sum, best_sum) == 0);
+    CHECK(r.len > 100);
+    gc_response_free(&r);
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints/999999", id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, NULL), 404);
+}
+
+/* ---------------------------------------------------------------------------
+ * Samples
+ * ------------------------------------------------------------------------- */
+
+static uint32_t u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static float f32(const unsigned char *p)
+{
+    uint32_t v = u32(p);
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
+static int write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(buf, 1, len, f);
+    return fclose(f) == 0 && w == len ? 0 : -1;
+}
+
+static void test_samples(gc_client *c, long long id)
+{
+    gt_error err = {0};
+    gc_response r;
+    /* JSON: the energies asked for, one row of 368 voxels each. */
+    CHECK_EQ_INT(gc_sample(c, id, "{\"energies\": [1000, 20000, 300000], \"seed\": 5}",
+                           GC_ACCEPT_JSON, &r, &err), GT_OK);
+    json_t *j = json_loadb(r.body, r.len, 0, NULL);
+    CHECK_EQ_INT(num(j, "n"), 3);
+    CHECK_EQ_INT(num(j, "voxels"), 368);
+    CHECK_CLOSE(json_number_value(json_array_get(json_object_get(j, "energies"), 1)), 20000, 1e-3, 0);
+    json_t *showers = json_object_get(j, "showers");
+    CHECK_EQ_INT(json_array_size(showers), 3);
+    CHECK_EQ_INT(json_array_size(json_array_get(showers, 2)), 368);
+    int bad = 0;
+    for (size_t k = 0; k < 368; k++) {
+        double v = json_number_value(json_array_get(json_array_get(showers, 0), k));
+        bad += !(isfinite(v) && v >= 0);
+    }
+    CHECK_EQ_INT(bad, 0);
+    json_decref(j);
+    gc_response_free(&r);
+
+    /* Binary: header, energies in the asked range, reproducible by seed. */
+    const char *body = "{\"count\": 20, \"seed\": 7, \"energy\": {\"dist\": \"log-uniform\","
+                       " \"min_mev\": 2000, \"max_mev\": 50000}}";
+    gc_response b1, b2, b3;
+    CHECK_EQ_INT(gc_sample(c, id, body, GC_ACCEPT_BINARY, &b1, &err), GT_OK);
+    CHECK(strncmp(b1.content_type, "application/octet-stream", 24) == 0);
+    const unsigned char *p = (const unsigned char *)b1.body;
+    CHECK(b1.len > 20 && memcmp(p, "GSHW", 4) == 0);
+    CHECK_EQ_INT(u32(p + 4), 1);
+    uint32_t n = u32(p + 8), V = u32(p + 12), L = u32(p + 16), sumv = 0;
+    CHECK_EQ_INT(n, 20);
+    CHECK_EQ_INT(V, 368);
+    for (uint32_t l = 0; l < L; l++)
+        sumv += u32(p + 20 + 4 * l);
+    CHECK_EQ_INT(sumv, V);
+    size_t head = 20 + 4 * (size_t)L;
+    CHECK_EQ_INT(b1.len, head + 4 * (size_t)n + 4 * (size_t)n * V);
+    int out_of_range = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float e = f32(p + head + 4 * i);
+        out_of_range += !(e >= 2000 * 0.999 && e <= 50000 * 1.001);
+    }
+    CHECK_EQ_INT(out_of_range, 0);
+    CHECK_EQ_INT(gc_sample(c, id, body, GC_ACCEPT_BINARY, &b2, &err), GT_OK);
+    CHECK(b1.len == b2.len && memcmp(b1.body, b2.body, b1.len) == 0);
+    CHECK_EQ_INT(gc_sample(c, id, "{\"count\": 20, \"seed\": 8, \"energy\": {\"dist\":"
+                           " \"log-uniform\", \"min_mev\": 2000, \"max_mev\": 50000}}",
+                           GC_ACCEPT_BINARY, &b3, &err), GT_OK);
+    CHECK(b1.len == b3.len && memcmp(b1.body + head, b3.body + head, b1.len - head) != 0);
+
+    /* HDF5: the same showers as the binary reply, read back by h5py. */
+    gc_response h;
+    CHECK_EQ_INT(gc_sample(c, id, body, GC_ACCEPT_HDF5, &h, &err), GT_OK);
+    CHECK(strncmp(h.content_type, "application/x-hdf5", 18) == 0);
+    CHECK(h.len > 8 && memcmp(h.body, "\x89HDF\r\n\x1a\n", 8) == 0);
+    char h5[400], bin[400];
+    snprintf(h5, sizeof h5, "%s/s.h5", dir);
+    snprintf(bin, sizeof bin, "%s/s.bin", dir);
+    CHECK(write_file(h5, h.body, h.len) == 0);
+    CHECK(write_file(bin, b1.body, b1.len) == 0);
+    if (access("/usr/bin/python3", X_OK) == 0) {
+        char cmd[2400];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import sys\ntry:\n import h5py, numpy as np\nexcept"
+                 " ImportError:\n sys.exit(77)\nf = h5py.File('%s', 'r')\n"
+                 "e = f['incident_energies'][:]; s = f['showers'][:]\n"
+                 "b = open('%s', 'rb').read(); L = int(np.frombuffer(b[16:20], '<u4')[0]); h = 20 + 4 * L\n"
+                 "be = np.frombuffer(b[h:h + 80], '<f4'); bs = np.frombuffer(b[h + 80:], '<f4').reshape(20, 368)\n"
+                 "assert e.shape == (20, 1) and s.shape == (20, 368), (e.shape, s.shape)\n"
+                 "assert (e.ravel() == be).all() and (s == bs).all()\n\"",
+                 h5, bin);
+        int rc = system(cmd);
+        CHECK_MSG(WIFEXITED(rc) && (WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 77),
+                  "h5py check failed (%d)", rc);
+    }
+    gc_response_free(&h);
+    gc_response_free(&b1);
+    gc_response_free(&b2);
+    gc_response_free(&b3);
+}
+
+/* ---------------------------------------------------------------------------
+ * Concurrent sample requests: batched on the device
+ * ------------------------------------------------------------------------- */
+
+#define NCONC 12
+
+typedef struct conc {
+    const char *url;
+    long long run;
+    int seed;
+    long status;
+    char *body;
+    size_t len;
+} conc;
+
+static void *conc_main(void *arg)
+{
+    conc *k = arg;
+    gc_client *c = NULL;
+    gt_error err = {0};
+    gc_response r = {0};
+    char body[128];
+    snprintf(body, sizeof body, "{\"energies\": [5000, 70000], \"seed\": %d}", k->seed);
+    if (gc_open(&c, k->url, &err) == GT_OK &&
+        gc_sample(c, k->run, body, GC_ACCEPT_BINARY, &r, &err) == GT_OK) {
+        k->status = r.status;
+        k->body = r.body;
+        k->len = r.len;
+        r.body = NULL;
+    }
+    gc_close(c);
+    return NULL;
+}
+
+static void sampling_counts(gc_client *c, long long *requests, long long *batches)
+{
+    json_t *j;
+    svc_json(c, "GET", "/v1/info", NULL, NULL, &j);
+    json_t *s = json_object_get(j, "sampling");
+    *requests = num(s, "requests");
+    *batches = num(s, "batches");
+    json_decref(j);
+}
+
+static void test_concurrency(gc_client *c, long long id)
+{
+    long long r0, b0, r1, b1;
+    sampling_counts(c, &r0, &b0);
+    conc k[NCONC];
+    pthread_t th[NCONC];
+    for (int i = 0; i < NCONC; i++) {
+        k[i] = (conc){S.url, id, 100 + i, 0, NULL, 0};
+        pthread_create(&th[i], NULL, conc_main, &k[i]);
+    }
+    /* While they wait for the batch (--batch-delay-ms 500), suspended,
+     * health still answers at once: with 2 HTTP threads and 12 requests
+     * waiting, it would not if a waiting request held its thread. */
+    svc_sleep_ms(60);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ_INT(svc_json(c, "GET", "/healthz", NULL, NULL, NULL), 200);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    CHECK_MSG(ms < 300, "healthz took %.1f ms while sample requests waited", ms);
+    for (int i = 0; i < NCONC; i++)
+        pthread_join(th[i], NULL);
+    sampling_counts(c, &r1, &b1);
+    int ok = 0;
+    for (int i = 0; i < NCONC; i++)
+        ok += k[i].status == 200;
+    CHECK_EQ_INT(ok, NCONC);
+    CHECK_EQ_INT(r1 - r0, NCONC);
+    CHECK_MSG(b1 - b0 < NCONC, "%lld batches for %d requests", b1 - b0, NCONC);
+    fprintf(stderr, "concurrency: %d requests in %lld device batches\n", NCONC, b1 - b0);
+    /* Batched showers equal the same request made alone. */
+    conc alone = {S.url, id, 100 + 5, 0, NULL, 0};
+    conc_main(&alone);
+    CHECK_EQ_INT(alone.status, 200);
+    CHECK(alone.len == k[5].len && k[5].body && memcmp(alone.body, k[5].body, alone.len) == 0);
+    free(alone.body);
+    for (int i = 0; i < NCONC; i++)
+        free(k[i].body);
+}
+
+/* ---------------------------------------------------------------------------
+ * Documented errors; the server keeps serving
+ * ------------------------------------------------------------------------- */
+
+static void expect(gc_client *c, const char *method, const char *path, const char *body,
+                   const char *const *headers, long status, const char *code, const char *field)
+{
+    json_t *j;
+    long st = svc_json(c, method, path, body, headers, &j);
+    CHECK_MSG(st == status, "%s %s: status %ld, want %ld", method, path, st, status);
+    if (code)
+        CHECK_MSG(ecode(j) && strcmp(ecode(j), code) == 0, "%s %s: code %s, want %s", method,
+                  path, ecode(j), code);
+    if (field)
+        CHECK_MSG(efield(j) && strcmp(efield(j), field) == 0, "%s %s: field %s, want %s",
+                  method, path, efield(j), field);
+    json_decref(j);
+}
+
+static void test_errors(gc_client *c, long long id)
+{
+    char path[128];
+    expect(c, "POST", "/v1/runs", "{\"train\": {\"lr\": -1}}", NULL, 422, "validation_failed",
+           "train.lr");
+    expect(c, "POST", "/v1/runs", "{\"bogus\": 1}", NULL, 422, "validation_failed", NULL);
+    expect(c, "POST", "/v1/runs", "{\"dataset_id\": 9999}", NULL, 422, "validation_failed",
+           "dataset_id");
+    expect(c, "POST", "/v1/runs", "{\"name\": ", NULL, 400, "malformed_json", NULL);
+    expect(c, "POST", "/v1/runs", "[1, 2]", NULL, 422, "validation_failed", NULL);
+    expect(c, "GET", "/v1/runs/999", NULL, NULL, 404, "not_found", NULL);
+    expect(c, "GET", "/v1/runs/abc", NULL, NULL, 404, "not_found", NULL);
+    expect(c, "POST", "/v1/runs/999/cancel", NULL, NULL, 404, "not_found", NULL);
+    expect(c, "GET", "/v1/runs/999/metrics", NULL, NULL, 404, "not_found", NULL);
+    expect(c, "GET", "/v1/runs/999/events", NULL, NULL, 404, "not_found", NULL);
+    expect(c, "POST", "/v1/runs/999/samples", "{\"count\": 1}", NULL, 404, "not_found", NULL);
+    expect(c, "GET", "/v1/runs?status=bogus", NULL, NULL, 422, "validation_failed", "status");
+    expect(c, "GET", "/v1/runs?limit=0", NULL, NULL, 422, "validation_failed", "limit");
+    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?max_points=0", id);
+    expect(c, "GET", path, NULL, NULL, 422, "validation_failed", "max_points");
+    snprintf(path, sizeof path, "/v1/runs/%lld/samples", id);
+    const char *bin[] = {"Accept: application/octet-stream", NULL};
+    expect(c, "POST", path, "{\"count\": 5000}", bin, 413, "body_too_large", "count");
+    expect(c, "POST", path, "{\"count\": 100}", NULL, 413, "body_too_large", "count");
+    expect(c, "POST", path, "{\"energies\": [1000, -5]}", NULL, 422, "validation_failed",
+           "energies[1]");
+    expect(c, "POST", path, "{\"energies\": [1e12]}", NULL, 422, "validation_failed",
+           "energies[0]");
+    expect(c, "POST", path, "{\"count\": 2, \"energy\": {\"dist\": \"weird\"}}", NULL, 422,
+           "validation_failed", "energy.dist");
+    expect(c, "POST", path, "{\"count\": 2, \"energies\": [1000]}", NULL, 422,
+           "validation_failed", NULL);
+    expect(c, "POST", path, "{\"count\": 2, \"steps\": 0}", NULL, 422, "validation_failed",
+           "steps");
+    expect(c, "POST", path, "{\"count\": ", NULL, 400, "malformed_json", NULL);
+    const char *xml[] = {"Accept: text/xml", NULL};
+    expect(c, "POST", path, "{\"count\": 1}", xml, 406, "not_acceptable", "Accept");
+    /* A finished run cannot be cancelled. */
+    snprintf(path, sizeof path, "/v1/runs/%lld/cancel", id);
+    expect(c, "POST", path, NULL, NULL, 409, "conflict", NULL);
+    /* A run that cannot train fails with the reason; the server goes on. */
+    char *cfg = svc_tiny_config("broken", 4, 2, 2,
+                                "\"dataset\": {\"path\": \"missing.h5\", \"geometry\":"
+                                " \"dataset_1_photons\"}");
+    json_t *run;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+    free(cfg);
+    long long bad = num(run, "id");
+    json_decref(run);
+    run = svc_wait_run(c, bad, NULL, 30000);
+    CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "failed") == 0, "status %s",
+              str(run, "status"));
+    CHECK_MSG(str(run, "error") && strstr(str(run, "error"), "missing.h5"), "error %s",
+              str(run, "error"));
+    json_decref(run);
+    expect(c, "GET", "/healthz", NULL, NULL, 200, NULL, NULL);
+}
+
+static void test_paging(gc_client *c)
+{
+    /* Three more runs (queued behind nothing: they train quickly). */
+    for (int i = 0; i < 3; i++) {
+        char *cfg = svc_tiny_config("page", 2, 1, 2, NULL);
+        json_t *run;
+        gt_error err = {0};
+        CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+        json_decref(run);
+        free(cfg);
+    }
+    gt_error err = {0};
+    json_t *p1, *p2;
+    CHECK_EQ_INT(gc_list_runs(c, NULL, NULL, 2, &p1, &err), GT_OK);
+    json_t *items = json_object_get(p1, "items");
+    CHECK_EQ_INT(json_array_size(items), 2);
+    long long a = num(json_array_get(items, 0), "id"), b = num(json_array_get(items, 1), "id");
+    CHECK(a > b);
+    const char *cursor = str(p1, "next_cursor");
+    CHECK(cursor != NULL);
+    CHECK_EQ_INT(gc_list_runs(c, NULL, cursor, 2, &p2, &err), GT_OK);
+    items = json_object_get(p2, "items");
+    CHECK_EQ_INT(json_array_size(items), 2);
+    CHECK(num(json_array_get(items, 0), "id") < b);
+    /* Five runs in all (e2e, broken, three here): a last page of one. */
+    json_t *p3 = NULL;
+    cursor = str(p2, "next_cursor");
+    CHECK(cursor != NULL);
+    if (cursor) {
+        CHECK_EQ_INT(gc_list_runs(c, NULL, cursor, 2, &p3, &err), GT_OK);
+        CHECK_EQ_INT(json_array_size(json_object_get(p3, "items")), 1);
+        CHECK(json_is_null(json_object_get(p3, "next_cursor")));
+    }
+    json_decref(p1);
+    json_decref(p2);
+    json_decref(p3);
+    /* Wait for them so shutdown finds an idle worker. */
+    for (long long id = a; id > a - 3; id--)
+        json_decref(svc_wait_run(c, id, NULL, 60000));
+    CHECK_EQ_INT(gc_list_runs(c, "succeeded", NULL, 100, &p1, &err), GT_OK);
+    CHECK_EQ_INT(json_array_size(json_object_get(p1, "items")), 4);
+    json_decref(p1);
+}
+
+/* The client subcommands against the same server. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void test_cli(long long run)
+{
+    const char *g = svc_binary();
+    char out[400], cfg[400];
+    snprintf(out, sizeof out, "%s/cli.h5", dir);
+    CHECK_EQ_INT(sh("%s runs --server %s --limit 3 > %s/runs.txt", g, S.url, dir), 0);
+    CHECK_EQ_INT(sh("grep -q succeeded %s/runs.txt", dir), 0);
+    CHECK_EQ_INT(sh("%s watch %lld --server %s 2> %s/watch.txt", g, run, S.url, dir), 0);
+    CHECK_EQ_INT(sh("grep -q 'status succeeded' %s/watch.txt", dir), 0);
+    CHECK_EQ_INT(sh("%s watch 9999 --server %s 2> /dev/null", g, S.url), 1);
+    CHECK_EQ_INT(sh("%s sample --server %s --run %lld --n 4 --seed 2 -o %s 2> /dev/null", g,
+                    S.url, run, out), 0);
+    FILE *f = fopen(out, "rb");
+    unsigned char magic[8] = {0};
+    CHECK(f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0);
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(sh("%s sample --server %s --run 9999 --n 4 -o %s 2> /dev/null", g, S.url, out),
+                 1);
+    char *text = svc_tiny_config("cli", 2, 1, 2, NULL);
+    snprintf(cfg, sizeof cfg, "%s/cli.json", dir);
+    CHECK(write_file(cfg, text, strlen(text)) == 0);
+    free(text);
+    CHECK_EQ_INT(sh("%s submit %s --server %s > %s/id.txt 2> /dev/null", g, cfg, S.url, dir), 0);
+    CHECK_EQ_INT(sh("%s submit /nonexistent.json --server %s 2> /dev/null", g, S.url), 1);
+    CHECK_EQ_INT(sh("%s runs --server http://127.0.0.1:1 2> /dev/null", g), 1);
+    char idfile[400];
+    snprintf(idfile, sizeof idfile, "%s/id.txt", dir);
+    f = fopen(idfile, "r");
+    long long id = 0;
+    CHECK(f && fscanf(f, "%lld", &id) == 1 && id > run);
+    if (f)
+        fclose(f);
+}
+
+static void test_prometheus(gc_client *c)
+{
+    gc_response r;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_request(c, "GET", "/metrics", NULL, NULL, 0, NULL, &r, &err), GT_OK);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "giant_runs{status=\"succeeded\"} 4") != NULL);
+    CHECK(strstr(r.body, "giant_sample_batches_total ") != NULL);
+    CHECK(strstr(r.body, "giant_http_responses_total{class=\"4xx\"} ") != NULL);
+    gc_response_free(&r);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "svc-e2e-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(db, sizeof db, "%s/test.db", dir);
+    snprintf(data, sizeof data, "%s/data", dir);
+    const char *extra[] = {"--max-showers", "2000", "--max-json-showers", "50",
+                           "--min-energy-mev", "500", "--batch-delay-ms", "500",
+                           "--threads", "2", "--per-ip-connections", "0", NULL};
+    if (svc_start(&S, db, data, extra) != 0) {
+        svc_dump(&S);
+        CHECK_MSG(0, "server did not start");
+        return check_finish();
+    }
+    gc_client *c = NULL;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    long long ds = test_datasets(c);
+    long long run = test_run(c, ds);
+    test_metrics_and_checkpoints(c, run);
+    test_samples(c, run);
+    test_concurrency(c, run);
+    test_errors(c, run);
+    test_paging(c);
+    test_prometheus(c);
+    test_cli(run);
+    gc_close(c);
+    CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
+    if (check_failures_)
+        svc_dump(&S);
+    else
+        sh("rm -rf %s", dir);      /* kept on failure, for a look */
+    svc_free(&S);
+    return check_finish();
+}
