@@ -576,13 +576,16 @@ static void check_concurrent(proc *p)
 
 typedef struct slow_call {
     int port;
+    int ms;       /* how long the test route sleeps; 0 = 1500 */
     reply r;
 } slow_call;
 
 static void *slow_main(void *arg)
 {
     slow_call *s = arg;
-    http(&s->r, s->port, "GET", "/test/slow?ms=1500", NULL, NULL, 0, 0);
+    char path[64];
+    snprintf(path, sizeof path, "/test/slow?ms=%d", s->ms ? s->ms : 1500);
+    http(&s->r, s->port, "GET", path, NULL, NULL, 0, 0);
     return NULL;
 }
 
@@ -634,7 +637,9 @@ static void check_shutdown(proc *p, const char *db)
  * says how many requests it abandoned. */
 static void check_second_signal(proc *p)
 {
-    slow_call s = { .port = p->port };
+    /* The request sleeps long enough that the second signal surely lands
+     * during the drain, however slowly a loaded machine runs the first. */
+    slow_call s = { .port = p->port, .ms = 8000 };
     pthread_t t;
     pthread_create(&t, NULL, slow_main, &s);
     CHECK(log_wait(p, "msg=test_slow state=begin", 10000));
