@@ -89,6 +89,14 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
  * (fp32 validation losses, comparable across runs); NN_BF16 only for a
  * trunk created with bf16.  The next backward needs a new forward. */
 int nn_trunk_set_precision(nn_trunk *t, nn_dtype precision, gt_error *err);
+
+/* By default a forward checks that its input (x and the embedded
+ * conditions) is finite, with one sum of squares read back to the host:
+ * GT_EINVAL instead of silently propagating NaN.  The read-back is a device
+ * synchronisation, which a CUDA graph cannot contain; a caller that
+ * validates its inputs itself (or captures the step in a graph) turns the
+ * check off here. */
+void nn_trunk_set_input_check(nn_trunk *t, int on);
 nn_dtype nn_trunk_get_precision(const nn_trunk *t);
 
 nn_params *nn_trunk_params(nn_trunk *t);

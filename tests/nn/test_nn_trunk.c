@@ -476,6 +476,14 @@ static void test_bad_input(void)
     CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e),
                  GT_EINVAL);
     cd[3] = 0.5f;
+    /* with the input check off (graph-captured callers), no read-back and
+     * no error: the NaN reaches the output instead */
+    x[7] = NAN;
+    nn_trunk_set_input_check(t, 0);
+    CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 0, &e),
+                 GT_OK);
+    nn_trunk_set_input_check(t, 1);
+    x[7] = 0.5f;
     /* unknown dtype of an input */
     nn_tensor bx = nn_tensor_make(x, (nn_dtype)3, 4, 5);
     CHECK_EQ_INT(nn_trunk_forward(t, bx, nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e), GT_EINVAL);
