@@ -676,7 +676,7 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
     TRY(need_ptr(alpha, y.rows > 0, "axpby_rows", "alpha", err));
     TRY(need_ptr(beta, y.rows > 0, "axpby_rows", "beta", err));
     if (!b->ops->axpby_rows)
-        return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: not implemented by backend %s",
+        return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: backend %s lacks this op",
                             b->name);
     return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
 }
