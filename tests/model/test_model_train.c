@@ -12,6 +12,7 @@
  *    and its fp32 validation loss is bit-identical when its weights are
  *    reloaded into an fp32 model. */
 #include "check.h"
+#include "model_capture.h"
 #include "feat.h"
 #include "metric.h"
 #include "model_ckpt.h"
@@ -23,73 +24,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct capture {
-    float first_val[3], last_val[3], best_val[3];
-    void *best[3];
-    size_t best_len[3];
-    void *last[3];
-    size_t last_len[3];
-    long long stop_at_step2; /* stop stage 2 after this step (0 = never) */
-    long long seen_step2;
-} capture;
-
-static int on_val(void *user, int stage, long long step, float v)
-{
-    capture *c = user;
-    (void)step;
-    if (isnan(c->first_val[stage]))
-        c->first_val[stage] = v;
-    c->last_val[stage] = v;
-    return 0;
-}
-
-static int on_ckpt(void *user, int stage, long long step, float v, const void *blob, size_t len)
-{
-    capture *c = user;
-    (void)step;
-    free(c->last[stage]);
-    c->last[stage] = malloc(len);
-    memcpy(c->last[stage], blob, len);
-    c->last_len[stage] = len;
-    if (!c->best[stage] || v < c->best_val[stage]) {
-        free(c->best[stage]);
-        c->best[stage] = malloc(len);
-        memcpy(c->best[stage], blob, len);
-        c->best_len[stage] = len;
-        c->best_val[stage] = v;
-    }
-    return 0;
-}
-
-static int on_step(void *user, const model_step_report *r)
-{
-    capture *c = user;
-    if (r->stage == 2)
-        c->seen_step2 = r->step;
-    return 0;
-}
-
-static int should_stop(void *user)
-{
-    capture *c = user;
-    return c->stop_at_step2 && c->seen_step2 >= c->stop_at_step2;
-}
-
-static void capture_init(capture *c)
-{
-    memset(c, 0, sizeof *c);
-    for (int i = 0; i < 3; i++)
-        c->first_val[i] = c->last_val[i] = NAN;
-}
-
-static void capture_free(capture *c)
-{
-    for (int i = 0; i < 3; i++) {
-        free(c->best[i]);
-        free(c->last[i]);
-    }
-}
 
 static void tiny_config(model_config *cfg, const char *objective)
 {
@@ -184,8 +118,8 @@ static void test_objective(nn_backend *b, const char *objective)
     model_config cfg;
     tiny_config(&cfg, objective);
     capture c;
-    capture_init(&c);
-    model_run_hooks h = {&c, on_step, on_val, on_ckpt, NULL, NULL};
+    capture_init(&c, 0, 0);
+    model_run_hooks h = capture_hooks(&c, 0);
     int rc = model_run_train(&cfg, b, NULL, &h, NULL, &err);
     CHECK_MSG(rc == GT_OK, "%s: %s", objective, err.message);
     for (int st = 1; st <= 2; st++) {
@@ -267,14 +201,14 @@ static void test_objective(nn_backend *b, const char *objective)
         /* Resume: stop stage 2 at step 400 (a checkpoint step), resume from
          * its last checkpoints, and end with the same validation loss. */
         capture c2;
-        capture_init(&c2);
+        capture_init(&c2, 0, 0);
         c2.stop_at_step2 = 400;
-        model_run_hooks h2 = {&c2, on_step, on_val, on_ckpt, should_stop, NULL};
+        model_run_hooks h2 = capture_hooks(&c2, 1);
         rc = model_run_train(&cfg, b, NULL, &h2, NULL, &err);
         CHECK_EQ_INT(rc, GT_ECANCELLED);
         capture c3;
-        capture_init(&c3);
-        model_run_hooks h3 = {&c3, on_step, on_val, on_ckpt, NULL, NULL};
+        capture_init(&c3, 0, 0);
+        model_run_hooks h3 = capture_hooks(&c3, 0);
         model_resume res = {c2.last[1], c2.last_len[1], c2.last[2], c2.last_len[2]};
         rc = model_run_train(&cfg, b, NULL, &h3, &res, &err);
         CHECK_MSG(rc == GT_OK, "%s", err.message);
@@ -290,8 +224,8 @@ static void test_objective(nn_backend *b, const char *objective)
         model_config bcfg = cfg;
         bcfg.bf16 = 1;
         capture cb;
-        capture_init(&cb);
-        model_run_hooks hb = {&cb, on_step, on_val, on_ckpt, NULL, NULL};
+        capture_init(&cb, 0, 0);
+        model_run_hooks hb = capture_hooks(&cb, 0);
         rc = model_run_train(&bcfg, b, NULL, &hb, NULL, &err);
         CHECK_MSG(rc == GT_OK, "%s", err.message);
         printf("bf16 stage 2 val loss %.4f vs fp32 %.4f\n", (double)cb.last_val[2],

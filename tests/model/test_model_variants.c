@@ -19,6 +19,7 @@
  *    networks and optimizers) ends bit-identically; a checkpoint of another
  *    stage kind is refused. */
 #include "check.h"
+#include "model_capture.h"
 #include "feat.h"
 #include "metric.h"
 #include "model_ckpt.h"
@@ -34,84 +35,6 @@
 #define VARIANT "routed"
 #endif
 
-typedef struct capture {
-    float first_val[3], last_val[3], best_val[3];
-    void *best[3];
-    size_t best_len[3];
-    void *last[3];
-    size_t last_len[3];
-    long long stop_at_step2, seen_step2;
-    int router_reports, load_ok;
-    int batch, top_k;
-} capture;
-
-static int on_val(void *user, int stage, long long step, float v)
-{
-    capture *c = user;
-    (void)step;
-    if (isnan(c->first_val[stage]))
-        c->first_val[stage] = v;
-    c->last_val[stage] = v;
-    return 0;
-}
-
-static int on_ckpt(void *user, int stage, long long step, float v, const void *blob, size_t len)
-{
-    capture *c = user;
-    (void)step;
-    free(c->last[stage]);
-    c->last[stage] = malloc(len);
-    memcpy(c->last[stage], blob, len);
-    c->last_len[stage] = len;
-    if (!c->best[stage] || v < c->best_val[stage]) {
-        free(c->best[stage]);
-        c->best[stage] = malloc(len);
-        memcpy(c->best[stage], blob, len);
-        c->best_len[stage] = len;
-        c->best_val[stage] = v;
-    }
-    return 0;
-}
-
-static int on_step(void *user, const model_step_report *r)
-{
-    capture *c = user;
-    if (r->stage == 2)
-        c->seen_step2 = r->step;
-    if (r->stage == 2 && r->n_experts > 0) {
-        c->router_reports++;
-        long long sum = 0;
-        for (int e = 0; e < r->n_experts; e++)
-            sum += r->load[e];
-        c->load_ok += sum == (long long)c->batch * c->top_k && isfinite(r->balance_loss) &&
-                      r->balance_loss > 0 && isfinite(r->entropy_loss);
-    }
-    return 0;
-}
-
-static int should_stop(void *user)
-{
-    capture *c = user;
-    return c->stop_at_step2 && c->seen_step2 >= c->stop_at_step2;
-}
-
-static void capture_init(capture *c, const model_config *cfg)
-{
-    memset(c, 0, sizeof *c);
-    for (int i = 0; i < 3; i++)
-        c->first_val[i] = c->last_val[i] = NAN;
-    c->batch = cfg->batch;
-    c->top_k = cfg->stage2.trunk.top_k;
-}
-
-static void capture_free(capture *c)
-{
-    for (int i = 0; i < 3; i++) {
-        free(c->best[i]);
-        free(c->last[i]);
-    }
-}
-
 /* Stop stage 2 at a checkpoint step, resume from the last checkpoints, and
  * end exactly where the uninterrupted run did (for wgan this needs both
  * networks, both optimizers and the generator state in the checkpoint). */
@@ -119,14 +42,14 @@ static void check_resume(nn_backend *b, const model_config *cfg, const capture *
 {
     gt_error err;
     capture c2, c3;
-    capture_init(&c2, cfg);
+    capture_init(&c2, cfg->batch, cfg->stage2.trunk.top_k);
     c2.stop_at_step2 = cfg->ckpt_every * 2;
-    model_run_hooks h2 = {&c2, on_step, on_val, on_ckpt, should_stop, NULL};
+    model_run_hooks h2 = capture_hooks(&c2, 1);
     /* stage 1 is complete in the full run's last checkpoint: not retrained */
     model_resume r2 = {full->last[1], full->last_len[1], NULL, 0};
     CHECK_EQ_INT(model_run_train(cfg, b, NULL, &h2, &r2, &err), GT_ECANCELLED);
-    capture_init(&c3, cfg);
-    model_run_hooks h3 = {&c3, on_step, on_val, on_ckpt, NULL, NULL};
+    capture_init(&c3, cfg->batch, cfg->stage2.trunk.top_k);
+    model_run_hooks h3 = capture_hooks(&c3, 0);
     model_resume res = {full->last[1], full->last_len[1], c2.last[2], c2.last_len[2]};
     int rc = model_run_train(cfg, b, NULL, &h3, &res, &err);
     CHECK_MSG(rc == GT_OK, "%s", err.message);
@@ -357,8 +280,8 @@ int main(void)
         return 1;
     }
     capture c;
-    capture_init(&c, &cfg);
-    model_run_hooks h = {&c, on_step, on_val, on_ckpt, NULL, NULL};
+    capture_init(&c, cfg.batch, cfg.stage2.trunk.top_k);
+    model_run_hooks h = capture_hooks(&c, 0);
     rc = model_run_train(&cfg, b, NULL, &h, NULL, &err);
     CHECK_MSG(rc == GT_OK, "%s", err.message);
     void *u[3] = {0};
