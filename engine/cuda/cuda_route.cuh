@@ -1,7 +1,7 @@
 /* cuda_route: the routed trunk's dispatch and its losses.
- *  - top-k: one thread per row, k passes of a first-maximum scan (ties go
- *    to the lower index, as on the CPU); E <= 64 (a bit mask of taken
- *    experts) which NN_TRUNK_MAX_EXPERTS guarantees;
+ *  - top-k forward and backward: one thread per row running the CPU's own
+ *    row functions (nn_topk_row, nn_topk_bwd_row in nn_math.h); E <= 64,
+ *    which NN_TRUNK_MAX_EXPERTS guarantees;
  *  - gather / scatter-add of rows (16-byte accesses when the views allow;
  *    scatter needs no atomics since idx does not repeat within a call);
  *  - gather_dot: one warp per row, summed in double like the CPU;
@@ -26,29 +26,7 @@ __global__ void cuda_topk_fwd_kernel(int32_t *idx, float *w, const float *probs,
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows)
         return;
-    const float *p = cuda_row(probs, ldp, i);
-    int32_t *ix = idx + (long long)i * k;
-    float *wi = w + (long long)i * k;
-    unsigned long long taken = 0ull;
-    float sum = 0.0f;
-    for (int s = 0; s < k; s++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            if (taken & (1ull << e))
-                continue;
-            if (best < 0 || p[e] > p[best])
-                best = e;
-        }
-        if (best < 0)
-            break;                    /* k > E: the wrapper rejects it */
-        taken |= 1ull << best;
-        ix[s] = best;
-        wi[s] = p[best];
-        sum += p[best];
-    }
-    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int s = 0; s < k; s++)
-        wi[s] *= inv;
+    nn_topk_row(cuda_row(probs, ldp, i), E, k, idx + (long long)i * k, w + (long long)i * k);
 }
 
 __global__ void cuda_topk_bwd_kernel(float *dprobs, int lddp, const float *dw,
@@ -58,22 +36,8 @@ __global__ void cuda_topk_bwd_kernel(float *dprobs, int lddp, const float *dw,
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows)
         return;
-    const float *p = cuda_row(probs, ldp, i);
-    float *dp = cuda_row(dprobs, lddp, i);
-    const int32_t *ix = idx + (long long)i * k;
-    const float *wi = w + (long long)i * k, *dwi = dw + (long long)i * k;
-    if (!accumulate)
-        for (int e = 0; e < E; e++)
-            dp[e] = 0.0f;
-    float S = 0.0f, dot = 0.0f;
-    for (int s = 0; s < k; s++) {
-        S += p[ix[s]];
-        dot += dwi[s] * wi[s];
-    }
-    if (S <= 0.0f)
-        return;
-    for (int s = 0; s < k; s++)
-        dp[ix[s]] += (dwi[s] - dot) / S;
+    nn_topk_bwd_row(cuda_row(probs, ldp, i), idx + (long long)i * k, w + (long long)i * k,
+                    dw + (long long)i * k, E, k, accumulate, cuda_row(dprobs, lddp, i));
 }
 
 /* y[i, :] = scale[i] * x[idx[i], :] */

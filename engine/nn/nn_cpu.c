@@ -675,32 +675,8 @@ static int cpu_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, 
 {
     (void)b;
     (void)err;
-    int rows = probs.rows, E = probs.cols;
-    for (int i = 0; i < rows; i++) {
-        const float *p = ROW(probs, i);
-        int32_t *ix = idx + (size_t)i * k;
-        float *wi = w + (size_t)i * k;
-        /* selection by k passes: E is small (<= 64) */
-        float sum = 0.0f;
-        for (int s = 0; s < k; s++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int q = 0; q < s; q++)
-                    taken |= ix[q] == e;
-                if (taken)
-                    continue;
-                if (best < 0 || p[e] > p[best])
-                    best = e;
-            }
-            ix[s] = best;
-            wi[s] = p[best];
-            sum += p[best];
-        }
-        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        for (int s = 0; s < k; s++)
-            wi[s] *= inv;
-    }
+    for (int i = 0; i < probs.rows; i++)
+        nn_topk_row(ROW(probs, i), probs.cols, k, idx + (size_t)i * k, w + (size_t)i * k);
     return GT_OK;
 }
 
@@ -709,25 +685,9 @@ static int cpu_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const 
 {
     (void)b;
     (void)err;
-    int rows = probs.rows, E = probs.cols;
-    for (int i = 0; i < rows; i++) {
-        const float *p = ROW(probs, i);
-        float *dp = ROW(dprobs, i);
-        const int32_t *ix = idx + (size_t)i * k;
-        const float *wi = w + (size_t)i * k, *dwi = dw + (size_t)i * k;
-        if (!accumulate)
-            for (int e = 0; e < E; e++)
-                dp[e] = 0.0f;
-        float S = 0.0f, dot = 0.0f;
-        for (int s = 0; s < k; s++) {
-            S += p[ix[s]];
-            dot += dwi[s] * wi[s];
-        }
-        if (S <= 0.0f)
-            continue;
-        for (int s = 0; s < k; s++)
-            dp[ix[s]] += (dwi[s] - dot) / S;
-    }
+    for (int i = 0; i < probs.rows; i++)
+        nn_topk_bwd_row(ROW(probs, i), idx + (size_t)i * k, w + (size_t)i * k,
+                        dw + (size_t)i * k, probs.cols, k, accumulate, ROW(dprobs, i));
     return GT_OK;
 }
 

@@ -258,6 +258,57 @@ NN_HD static inline void nn_sb_inv_row(const float *f, float *z, int L, float ep
 }
 
 /* ------------------------------------------------------------------------ */
+/* routing: top-k of one row of gate probabilities                          */
+/* ------------------------------------------------------------------------ */
+
+/* The k largest of p[0..E) in descending order (ties: lower index first)
+ * into ix[0..k), and their weights renormalised to sum 1 into w[0..k).
+ * Selection by k passes: E is a handful of experts. */
+NN_HD static inline void nn_topk_row(const float *p, int E, int k, int32_t *ix, float *w)
+{
+    float sum = 0.0f;
+    for (int s = 0; s < k; s++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int q = 0; q < s; q++)
+                taken |= ix[q] == e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        if (best < 0)
+            best = 0; /* k > E: the wrapper rejects it before here */
+        ix[s] = best;
+        w[s] = p[best];
+        sum += p[best];
+    }
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int s = 0; s < k; s++)
+        w[s] *= inv;
+}
+
+/* Gradient of the renormalised weights w.r.t. the probabilities, zero
+ * outside the top k: dp_j (+)= (dw_j - sum_i dw_i w_i) / S, S = sum of the
+ * selected p. */
+NN_HD static inline void nn_topk_bwd_row(const float *p, const int32_t *ix, const float *w,
+                                         const float *dw, int E, int k, int accumulate,
+                                         float *dp)
+{
+    if (!accumulate)
+        for (int e = 0; e < E; e++)
+            dp[e] = 0.0f;
+    float S = 0.0f, dot = 0.0f;
+    for (int s = 0; s < k; s++) {
+        S += p[ix[s]];
+        dot += dw[s] * w[s];
+    }
+    if (S <= 0.0f)
+        return;
+    for (int s = 0; s < k; s++)
+        dp[ix[s]] += (dw[s] - dot) / S;
+}
+
+/* ------------------------------------------------------------------------ */
 /* AdamW                                                                    */
 /* ------------------------------------------------------------------------ */
 
