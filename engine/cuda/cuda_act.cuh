@@ -115,6 +115,22 @@ struct cuda_axpby_rows_f {
     }
 };
 
+/* y[i, j] = scale[j] x[i, j] + shift[j] (shift may be NULL; y may alias x). */
+struct cuda_affine_cols_f {
+    float *y; int ldy;
+    const float *x; int ldx;
+    const float *scale, *shift;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            a[k] = scale[j + k] * a[k] + (shift ? shift[j + k] : 0.0f);
+        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
+    }
+};
+
 /* y[i, j] (+)= bias[j] */
 struct cuda_bias_f {
     float *y; int ldy;
@@ -207,6 +223,13 @@ static int cuda_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_te
                            beta, (const float *)z.data, z.ld};
     return cuda_ew2d(cuda_st(b), f, y.rows, y.cols,
                      cuda_vec4_ok(y) && cuda_vec4_ok(x) && cuda_vec4_ok(z), err);
+}
+
+static int cuda_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                            const float *shift, gt_error *err)
+{
+    cuda_affine_cols_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld, scale, shift};
+    return cuda_ew2d(cuda_st(b), f, y.rows, y.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
 }
 
 /* y (+)= bias broadcast over rows. */

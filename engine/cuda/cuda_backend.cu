@@ -480,6 +480,7 @@ static void cuda_ops_fill(nn_backend_ops *o)
     o->adamw = ON_DEV(cuda_adamw);
     o->rand_fill = ON_DEV(cuda_rand_fill);
     o->axpby_rows = ON_DEV(cuda_axpby_rows);
+    o->affine_cols = ON_DEV(cuda_affine_cols);
 }
 
 /* Filled on first use (C++ before C++20 has no designated initialisers);

@@ -485,6 +485,11 @@ model_stage_data model_arrays_stage(const model_arrays *a, int stage)
         d.c_train = a->c2_train;
         d.x_val = a->x2_val;
         d.c_val = a->c2_val;
+        if (a->repr.layout.n_layers >= 2) {
+            d.sb_layers = a->repr.layout.n_layers;
+            d.sb_mean = a->repr.shower.mean;
+            d.sb_std = a->repr.shower.std;
+        }
     }
     return d;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "model_critic.h"
+#include "model_head.h"
 #include "nn_ckpt.h"
 #include "nn_rng.h"
 
@@ -39,6 +40,9 @@ struct model_stage {
     float *val_noise, *val_t;
     float *ctx_train, *ctx_val, *ctxb, *xin; /* n_ctx > 0 only */
     /* wgan only */
+    model_head *head;            /* stage 2: the stick-breaking head; NULL = none */
+    int cdim;                    /* critic input width: dim + 1 with the head, else dim */
+    float *hfake, *hreal, *hmix, *dh; /* [B, cdim]: the critic's view of rows */
     model_critic *critic;
     nn_adamw_opt copt;
     int copt_ready;
@@ -121,7 +125,8 @@ void model_stage_destroy(model_stage *s)
                       &s->xt, &s->target, &s->pred, &s->dpred, &s->cdata, &s->cond,
                       &s->t, &s->alpha, &s->beta, &s->ones, &s->mones, &s->loss,
                       &s->val_noise, &s->val_t, &s->ctx_train, &s->ctx_val, &s->ctxb,
-                      &s->xin, &s->dpos, &s->dneg, &s->score};
+                      &s->xin, &s->dpos, &s->dneg, &s->score, &s->hfake, &s->hreal, &s->hmix,
+                      &s->dh};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(s->b, *bufs[i]);
     nn_free(s->b, s->idx);
@@ -133,6 +138,7 @@ void model_stage_destroy(model_stage *s)
     free(s->score_h);
     free(s->gen_h);
     free(s->val_xc_h);
+    model_head_destroy(s->head);
     nn_trunk_destroy(s->trunk);
     nn_trunk_destroy(s->val_trunk);
     free(s->idx_h);
@@ -154,6 +160,14 @@ static int check_data(const model_stage_data *d, gt_error *err)
                             d->dim, d->n_train, d->n_val);
     if (!d->x_train || !d->x_val || (d->n_cond && (!d->c_train || !d->c_val)))
         return gt_error_set(err, GT_EINVAL, "stage data arrays missing");
+    if (d->sb_layers < 0 || d->sb_layers == 1 || d->sb_layers - 1 > d->dim ||
+        (d->sb_layers && (!d->sb_mean || !d->sb_std)))
+        return gt_error_set(err, GT_EINVAL, "stage data: %d stick-breaking layers for %d columns",
+                            d->sb_layers, d->dim);
+    for (int l = 0; l < d->sb_layers - 1; l++)
+        if (!isfinite(d->sb_mean[l]) || !(d->sb_std[l] > 0) || !isfinite(d->sb_std[l]))
+            return gt_error_set(err, GT_EINVAL, "stage data: logit column %d has statistics "
+                                "mean %g std %g", l, d->sb_mean[l], d->sb_std[l]);
     if (d->n_ctx < 0 || (d->n_ctx && (!d->ctx_train || !d->ctx_val)) || d->rows_per_item < 0 ||
         (!d->valid_train != !d->valid_val))
         return gt_error_set(err, GT_EINVAL, "stage data context or padding arrays inconsistent");
@@ -206,14 +220,41 @@ static double mean_pair_dist(const float *a, int na, const float *b, int nb, int
     return cnt ? sum / (double)cnt : 0.0;
 }
 
+/* The critic's view of rows x [rows, D] (backend): h(x) into out [rows,
+ * cdim] through the stick-breaking head (model_head.h), or x itself for a
+ * stage without one. */
+static int head_fwd(model_stage *s, const float *x, int rows, float *out, nn_tensor *h,
+                    gt_error *err)
+{
+    if (!s->head) {
+        *h = nn_f32((float *)x, rows, s->dim);
+        return GT_OK;
+    }
+    *h = nn_f32(out, rows, s->cdim);
+    return model_head_forward(s->head, nn_f32((float *)x, rows, s->dim), *h, err);
+}
+
 static int gan_create(model_stage *s, const model_stage_data *data, const nn_adamw_config *goc,
                       const model_wgan_config *wg, gt_error *err)
 {
     const int B = s->batch, D = s->dim, C = s->n_cond;
     if (s->n_ctx || data->valid_train)
         return gt_error_set(err, GT_EINVAL, "wgan trains oneshot stages only");
-    model_critic_config cc = {D, C, wg->critic_hidden, wg->critic_depth, 0.2f};
-    int rc = model_critic_create(s->b, &cc, B, &s->critic, err);
+    s->cdim = D;
+    int rc;
+    if (data->sb_layers) {
+        if ((rc = model_head_create(s->b, data->sb_layers, D, data->sb_mean, data->sb_std,
+                                    data->x_train, s->n_train, B, &s->head, err)))
+            return rc;
+        s->cdim = model_head_width(s->head);
+        size_t n = (size_t)B * s->cdim;
+        if ((rc = balloc(s, &s->hfake, n, err)) || (rc = balloc(s, &s->hreal, n, err)) ||
+            (rc = balloc(s, &s->hmix, n, err)) || (rc = balloc(s, &s->dh, n, err)))
+            return rc;
+    }
+    const int W = s->cdim;
+    model_critic_config cc = {W, C, wg->critic_hidden, wg->critic_depth, 0.2f};
+    rc = model_critic_create(s->b, &cc, B, &s->critic, err);
     if (rc || (rc = model_critic_init(s->critic, s->cfg.seed * 2 + 101 + (uint64_t)s->stage, err)))
         return rc;
     /* The critic: same peak lr and betas, no weight decay and no clipping
@@ -232,8 +273,8 @@ static int gan_create(model_stage *s, const model_stage_data *data, const nn_ada
         return rc;
     s->n_ed = s->n_valset < GAN_ED_MAX ? s->n_valset : GAN_ED_MAX;
     s->score_h = malloc((size_t)B * sizeof(float));
-    s->gen_h = malloc((size_t)s->n_ed * (D + C) * sizeof(float));
-    s->val_xc_h = malloc((size_t)s->n_ed * (D + C) * sizeof(float));
+    s->gen_h = malloc((size_t)s->n_ed * (W + C) * sizeof(float));
+    s->val_xc_h = malloc((size_t)s->n_ed * (W + C) * sizeof(float));
     if (!s->score_h || !s->gen_h || !s->val_xc_h)
         return gt_error_set(err, GT_ENOMEM, "out of memory");
     for (int i = 0; i < B; i++)
@@ -244,49 +285,57 @@ static int gan_create(model_stage *s, const model_stage_data *data, const nn_ada
         s->score_h[i] = -1.0f / (float)B;
     if ((rc = nn_copy_h2d(s->b, s->dneg, s->score_h, (size_t)B * sizeof(float), err)))
         return rc;
-    /* held-out rows as [x ; c], and their mean pairwise distance, once */
+    /* held-out rows as the critic sees them, [h(x) ; c], and their mean
+     * pairwise distance, once */
     for (int i = 0; i < s->n_ed; i++) {
-        float *r = s->val_xc_h + (size_t)i * (D + C);
-        memcpy(r, data->x_val + (size_t)i * D, (size_t)D * sizeof(float));
+        float *r = s->val_xc_h + (size_t)i * (W + C);
+        const float *x = data->x_val + (size_t)i * D;
+        if (s->head)
+            model_head_row_host(s->head, x, r);
+        else
+            memcpy(r, x, (size_t)D * sizeof(float));
         if (C)
-            memcpy(r + D, data->c_val + (size_t)i * C, (size_t)C * sizeof(float));
+            memcpy(r + W, data->c_val + (size_t)i * C, (size_t)C * sizeof(float));
     }
-    s->ed_yy = mean_pair_dist(s->val_xc_h, s->n_ed, s->val_xc_h, s->n_ed, D + C, 1);
+    s->ed_yy = mean_pair_dist(s->val_xc_h, s->n_ed, s->val_xc_h, s->n_ed, W + C, 1);
     return GT_OK;
 }
 
 /* Validation of a generator: the energy distance
  *   ED = 2 E|G - Y| - E|G - G'| - E|Y - Y'|
- * between n held-out rows Y = [x ; c] and rows G = [G(z_i, c_i) ; c_i]
+ * between n held-out rows Y = [h(x) ; c] and rows G = [h(G(z_i, c_i)) ; c_i]
  * generated for the same conditions from noise drawn once (fixed seed), by
- * the fp32 twin.  See engine/model/README.md for why. */
+ * the fp32 twin; h is the critic's view (the head, when there is one).  See
+ * engine/model/README.md for why. */
 static int gan_validate(model_stage *s, float *val, gt_error *err)
 {
     nn_params *tp = nn_trunk_params(s->trunk), *vp = nn_trunk_params(s->val_trunk);
     int rc = nn_copy_d2d(s->b, vp->value, tp->value, tp->count * sizeof(float), err);
     if (rc)
         return rc;
-    const int D = s->dim, C = s->n_cond, n = s->n_ed;
+    const int D = s->dim, C = s->n_cond, W = s->cdim, n = s->n_ed;
     for (int r0 = 0; r0 < n; r0 += s->batch) {
         int rows = n - r0 < s->batch ? n - r0 : s->batch;
+        nn_tensor h;
         if ((rc = nn_trunk_forward(s->val_trunk, nn_f32(s->val_noise + (size_t)r0 * D, rows, D),
                                    nn_f32(C ? s->c_val + (size_t)r0 * C : NULL, rows, C),
                                    nn_f32(s->pred, rows, D), 0, err)) ||
-            (rc = nn_copy_d2h(s->b, s->gen_h + (size_t)r0 * (D + C), s->pred,
-                              (size_t)rows * D * sizeof(float), err)))
+            (rc = head_fwd(s, s->pred, rows, s->hfake, &h, err)) ||
+            (rc = nn_copy_d2h(s->b, s->gen_h + (size_t)r0 * (W + C), h.data,
+                              (size_t)rows * W * sizeof(float), err)))
             return rc;
-        /* spread the rows to width D + C, last row first (in place) */
+        /* spread the rows to width W + C, last row first (in place) */
         for (int i = rows - 1; i >= 0; i--) {
-            float *dst = s->gen_h + (size_t)(r0 + i) * (D + C);
-            memmove(dst, s->gen_h + (size_t)r0 * (D + C) + (size_t)i * D,
-                    (size_t)D * sizeof(float));
+            float *dst = s->gen_h + (size_t)(r0 + i) * (W + C);
+            memmove(dst, s->gen_h + (size_t)r0 * (W + C) + (size_t)i * W,
+                    (size_t)W * sizeof(float));
             if (C)
-                memcpy(dst + D, s->val_xc_h + (size_t)(r0 + i) * (D + C) + D,
+                memcpy(dst + W, s->val_xc_h + (size_t)(r0 + i) * (W + C) + W,
                        (size_t)C * sizeof(float));
         }
     }
-    double xy = mean_pair_dist(s->gen_h, n, s->val_xc_h, n, D + C, 0);
-    double xx = mean_pair_dist(s->gen_h, n, s->gen_h, n, D + C, 1);
+    double xy = mean_pair_dist(s->gen_h, n, s->val_xc_h, n, W + C, 0);
+    double xx = mean_pair_dist(s->gen_h, n, s->gen_h, n, W + C, 1);
     *val = (float)(2 * xy - xx - s->ed_yy);
     return GT_OK;
 }
@@ -322,13 +371,16 @@ static int gan_mean_score(model_stage *s, int rows, double *mean, gt_error *err)
     return rc;
 }
 
-/* critic_steps critic updates, then one generator update. */
+/* critic_steps critic updates, then one generator update.  The critic sees
+ * rows through the head (h = x without one); interpolates are taken there,
+ * so the penalty constrains the critic on the space it judges. */
 static int gan_step(model_stage *s, float *grad_norm, gt_error *err)
 {
-    const int B = s->batch, D = s->dim, C = s->n_cond;
+    const int B = s->batch, D = s->dim, C = s->n_cond, W = s->cdim;
     const model_wgan_config *wg = s->stage == 1 ? &s->cfg.stage1.wgan : &s->cfg.stage2.wgan;
-    nn_tensor real = nn_f32(s->x1, B, D), z = nn_f32(s->x0, B, D), fake = nn_f32(s->pred, B, D);
-    nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C), none = nn_f32(NULL, B, D);
+    nn_tensor z = nn_f32(s->x0, B, D), fake = nn_f32(s->pred, B, D);
+    nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C), none = nn_f32(NULL, B, W);
+    nn_tensor hmix = nn_f32(s->hmix ? s->hmix : s->xt, B, W), hr, hf;
     nn_params *cp = model_critic_params(s->critic);
     int rc;
     double closs = 0;
@@ -343,26 +395,32 @@ static int gan_step(model_stage *s, float *grad_norm, gt_error *err)
         if ((rc = nn_copy_h2d(s->b, s->alpha, s->u_h, (size_t)B * sizeof(float), err)) ||
             (rc = nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)B * sizeof(float), err)) ||
             (rc = nn_trunk_forward(s->trunk, z, cd, fake, 0, err)) ||
+            (rc = head_fwd(s, s->x1, B, s->hreal, &hr, err)) ||
+            (rc = head_fwd(s, s->pred, B, s->hfake, &hf, err)) ||
             (rc = nn_params_zero_grad(cp, err)) ||
-            (rc = model_critic_forward(s->critic, real, cd, s->score, err)) ||
+            (rc = model_critic_forward(s->critic, hr, cd, s->score, err)) ||
             (rc = model_critic_backward(s->critic, s->dneg, none, err)) ||
             (rc = gan_mean_score(s, B, &mr, err)) ||
-            (rc = model_critic_forward(s->critic, fake, cd, s->score, err)) ||
+            (rc = model_critic_forward(s->critic, hf, cd, s->score, err)) ||
             (rc = model_critic_backward(s->critic, s->dpos, none, err)) ||
             (rc = gan_mean_score(s, B, &mf, err)) ||
-            (rc = nn_axpby_rows(s->b, nn_f32(s->xt, B, D), s->alpha, real, s->beta, fake, err)) ||
-            (rc = model_critic_forward(s->critic, nn_f32(s->xt, B, D), cd, s->score, err)) ||
+            (rc = nn_axpby_rows(s->b, hmix, s->alpha, hr, s->beta, hf, err)) ||
+            (rc = model_critic_forward(s->critic, hmix, cd, s->score, err)) ||
             (rc = model_critic_penalty(s->critic, (float)wg->gp_lambda, &pen, NULL, err)) ||
             (rc = nn_adamw_step(&s->copt, NULL, err)))
             return rc;
         closs = mf - mr + pen;
     }
-    /* generator: minimise -mean D(G(z, c)) */
+    /* generator: minimise -mean D(h(G(z, c))) */
+    float *dhf = s->head ? s->dh : s->dpred;
     if ((rc = gan_real_batch(s, err)) || (rc = nn_trunk_forward(s->trunk, z, cd, fake, 1, err)) ||
-        (rc = model_critic_forward(s->critic, fake, cd, s->score, err)) ||
-        (rc = model_critic_backward(s->critic, s->dneg, nn_f32(s->dpred, B, D), err)) ||
+        (rc = head_fwd(s, s->pred, B, s->hfake, &hf, err)) ||
+        (rc = model_critic_forward(s->critic, hf, cd, s->score, err)) ||
+        (rc = model_critic_backward(s->critic, s->dneg, nn_f32(dhf, B, W), err)) ||
+        (s->head && (rc = model_head_backward(s->head, nn_f32(s->dh, B, W),
+                                              nn_f32(s->dpred, B, D), err))) ||
         (rc = nn_params_zero_grad(nn_trunk_params(s->trunk), err)) ||
-        (rc = nn_trunk_backward(s->trunk, nn_f32(s->dpred, B, D), none, err)) ||
+        (rc = nn_trunk_backward(s->trunk, nn_f32(s->dpred, B, D), nn_f32(NULL, B, D), err)) ||
         (rc = nn_adamw_step(&s->opt, grad_norm, err)))
         return rc;
     /* the reported loss: the critic's, -W estimate + penalty, of the last critic step */

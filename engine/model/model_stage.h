@@ -17,8 +17,10 @@
  *  - wgan: a generator trunk x = G(z, c) (no time input) against the
  *    piecewise-linear critic of model_critic.h, WGAN-GP: critic_steps
  *    critic updates (D(fake) - D(real) + lambda * penalty on random
- *    interpolates) per generator update (-D(fake)).  Validation is the
- *    energy distance of generated and held-out [x ; c] rows (fixed noise).
+ *    interpolates) per generator update (-D(fake)).  In stage 2 the critic
+ *    sees rows through the stick-breaking head of model_head.h (layer
+ *    fractions, fp32).  Validation is the energy distance of generated and
+ *    held-out [h(x) ; c] rows (fixed noise).
  * The loss is the mean squared error of the prediction (fp32 reduction).
  *
  * Validation (the number that picks the best checkpoint) is the same loss on
@@ -58,6 +60,12 @@ typedef struct model_stage_data {
      * learns to leave them at 0.  NULL = every column is data. */
     const int32_t *valid_train, *valid_val; /* [n, 2] */
     int rows_per_item;              /* rows per shower (val_size counts showers); 0 = 1 */
+    /* Stage 2 of a shower model: the first sb_layers - 1 columns of x are
+     * standardised stick-breaking logits with these statistics of the
+     * unstandardised logits (what a wgan generator's stick-breaking head
+     * needs; other objectives ignore it).  0 / NULL = no such columns. */
+    int sb_layers;
+    const double *sb_mean, *sb_std; /* [sb_layers - 1] */
 } model_stage_data;
 
 typedef struct model_step_report {

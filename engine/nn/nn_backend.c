@@ -681,3 +681,17 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
     return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
 }
 
+
+int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                   const float *shift, gt_error *err)
+{
+    TRY(need_backend(b, "affine_cols", err));
+    TRY(need_f32(y, "affine_cols", "y", err));
+    TRY(need_f32(x, "affine_cols", "x", err));
+    TRY(same_shape(y, x, "affine_cols", "y", "x", err));
+    TRY(need_ptr(scale, y.cols > 0, "affine_cols", "scale", err));
+    if (!b->ops->affine_cols)
+        return gt_error_set(err, GT_EUNSUPPORTED, "affine_cols: backend %s lacks this op",
+                            b->name);
+    return y.rows && y.cols ? b->ops->affine_cols(b, y, x, scale, shift, err) : GT_OK;
+}

@@ -286,6 +286,16 @@ typedef struct nn_backend_ops {
      * are this op.  A backend that leaves it NULL gets GT_EUNSUPPORTED. */
     int (*axpby_rows)(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                       const float *beta, nn_tensor z, gt_error *err);
+
+    /* --- per-column affine map (fp32), added 2026-12-02 -----------------
+     * y[i,j] = scale[j] * x[i,j] + (shift ? shift[j] : 0); scale and shift
+     * are backend arrays of y.cols floats (shift may be NULL); y may alias
+     * x.  (De-)standardising columns inside a graph, as the stick-breaking
+     * head of the WGAN generator does; with shift NULL it is also the
+     * map's own backward.  A backend that leaves it NULL gets
+     * GT_EUNSUPPORTED. */
+    int (*affine_cols)(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                       const float *shift, gt_error *err);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -383,6 +393,8 @@ int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float
                  uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err);
 int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                   const float *beta, nn_tensor z, gt_error *err);
+int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                   const float *shift, gt_error *err);
 
 #ifdef __cplusplus
 }
@@ -394,6 +406,8 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
  * nn_backend, and are listed here with the date.
  *  - 2026-12-02: axpby_rows (per-row y = alpha x + beta z), for the stage
  *    trainers and samplers of engine/model.
+ *  - 2026-12-02: affine_cols (per-column y = scale x + shift), for the
+ *    stick-breaking head of the WGAN generator (engine/model).
  *  - 2026-12-02: struct nn_backend gained `size_t plan_count` (last field):
  *    a backend increments it whenever it creates a per-shape plan (a oneDNN
  *    primitive, a cuBLASLt matmul descriptor/heuristic), so tests can check

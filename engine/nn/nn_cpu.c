@@ -1055,6 +1055,22 @@ static int cpu_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_ten
     return GT_OK;
 }
 
+static int cpu_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                           const float *shift, gt_error *err)
+{
+    (void)b;
+    (void)err;
+    const int rows = y.rows, cols = y.cols;
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
+    for (int i = 0; i < rows; i++) {
+        float *yr = (float *)y.data + (size_t)i * y.ld;
+        const float *xr = (const float *)x.data + (size_t)i * x.ld;
+        for (int j = 0; j < cols; j++)
+            yr[j] = scale[j] * xr[j] + (shift ? shift[j] : 0.0f);
+    }
+    return GT_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* creation                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -1124,6 +1140,7 @@ static const nn_backend_ops cpu_ops = {
     .adamw = cpu_adamw,
     .rand_fill = cpu_rand_fill,
     .axpby_rows = cpu_axpby_rows,
+    .affine_cols = cpu_affine_cols,
 };
 
 /* Default fp32 library: see bench/README.md for the measurement behind it. */

@@ -410,6 +410,16 @@ static int ref_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int acc, gt_err
     return GT_OK;
 }
 
+static int ref_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                           const float *shift, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < y.rows; i++)
+        for (int j = 0; j < y.cols; j++)
+            AT(y, i, j) = scale[j] * AT(x, i, j) + (shift ? shift[j] : 0.0f);
+    return GT_OK;
+}
+
 static int ref_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
 {
     (void)b, (void)err;
@@ -500,7 +510,7 @@ static const nn_backend_ops ref_ops = {
     .entropy_bwd = ref_entropy_bwd, .mse_fwd = ref_mse_fwd, .mse_bwd = ref_mse_bwd,
     .mean_fwd = ref_mean_fwd, .mean_bwd = ref_mean_bwd, .sb_fwd = ref_sb_fwd,
     .sb_bwd = ref_sb_bwd, .sb_inv = ref_sb_inv, .cast_bf16 = ref_cast, .sumsq = ref_sumsq,
-    .adamw = ref_adamw, .rand_fill = ref_rand,
+    .adamw = ref_adamw, .rand_fill = ref_rand, .affine_cols = ref_affine_cols,
 };
 
 int ref_backend_create(nn_backend **out, gt_error *err)

@@ -37,6 +37,7 @@
 #ifndef GIANT_TEST_WITH_NN
 #define nn_adamw(b, ...) ((b)->ops->adamw((b), __VA_ARGS__))
 #define nn_add(b, ...) ((b)->ops->add((b), __VA_ARGS__))
+#define nn_affine_cols(b, ...) ((b)->ops->affine_cols((b), __VA_ARGS__))
 #define nn_alloc(b, ...) ((b)->ops->alloc((b), __VA_ARGS__))
 #define nn_balance_bwd(b, ...) ((b)->ops->balance_bwd((b), __VA_ARGS__))
 #define nn_balance_fwd(b, ...) ((b)->ops->balance_fwd((b), __VA_ARGS__))
@@ -594,8 +595,18 @@ static void test_stick(void)
     pput(&f);
     BOTH OK(nn_sb_inv(b, T(zi), T(f), 1e-6f, &err));
     pcmp(&zi, "sb_inv", TOL_RED);
-    pair *all[] = {&z, &f, &df, &dz, &zi};
-    for (size_t i = 0; i < 5; i++)
+    /* the per-column affine map the generator head wraps around them, with
+     * and without a shift, and in place (inputs: each side's own f) */
+    pair sc = pnew(1, L), sh = pnew(1, L), g = pnew(R, L);
+    prand(&sc, -2, 2);
+    prand(&sh, -1, 1);
+    poison(&g);
+    BOTH OK(nn_affine_cols(b, T(g), T(f), P(sc), P(sh), &err));
+    pcmp(&g, "affine_cols", TOL_RED);
+    BOTH OK(nn_affine_cols(b, T(g), T(g), P(sc), NULL, &err));
+    pcmp(&g, "affine_cols in place, no shift", TOL_RED);
+    pair *all[] = {&z, &f, &df, &dz, &zi, &sc, &sh, &g};
+    for (size_t i = 0; i < 8; i++)
         pfree(all[i]);
 }
 

@@ -45,6 +45,12 @@ static float *rbuf(size_t n, float scale)
     return p;
 }
 
+/* equal up to a rounding (a fused multiply-add may round once less) */
+static int near(float x, float y)
+{
+    return fabsf(x - y) <= 1e-6f * (1.0f + fabsf(y));
+}
+
 static double dot(const float *a, const float *b, size_t n)
 {
     double s = 0;
@@ -562,6 +568,28 @@ static void test_misc(void)
     CHECK_EQ_INT(nn_axpby_rows(B, nn_f32(ax, R, 3), co, nn_f32(a, R, 2), cz, nn_f32(a2, R, 3),
                                &E), GT_EINVAL);
     CHECK_EQ_INT(bad, 0);
+    /* affine_cols: with a shift, without, in place, into a column view */
+    float *sc = rbuf(3, 1.0f), *sh = rbuf(3, 1.0f), *w5 = buf(R * 5);
+    OK(nn_affine_cols(B, nn_f32(ax, R, 3), nn_f32(a, R, 3), sc, sh, &E));
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < 3; j++)
+            bad += !near(ax[i * 3 + j], sc[j] * a[i * 3 + j] + sh[j]);
+    memcpy(ax, a, R * 3 * 4);
+    OK(nn_affine_cols(B, nn_f32(ax, R, 3), nn_f32(ax, R, 3), sc, NULL, &E));
+    for (int i = 0; i < R * 3; i++)
+        bad += !near(ax[i], sc[i % 3] * a[i]);
+    for (int i = 0; i < R * 5; i++)
+        w5[i] = -7.0f;
+    OK(nn_affine_cols(B, nn_tensor_cols(nn_f32(w5, R, 5), 1, 3), nn_f32(a, R, 3), sc, sh, &E));
+    for (int i = 0; i < R; i++)
+        bad += w5[i * 5] != -7.0f || w5[i * 5 + 4] != -7.0f ||
+               !near(w5[i * 5 + 2], sc[1] * a[i * 3 + 1] + sh[1]);
+    CHECK_EQ_INT(nn_affine_cols(B, nn_f32(ax, R, 3), nn_f32(a, R, 2), sc, sh, &E), GT_EINVAL);
+    CHECK_EQ_INT(nn_affine_cols(B, nn_f32(ax, R, 3), nn_f32(a, R, 3), NULL, sh, &E), GT_EINVAL);
+    CHECK_EQ_INT(bad, 0);
+    nn_free(B, sc);
+    nn_free(B, sh);
+    nn_free(B, w5);
     nn_free(B, co);
     nn_free(B, cz);
     nn_free(B, ax);
