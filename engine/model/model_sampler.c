@@ -23,6 +23,7 @@ typedef struct stage_net {
     nn_trunk *trunk;
     int dim, n_cond, n_ctx;
     model_objective obj;
+    int noise_from;   /* wgan: first column that gets the generator's noise */
 } stage_net;
 
 /* Noise of layer token l of an autoregressive stage 2 comes from stream
@@ -90,6 +91,10 @@ static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,
     n->n_cond = n_cond;
     n->n_ctx = n_ctx;
     n->obj = stage == 1 ? s->cfg.stage1.objective : s->cfg.stage2.objective;
+    /* the stage-2 data columns start with the stick-breaking logits (as
+     * model_arrays_stage tells the trainer) */
+    n->noise_from = stage == 2 && !s->ar ? model_stage_gan_noise_from(s->repr.layout.n_layers)
+                                         : 0;
     const void *w = NULL, *cw = NULL;
     size_t wl = 0, cwl = 0;
     int rc;
@@ -267,7 +272,13 @@ static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double
         if ((rc = nn_trunk_forward(n->trunk, x, nn_f32(s->c, rows, n->n_cond), v, 0, err)))
             return rc;
         *evals += 1;
-        return nn_copy_d2d(s->b, s->x, s->v1, (size_t)rows * D * sizeof(float), err);
+        /* G(z, c) = T(z, c) + [0 ; z_k..] (model_stage_gan_noise_from) */
+        const int k = n->noise_from;
+        nn_tensor xv = nn_tensor_cols(x, k, D - k), vv = nn_tensor_cols(v, k, D - k);
+        nn_tensor vu = nn_tensor_cols(v, 0, k);
+        if ((rc = nn_add(s->b, xv, xv, vv, err)))
+            return rc;
+        return k ? nn_concat(s->b, nn_tensor_cols(x, 0, k), &vu, 1, err) : GT_OK;
     }
     if (n->obj == MODEL_OBJ_DDPM) {
         for (int k = 0; k < steps; k++) {

@@ -42,6 +42,9 @@ struct model_stage {
     /* wgan only */
     model_head *head;            /* stage 2: the stick-breaking head; NULL = none */
     int cdim;                    /* critic input width: dim + 1 with the head, else dim */
+    int noise_from;              /* G = T + [0 ; z]: first column that gets the noise */
+    int ed_cols;                 /* energy distance: the first ed_cols columns ...   */
+    float ed_weight;             /* ... weigh this much (the layer fractions)        */
     float *hfake, *hreal, *hmix, *dh; /* [B, cdim]: the critic's view of rows */
     model_critic *critic;
     nn_adamw_opt copt;
@@ -198,7 +201,11 @@ static int check_data(const model_stage_data *d, gt_error *err)
 
 /* Rows of the energy-distance validation (O(n^2 D) on the host). */
 #define GAN_ED_MAX 512
-#define GAN_CKPT_MAGIC "GIANTGAN"
+/* "GIANTGA2": generator G = T + [0 ; z_v] with the stick-breaking head.
+ * "GIANTGAN" was the first form (G = T, no head); its weights mean
+ * something else, so such checkpoints are refused, not misread. */
+#define GAN_CKPT_MAGIC "GIANTGA2"
+#define GAN_CKPT_MAGIC_V1 "GIANTGAN"
 
 /* Mean Euclidean distance between the rows of a [na, w] and b [nb, w]
  * (excluding the diagonal when same). */
@@ -247,6 +254,9 @@ static int gan_create(model_stage *s, const model_stage_data *data, const nn_ada
                                     data->x_train, s->n_train, B, &s->head, err)))
             return rc;
         s->cdim = model_head_width(s->head);
+        s->noise_from = model_stage_gan_noise_from(data->sb_layers);
+        s->ed_cols = data->sb_layers;
+        s->ed_weight = (float)sqrt((double)(D - (data->sb_layers - 1)) / data->sb_layers);
         size_t n = (size_t)B * s->cdim;
         if ((rc = balloc(s, &s->hfake, n, err)) || (rc = balloc(s, &s->hreal, n, err)) ||
             (rc = balloc(s, &s->hmix, n, err)) || (rc = balloc(s, &s->dh, n, err)))
@@ -296,16 +306,32 @@ static int gan_create(model_stage *s, const model_stage_data *data, const nn_ada
             memcpy(r, x, (size_t)D * sizeof(float));
         if (C)
             memcpy(r + W, data->c_val + (size_t)i * C, (size_t)C * sizeof(float));
+        for (int j = 0; j < s->ed_cols; j++)
+            r[j] *= s->ed_weight;
     }
     s->ed_yy = mean_pair_dist(s->val_xc_h, s->n_ed, s->val_xc_h, s->n_ed, W + C, 1);
     return GT_OK;
+}
+
+int model_stage_gan_noise_from(int sb_layers) { return sb_layers >= 2 ? sb_layers - 1 : 0; }
+
+/* G(z, c) = T(z, c) + [0 ; z_k..] (out holds T on entry): see
+ * model_stage_gan_noise_from. */
+static int gan_skip(model_stage *s, float *out, const float *z, int rows, gt_error *err)
+{
+    const int D = s->dim, k = s->noise_from;
+    nn_tensor o = nn_tensor_cols(nn_f32(out, rows, D), k, D - k);
+    nn_tensor zz = nn_tensor_cols(nn_f32((float *)z, rows, D), k, D - k);
+    return nn_add(s->b, o, o, zz, err);
 }
 
 /* Validation of a generator: the energy distance
  *   ED = 2 E|G - Y| - E|G - G'| - E|Y - Y'|
  * between n held-out rows Y = [h(x) ; c] and rows G = [h(G(z_i, c_i)) ; c_i]
  * generated for the same conditions from noise drawn once (fixed seed), by
- * the fp32 twin; h is the critic's view (the head, when there is one).  See
+ * the fp32 twin; h is the critic's view (the head, when there is one), with
+ * its L layer-fraction columns weighted by sqrt(V / L) so that the layer
+ * profile counts as much as the V voxel columns together.  See
  * engine/model/README.md for why. */
 static int gan_validate(model_stage *s, float *val, gt_error *err)
 {
@@ -320,6 +346,7 @@ static int gan_validate(model_stage *s, float *val, gt_error *err)
         if ((rc = nn_trunk_forward(s->val_trunk, nn_f32(s->val_noise + (size_t)r0 * D, rows, D),
                                    nn_f32(C ? s->c_val + (size_t)r0 * C : NULL, rows, C),
                                    nn_f32(s->pred, rows, D), 0, err)) ||
+            (rc = gan_skip(s, s->pred, s->val_noise + (size_t)r0 * D, rows, err)) ||
             (rc = head_fwd(s, s->pred, rows, s->hfake, &h, err)) ||
             (rc = nn_copy_d2h(s->b, s->gen_h + (size_t)r0 * (W + C), h.data,
                               (size_t)rows * W * sizeof(float), err)))
@@ -332,6 +359,8 @@ static int gan_validate(model_stage *s, float *val, gt_error *err)
             if (C)
                 memcpy(dst + W, s->val_xc_h + (size_t)(r0 + i) * (W + C) + W,
                        (size_t)C * sizeof(float));
+            for (int j = 0; j < s->ed_cols; j++)
+                dst[j] *= s->ed_weight;
         }
     }
     double xy = mean_pair_dist(s->gen_h, n, s->val_xc_h, n, W + C, 0);
@@ -395,6 +424,7 @@ static int gan_step(model_stage *s, float *grad_norm, gt_error *err)
         if ((rc = nn_copy_h2d(s->b, s->alpha, s->u_h, (size_t)B * sizeof(float), err)) ||
             (rc = nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)B * sizeof(float), err)) ||
             (rc = nn_trunk_forward(s->trunk, z, cd, fake, 0, err)) ||
+            (rc = gan_skip(s, s->pred, s->x0, B, err)) ||
             (rc = head_fwd(s, s->x1, B, s->hreal, &hr, err)) ||
             (rc = head_fwd(s, s->pred, B, s->hfake, &hf, err)) ||
             (rc = nn_params_zero_grad(cp, err)) ||
@@ -414,6 +444,7 @@ static int gan_step(model_stage *s, float *grad_norm, gt_error *err)
     /* generator: minimise -mean D(h(G(z, c))) */
     float *dhf = s->head ? s->dh : s->dpred;
     if ((rc = gan_real_batch(s, err)) || (rc = nn_trunk_forward(s->trunk, z, cd, fake, 1, err)) ||
+        (rc = gan_skip(s, s->pred, s->x0, B, err)) ||
         (rc = head_fwd(s, s->pred, B, s->hfake, &hf, err)) ||
         (rc = model_critic_forward(s->critic, hf, cd, s->score, err)) ||
         (rc = model_critic_backward(s->critic, s->dneg, nn_f32(dhf, B, W), err)) ||
@@ -477,6 +508,9 @@ int model_stage_ckpt_parts(const void *buf, size_t len, const void **gen, size_t
     const uint8_t *p = buf;
     *critic = NULL;
     *critic_len = 0;
+    if (buf && len >= 8 && memcmp(p, GAN_CKPT_MAGIC_V1, 8) == 0)
+        return gt_error_set(err, GT_EFORMAT, "a wgan checkpoint of the first generator form "
+                            "(no noise skip, no stick-breaking head): retrain the run");
     if (!buf || len < 8 || memcmp(p, GAN_CKPT_MAGIC, 8) != 0) {
         *gen = buf;
         *gen_len = len;

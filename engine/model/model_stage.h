@@ -132,6 +132,16 @@ void model_stage_trunk_config_ctx(const model_config *cfg, int stage, int dim, i
 int model_stage_ckpt_parts(const void *buf, size_t len, const void **gen, size_t *gen_len,
                            const void **critic, size_t *critic_len, gt_error *err);
 
+/* A wgan generator is G(z, c) = T(z, c) + [0 ; z_k..]: the trunk's output
+ * plus its own input noise on every column from k on, with k the number of
+ * stick-breaking logit columns (sb_layers - 1, or 0 for a stage without
+ * them, which gets the noise on every column).  Why: a trunk a few hundred
+ * wide cannot make thousands of independent voxel fluctuations, so without
+ * the skip the samples collapse onto a low-dimensional set; the layer
+ * logits, few and strongly correlated, are the trunk's alone.  The sampler
+ * applies the same rule (engine/model/README.md). */
+int model_stage_gan_noise_from(int sb_layers);
+
 /* Cosine-schedule abar(t) of the ddpm objective, clamped to [1e-4, 1]. */
 double model_ddpm_abar(double t);
 

@@ -294,8 +294,13 @@ int main(void)
     /* a wgan checkpoint whose lengths do not add up */
     const void *gp = NULL, *cr = NULL;
     size_t gl = 0, cl = 0;
-    const char trunc[20] = "GIANTGAN\xff\xff\xff\xff\xff\xff\xff\x7f";
+    const char trunc[20] = "GIANTGA2\xff\xff\xff\xff\xff\xff\xff\x7f";
     CHECK_EQ_INT(model_stage_ckpt_parts(trunc, sizeof trunc, &gp, &gl, &cr, &cl, &err), GT_EFORMAT);
+    /* the first generator form is refused by name, not misread */
+    const char old_form[20] = "GIANTGAN\x04\0\0\0\0\0\0\0";
+    CHECK_EQ_INT(model_stage_ckpt_parts(old_form, sizeof old_form, &gp, &gl, &cr, &cl, &err),
+                 GT_EFORMAT);
+    CHECK(strstr(err.message, "first generator form") != NULL);
     CHECK_EQ_INT(model_stage_ckpt_parts("GIANTNN", 7, &gp, &gl, &cr, &cl, &err), GT_OK);
     CHECK(cr == NULL && gl == 7 && gp != NULL);
     model_ckpt_view v;
