@@ -3,8 +3,10 @@
  * watch it succeed over the event stream, read metrics (fp32 validation
  * loss per stage), list and download checkpoints (one best per stage),
  * sample in the three formats (shapes, energies, reproducibility by seed),
- * serve many concurrent sample requests in fewer device batches, and check
- * each documented error while the server keeps serving. */
+ * serve many concurrent sample requests in fewer device batches, check
+ * each documented error while the server keeps serving, and train and
+ * sample each stage-2 variant (wgan in fp32 and bf16, autoregressive,
+ * routed) through the service. */
 #include "check.h"
 
 #include <math.h>
@@ -642,6 +644,72 @@ static void test_prometheus(gc_client *c)
     gc_response_free(&r);
 }
 
+/* ---------------------------------------------------------------------------
+ * The stage-2 variants through the service: each trains from its config,
+ * succeeds with both best checkpoints and serves showers.
+ * ------------------------------------------------------------------------- */
+
+static void test_variants(gc_client *c)
+{
+    static const struct {
+        const char *name, *precision, *stage2;
+    } v[] = {
+        {"v-wgan", "fp32", "\"objective\": \"wgan\", \"wgan\": {\"critic_steps\": 2,"
+                           " \"critic\": {\"hidden\": 16, \"depth\": 1}}"},
+        {"v-wgan-bf16", "bf16", "\"objective\": \"wgan\", \"wgan\": {\"critic_steps\": 2,"
+                                " \"critic\": {\"hidden\": 16, \"depth\": 1}}"},
+        {"v-autoregressive", "fp32", "\"mode\": \"autoregressive\""},
+        {"v-routed", "fp32", "\"trunk\": {\"kind\": \"routed\", \"experts\": 2, \"top_k\": 1,"
+                             " \"hidden\": 16, \"blocks\": 1, \"emb_dim\": 8}"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char cfg[2048];
+        int routed = strstr(v[i].stage2, "routed") != NULL;
+        snprintf(cfg, sizeof cfg,
+                 "{\"name\": \"%s\", \"dataset\": {\"geometry\": \"dataset_1_photons\","
+                 " \"synthetic\": {\"n\": 300, \"seed\": 1}},"
+                 " \"model\": {\"stage1\": {\"trunk\": {\"hidden\": 32, \"blocks\": 1,"
+                 " \"emb_dim\": 8}}, \"stage2\": {%s%s}},"
+                 " \"train\": {\"device\": \"cpu\", \"precision\": \"%s\", \"batch\": 32,"
+                 " \"steps\": {\"stage1\": 4, \"stage2\": 4}, \"warmup_steps\": 2,"
+                 " \"log_every\": 2, \"val_every\": 2, \"val_size\": 32, \"ckpt_every\": 2},"
+                 " \"sample\": {\"steps\": 3}}",
+                 v[i].name, v[i].stage2,
+                 routed ? "" : ", \"trunk\": {\"hidden\": 32, \"blocks\": 1, \"emb_dim\": 8}",
+                 v[i].precision);
+        json_t *run = NULL;
+        gt_error err = {0};
+        CHECK_MSG(gc_submit_run(c, cfg, NULL, &run, &err) == GT_OK, "%s: %s", v[i].name,
+                  err.message);
+        long long id = num(run, "id");
+        json_decref(run);
+        run = svc_wait_run(c, id, "succeeded", 120000);
+        CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "succeeded") == 0,
+                  "%s: status %s (%s)", v[i].name, str(run, "status"), str(run, "error"));
+        CHECK(str(run, "precision") && strcmp(str(run, "precision"), v[i].precision) == 0);
+        json_t *best = json_object_get(run, "best");
+        CHECK(json_object_get(best, "energy") && json_object_get(best, "shower"));
+        json_decref(run);
+        gc_response r;
+        CHECK_EQ_INT(gc_sample(c, id, "{\"energies\": [5000, 70000], \"seed\": 3}",
+                               GC_ACCEPT_JSON, &r, &err), GT_OK);
+        CHECK_MSG(r.status == 200, "%s: sample status %ld", v[i].name, r.status);
+        json_t *j = json_loadb(r.body, r.len, 0, NULL);
+        json_t *showers = json_object_get(j, "showers");
+        CHECK_EQ_INT(json_array_size(showers), 2);
+        int bad = 0;
+        for (size_t k = 0; k < 2 * 368; k++) {
+            double e = json_number_value(json_array_get(json_array_get(showers, k / 368), k % 368));
+            bad += !(isfinite(e) && e >= 0);
+        }
+        CHECK_MSG(bad == 0 && json_array_size(json_array_get(showers, 1)) == 368,
+                  "%s: %d bad voxels", v[i].name, bad);
+        printf("variant %s: trained and sampled through the service\n", v[i].name);
+        json_decref(j);
+        gc_response_free(&r);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "svc-e2e-XXXXXX");
@@ -668,6 +736,7 @@ int main(void)
     test_paging(c);
     test_prometheus(c);
     test_cli(run);
+    test_variants(c);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
     if (check_failures_)
