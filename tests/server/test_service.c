@@ -652,15 +652,19 @@ static void test_prometheus(gc_client *c)
 static void test_variants(gc_client *c)
 {
     static const struct {
-        const char *name, *precision, *stage2;
+        const char *name, *precision, *stage2, *stage1;
     } v[] = {
         {"v-wgan", "fp32", "\"objective\": \"wgan\", \"wgan\": {\"critic_steps\": 2,"
-                           " \"critic\": {\"hidden\": 16, \"depth\": 1}}"},
+                           " \"critic\": {\"hidden\": 16, \"depth\": 1}}", ""},
         {"v-wgan-bf16", "bf16", "\"objective\": \"wgan\", \"wgan\": {\"critic_steps\": 2,"
-                                " \"critic\": {\"hidden\": 16, \"depth\": 1}}"},
-        {"v-autoregressive", "fp32", "\"mode\": \"autoregressive\""},
+                                " \"critic\": {\"hidden\": 16, \"depth\": 1}}", ""},
+        {"v-autoregressive", "fp32", "\"mode\": \"autoregressive\"", ""},
         {"v-routed", "fp32", "\"trunk\": {\"kind\": \"routed\", \"experts\": 2, \"top_k\": 1,"
-                             " \"hidden\": 16, \"blocks\": 1, \"emb_dim\": 8}"},
+                             " \"hidden\": 16, \"blocks\": 1, \"emb_dim\": 8}", ""},
+        /* a wgan energy stage (no head: the noise skip covers its one column) */
+        {"v-wgan-stage1", "fp32", "\"objective\": \"flow\"",
+         "\"objective\": \"wgan\", \"wgan\": {\"critic_steps\": 2, \"critic\": {\"hidden\": 16,"
+         " \"depth\": 1}}, "},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         char cfg[2048];
@@ -668,13 +672,13 @@ static void test_variants(gc_client *c)
         snprintf(cfg, sizeof cfg,
                  "{\"name\": \"%s\", \"dataset\": {\"geometry\": \"dataset_1_photons\","
                  " \"synthetic\": {\"n\": 300, \"seed\": 1}},"
-                 " \"model\": {\"stage1\": {\"trunk\": {\"hidden\": 32, \"blocks\": 1,"
+                 " \"model\": {\"stage1\": {%s\"trunk\": {\"hidden\": 32, \"blocks\": 1,"
                  " \"emb_dim\": 8}}, \"stage2\": {%s%s}},"
                  " \"train\": {\"device\": \"cpu\", \"precision\": \"%s\", \"batch\": 32,"
                  " \"steps\": {\"stage1\": 4, \"stage2\": 4}, \"warmup_steps\": 2,"
                  " \"log_every\": 2, \"val_every\": 2, \"val_size\": 32, \"ckpt_every\": 2},"
                  " \"sample\": {\"steps\": 3}}",
-                 v[i].name, v[i].stage2,
+                 v[i].name, v[i].stage1, v[i].stage2,
                  routed ? "" : ", \"trunk\": {\"hidden\": 32, \"blocks\": 1, \"emb_dim\": 8}",
                  v[i].precision);
         json_t *run = NULL;
