@@ -214,7 +214,15 @@ int main(void)
         return check_finish();
     }
     CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
-    CHECK(svc_log_wait(&s, "training stage 2 (shower) from step 25", 10000));
+    /* resumed from its last checkpoint: a multiple of 25 (which one
+     * depends on how far the run got before the signal landed) */
+    static const char resumed[] = "training stage 2 (shower) from step ";
+    CHECK(svc_log_wait(&s, resumed, 10000));
+    pthread_mutex_lock(&s.mu);
+    const char *at = strstr(s.log, resumed);
+    int from = at ? atoi(at + strlen(resumed)) : -1;
+    pthread_mutex_unlock(&s.mu);
+    CHECK_MSG(from >= 25 && from % 25 == 0 && from < steps2, "resumed from step %d", from);
     r = svc_wait_run(c, run2, NULL, 90000);
     CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
               str(r, "status"), str(r, "error"));
