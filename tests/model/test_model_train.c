@@ -291,6 +291,23 @@ int main(void)
     pad.valid_train = pad.valid_val = NULL;
     pad.n_ctx = 3;
     CHECK_EQ_INT(model_stage_create(b, &cfg, 1, &pad, &s, &err), GT_EINVAL);
+    /* stick-breaking columns that cannot be: one layer, more logits than
+     * columns, a zero std */
+    pad.n_ctx = 0;
+    const double sb_mean[2] = {0.0, 0.0}, sb_std[2] = {1.0, 0.0};
+    pad.sb_mean = sb_mean;
+    pad.sb_std = sb_std;
+    pad.sb_layers = 1;
+    CHECK_EQ_INT(model_stage_create(b, &cfg, 1, &pad, &s, &err), GT_EINVAL);
+    pad.sb_layers = 3;
+    CHECK_EQ_INT(model_stage_create(b, &cfg, 1, &pad, &s, &err), GT_EINVAL);
+    pad.dim = 2; /* 2 rows of 2 columns in each split */
+    pad.n_train = pad.n_val = 2;
+    CHECK_EQ_INT(model_stage_create(b, &cfg, 1, &pad, &s, &err), GT_EINVAL);
+    CHECK(strstr(err.message, "logit column 1") != NULL);
+    pad.sb_layers = 0;
+    pad.dim = 1;
+    pad.n_train = pad.n_val = 4;
     /* a wgan checkpoint whose lengths do not add up */
     const void *gp = NULL, *cr = NULL;
     size_t gl = 0, cl = 0;
