@@ -101,7 +101,8 @@ static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,
     if ((rc = model_stage_ckpt_parts(v->weights, v->weights_len, &w, &wl, &cw, &cwl, err)) ||
         (rc = nn_trunk_create(s->b, &tc, &n->trunk, err)) ||
         (rc = nn_ckpt_load(nn_trunk_params(n->trunk), NULL, NULL, w, wl, err)) ||
-        (rc = nn_trunk_plan(n->trunk, s->max_batch, err)))
+        (rc = nn_trunk_plan(n->trunk, s->max_batch, err)) ||
+        (rc = nn_trunk_pack(n->trunk, err)))
         return gt_error_wrap(err, "stage %d checkpoint", stage);
     return GT_OK;
 }

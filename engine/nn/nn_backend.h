@@ -114,6 +114,16 @@ typedef enum nn_act {
     NN_ACT_SILU = 1,     /* fused epilogue, used by forward-only sampling */
 } nn_act;
 
+/* A weight packed for linear_fixed, in the layout of the backend that
+ * packed it (nn_pack_weight); only that backend may use it. */
+typedef struct nn_packed {
+    void *data;      /* backend memory, `bytes` long */
+    size_t bytes;
+    nn_dtype dtype;  /* of the weight, and of the x it multiplies */
+    int n, k;        /* the weight is n x k: y[m,n] = x[m,k] . W^T */
+    int layout;      /* the backend's tag of its packing */
+} nn_packed;
+
 typedef enum nn_dist {
     NN_DIST_NORMAL = 0,  /* a = mean, b = standard deviation */
     NN_DIST_UNIFORM = 1, /* uniform on [a, b) */
@@ -296,6 +306,24 @@ typedef struct nn_backend_ops {
      * GT_EUNSUPPORTED. */
     int (*affine_cols)(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                        const float *shift, gt_error *err);
+
+    /* --- fixed-order linear layer, added 2026-12-03 ---------------------
+     * y[m,n] = act(x[m,k] . W^T + bias) (+ y when accumulate), where every
+     * element of y is computed by the same sequence of roundings whatever
+     * m, the row's position in x and the thread count, so a row's result
+     * depends on that row alone.  Samplers use it: a shower must not depend
+     * on the batch it was computed in.  The CPU contract (the same bits on
+     * every x86-64 CPU) is in nn_cpu_fixed.h; a GPU backend keeps one
+     * algorithm per (n, k, dtype) for every m.
+     * pack_bytes: size of a packed n x k weight of dtype dt.
+     * pack_weight: fills dst->data (pack_bytes long) from w (n x k, fp32 or
+     *   bf16) and sets dst->layout.
+     * linear_fixed: x has the packed weight's dtype, y is fp32; bias fp32
+     *   or NULL.  Backends that leave these NULL get GT_EUNSUPPORTED. */
+    size_t (*pack_bytes)(nn_backend *b, int n, int k, nn_dtype dt);
+    int (*pack_weight)(nn_backend *b, nn_packed *dst, nn_tensor w, gt_error *err);
+    int (*linear_fixed)(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                        const float *bias, nn_act act, int accumulate, gt_error *err);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -395,6 +423,11 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                   const float *beta, nn_tensor z, gt_error *err);
 int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                    const float *shift, gt_error *err);
+/* Allocates out->data and packs w into it (see linear_fixed). */
+int nn_pack_weight(nn_backend *b, nn_tensor w, nn_packed *out, gt_error *err);
+void nn_packed_free(nn_backend *b, nn_packed *p);       /* NULL or empty ok */
+int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                    const float *bias, nn_act act, int accumulate, gt_error *err);
 
 #ifdef __cplusplus
 }
@@ -412,4 +445,6 @@ int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
  *    a backend increments it whenever it creates a per-shape plan (a oneDNN
  *    primitive, a cuBLASLt matmul descriptor/heuristic), so tests can check
  *    that no plan is made inside a step after warm-up.  Optional: leaving
- *    it 0 is correct for a backend without such plans. */
+ *    it 0 is correct for a backend without such plans.
+ *  - 2026-12-03: pack_bytes, pack_weight, linear_fixed (and nn_packed): the
+ *    fixed-order linear layer that makes sampling batch-invariant. */

@@ -17,6 +17,7 @@
  *   GIANT_CPU_SGEMM=openblas|onednn   fp32 matmul library
  *   GIANT_CPU_BF16=native|emulate     force the bf16 path */
 #include "nn_backend.h"
+#include "nn_cpu_fixed.h"
 #include "nn_rng.h"
 
 #include <cblas.h>
@@ -57,6 +58,7 @@ typedef struct cpu_state {
     double *red;           /* per-thread partial sums, nthreads of them */
     int nthreads;          /* OpenMP threads at creation; reductions use at
                               most this many so red never overflows */
+    cpu_fixed fixed;       /* the fixed-order linear layer (nn_cpu_fixed.c) */
 } cpu_state;
 
 static cpu_state *ST(nn_backend *b)
@@ -1075,6 +1077,29 @@ static int cpu_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float 
 /* creation                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* fixed-order linear layer (sampling): nn_cpu_fixed.c                      */
+/* ------------------------------------------------------------------------ */
+
+static size_t cpu_pack_bytes(nn_backend *b, int n, int k, nn_dtype dt)
+{
+    return cpu_fixed_pack_bytes(&ST(b)->fixed, n, k, dt);
+}
+
+static int cpu_pack_weight(nn_backend *b, nn_packed *dst, nn_tensor w, gt_error *err)
+{
+    (void)err;
+    cpu_fixed_pack(&ST(b)->fixed, dst->data, w);
+    dst->layout = cpu_fixed_layout(&ST(b)->fixed, w.dtype);
+    return GT_OK;
+}
+
+static int cpu_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                            const float *bias, nn_act act, int accumulate, gt_error *err)
+{
+    return cpu_fixed_linear(&ST(b)->fixed, y, x, w, bias, act, accumulate, err);
+}
+
 static void cpu_destroy(nn_backend *b)
 {
     if (!b)
@@ -1090,6 +1115,7 @@ static void cpu_destroy(nn_backend *b)
         free(s->scratch_a);
         free(s->scratch_b);
         free(s->red);
+        cpu_fixed_free(&s->fixed);
         free(s);
     }
     free(b);
@@ -1141,6 +1167,9 @@ static const nn_backend_ops cpu_ops = {
     .rand_fill = cpu_rand_fill,
     .axpby_rows = cpu_axpby_rows,
     .affine_cols = cpu_affine_cols,
+    .pack_bytes = cpu_pack_bytes,
+    .pack_weight = cpu_pack_weight,
+    .linear_fixed = cpu_linear_fixed,
 };
 
 /* Default fp32 library: see bench/README.md for the measurement behind it. */
@@ -1181,6 +1210,7 @@ int nn_cpu_backend_create(nn_backend **out, gt_error *err)
     s->bf16_native = hw_bf16;
     if (force && !strcmp(force, "emulate"))
         s->bf16_native = 0;
+    cpu_fixed_init(&s->fixed, s->bf16_native);
     b->has_bf16 = s->bf16_native;
     b->bf16_emulated = !s->bf16_native;
     s->f32_onednn = CPU_F32_DEFAULT_ONEDNN;

@@ -68,6 +68,52 @@ NN_HD static inline float nn_silu(float x)
     return x * nn_sigmoid(x);
 }
 
+/* e^x as one fixed sequence of IEEE operations (no libm), so that scalar
+ * and vector code compute the same bits on every CPU; the fixed-order
+ * linear layer's SiLU uses it (nn_cpu_fixed.h).  Inputs are clamped to
+ * [-87, 88] first (with the compare-select semantics of SSE min/max, so a
+ * NaN input becomes -87 as it does in the vector code); in that range
+ * x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' expf polynomial (about
+ * 1 ulp), times 2^n built in the exponent field. */
+#define NN_EXP_FIXED_HI 88.0f
+#define NN_EXP_FIXED_LO -87.0f
+#define NN_EXP_FIXED_LOG2E 1.44269504f
+#define NN_EXP_FIXED_SHIFT 12582912.0f        /* 1.5 * 2^23: rounds to an integer */
+#define NN_EXP_FIXED_LN2_HI 0.693359375f      /* 8 significant bits: n * it is exact */
+#define NN_EXP_FIXED_LN2_LO -2.12194440e-4f   /* ln2 - LN2_HI */
+#define NN_EXP_FIXED_P5 1.9875691500e-4f
+#define NN_EXP_FIXED_P4 1.3981999507e-3f
+#define NN_EXP_FIXED_P3 8.3334519073e-3f
+#define NN_EXP_FIXED_P2 4.1665795894e-2f
+#define NN_EXP_FIXED_P1 1.6666665459e-1f
+#define NN_EXP_FIXED_P0 5.0000001201e-1f
+
+NN_HD static inline float nn_exp_fixed(float x)
+{
+    x = x < NN_EXP_FIXED_HI ? x : NN_EXP_FIXED_HI;   /* _mm_min_ps(x, HI) */
+    x = x > NN_EXP_FIXED_LO ? x : NN_EXP_FIXED_LO;   /* _mm_max_ps(x, LO) */
+    float n = (x * NN_EXP_FIXED_LOG2E + NN_EXP_FIXED_SHIFT) - NN_EXP_FIXED_SHIFT;
+    float r = fmaf(n, -NN_EXP_FIXED_LN2_HI, x);
+    r = fmaf(n, -NN_EXP_FIXED_LN2_LO, r);
+    float p = NN_EXP_FIXED_P5;
+    p = fmaf(p, r, NN_EXP_FIXED_P4);
+    p = fmaf(p, r, NN_EXP_FIXED_P3);
+    p = fmaf(p, r, NN_EXP_FIXED_P2);
+    p = fmaf(p, r, NN_EXP_FIXED_P1);
+    p = fmaf(p, r, NN_EXP_FIXED_P0);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    uint32_t e = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &e, sizeof scale);
+    return y * scale;
+}
+
+/* SiLU of the fixed-order linear layer: x / (1 + e^-x), one division. */
+NN_HD static inline float nn_silu_fixed(float x)
+{
+    return x / (1.0f + nn_exp_fixed(-x));
+}
+
 /* d silu / dx = s (1 + x (1 - s)), s = sigmoid(x) */
 NN_HD static inline float nn_silu_grad(float x)
 {

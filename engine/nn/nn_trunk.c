@@ -153,6 +153,11 @@ struct nn_trunk {
     int fwd_rows, fwd_training;
     nn_router_stats stats;
     nn_dtype compute;    /* matmul input dtype now (nn_trunk_set_precision) */
+    /* nn_trunk_pack: every linear weight packed for the fixed-order layer,
+     * indexed by parameter view (empty for vectors); forwards with
+     * training = 0 use them while `packed` is set */
+    nn_packed *pk;
+    int packed;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -275,10 +280,21 @@ static void free_arena(nn_trunk *t)
     t->h_idx = t->h_rows = t->h_pos = NULL;
 }
 
+static void unpack_all(nn_trunk *t)
+{
+    if (t->pk)
+        for (int i = 0; i < t->params.n_views; i++)
+            nn_packed_free(t->b, &t->pk[i]);
+    free(t->pk);
+    t->pk = NULL;
+    t->packed = 0;
+}
+
 void nn_trunk_destroy(nn_trunk *t)
 {
     if (!t)
         return;
+    unpack_all(t);
     free_arena(t);
     nn_params_free(&t->params);
     for (int i = 0; i < NN_TRUNK_MAX_EXPERTS; i++)
@@ -494,6 +510,17 @@ static nn_tensor WG(nn_trunk *t, int view)
     return nn_params_grad(&t->params, view);
 }
 
+/* out (+)= act(X . W[view]^T + bias): the fixed-order layer from the packed
+ * snapshot when the trunk is packed and this is not a training forward,
+ * else the backend's matmul. */
+static int linear(nn_trunk *t, int training, nn_tensor out, nn_tensor X, int view,
+                  const float *bias, nn_act act, int accumulate, gt_error *err)
+{
+    if (t->packed && !training)
+        return nn_linear_fixed(t->b, out, X, &t->pk[view], bias, act, accumulate, err);
+    return nn_matmul(t->b, out, X, 0, W(t, view), 1, bias, act, accumulate, err);
+}
+
 /* e->x[n, D] (and e->x_bf when bf16) -> out[n, O] */
 static int ex_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training,
                       gt_error *err)
@@ -506,7 +533,7 @@ static int ex_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
     nn_tensor X;
     TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
     nn_tensor h0 = T(e->h, n, H);
-    TRY(nn_matmul(b, h0, X, 0, W(t, e->w_in), 1, P(t, e->b_in), NN_ACT_NONE, 0, err));
+    TRY(linear(t, training, h0, X, e->w_in, P(t, e->b_in), NN_ACT_NONE, 0, err));
     nn_tensor hl = h0;
     for (int l = 0; l < N; l++) {
         const ex_block *k = &e->blk[l];
@@ -521,7 +548,7 @@ static int ex_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
             TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));
             TRY(nn_silu_fwd(b, s, z, err));
         } else {
-            TRY(nn_matmul(b, s, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_SILU, 0, err));
+            TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));
         }
         TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
         nn_tensor hn = hl;
@@ -530,7 +557,7 @@ static int ex_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
             hn = T(e->h + (size_t)(l + 1) * BH, n, H);
             TRY(nn_copy_d2d(b, hn.data, hl.data, (size_t)n * H * sizeof(float), err));
         }
-        TRY(nn_matmul(b, hn, S, 0, W(t, k->w2), 1, P(t, k->b2), NN_ACT_NONE, 1, err));
+        TRY(linear(t, training, hn, S, k->w2, P(t, k->b2), NN_ACT_NONE, 1, err));
         hl = hn;
     }
     size_t lf = training ? (size_t)N : 0;
@@ -538,7 +565,7 @@ static int ex_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
     TRY(nn_ln_fwd(b, af, e->mean + lf * B, e->rstd + lf * B, hl, P(t, e->lnf_g),
                   P(t, e->lnf_b), eps, err));
     TRY(operand(t, af, e->af_bf, &AF, err));
-    TRY(nn_matmul(b, out, AF, 0, W(t, e->w_out), 1, P(t, e->b_out), NN_ACT_NONE, 0, err));
+    TRY(linear(t, training, out, AF, e->w_out, P(t, e->b_out), NN_ACT_NONE, 0, err));
     e->rows = n;
     return GT_OK;
 }
@@ -667,8 +694,12 @@ static int routed_forward(nn_trunk *t, int n, nn_tensor out, int training, gt_er
     nn_tensor xin = T(t->xin, n, D);
     /* gate: fp32 input and fp32 master weights whatever the precision */
     nn_tensor logits = T(t->logits, n, E), probs = T(t->probs, n, E);
-    TRY(nn_matmul(b, logits, xin, 0, nn_params_value(&t->params, t->w_gate), 1,
-                  P(t, t->b_gate), NN_ACT_NONE, 0, err));
+    if (t->packed && !training)
+        TRY(nn_linear_fixed(b, logits, xin, &t->pk[t->w_gate], P(t, t->b_gate), NN_ACT_NONE,
+                            0, err));
+    else
+        TRY(nn_matmul(b, logits, xin, 0, nn_params_value(&t->params, t->w_gate), 1,
+                      P(t, t->b_gate), NN_ACT_NONE, 0, err));
     TRY(nn_softmax_fwd(b, probs, logits, err));
     TRY(nn_topk_fwd(b, t->idx, t->w, probs, K, err));
     /* dispatch lists on the host: rows grouped by expert, in row order */
@@ -846,6 +877,8 @@ int nn_trunk_set_precision(nn_trunk *t, nn_dtype precision, gt_error *err)
         return gt_error_set(err, GT_EINVAL,
                             "trunk set precision: bf16 needs a trunk created with bf16 "
                             "precision (it has no bf16 weights or buffers)");
+    if (t->packed && precision != t->compute)
+        unpack_all(t);   /* the snapshot holds the other dtype */
     t->compute = precision;
     /* a backward must follow a forward of the same precision */
     t->fwd_rows = 0;
@@ -874,4 +907,39 @@ void nn_trunk_set_input_check(nn_trunk *t, int on)
 {
     if (t)
         t->check_input = on != 0;
+}
+
+int nn_trunk_pack(nn_trunk *t, gt_error *err)
+{
+    if (!t)
+        return gt_error_set(err, GT_EINVAL, "trunk pack: NULL trunk");
+    unpack_all(t);
+    nn_params *p = &t->params;
+    t->pk = calloc((size_t)p->n_views, sizeof *t->pk);
+    if (!t->pk)
+        return gt_error_set(err, GT_ENOMEM, "trunk pack: out of memory");
+    for (int i = 0; i < p->n_views; i++) {
+        if (!p->views[i].decay)
+            continue;   /* biases and LayerNorm vectors are used as they are */
+        /* the gate is fp32 whatever the precision (the brief's fp32 guard) */
+        nn_tensor w = i == t->w_gate ? nn_params_value(p, i) : W(t, i);
+        int rc = nn_pack_weight(t->b, w, &t->pk[i], err);
+        if (rc) {
+            unpack_all(t);
+            return gt_error_wrap(err, "trunk pack: %s", p->views[i].name);
+        }
+    }
+    t->packed = 1;
+    return GT_OK;
+}
+
+void nn_trunk_unpack(nn_trunk *t)
+{
+    if (t)
+        unpack_all(t);
+}
+
+int nn_trunk_is_packed(const nn_trunk *t)
+{
+    return t && t->packed;
 }

@@ -99,6 +99,19 @@ int nn_trunk_set_precision(nn_trunk *t, nn_dtype precision, gt_error *err);
 void nn_trunk_set_input_check(nn_trunk *t, int on);
 nn_dtype nn_trunk_get_precision(const nn_trunk *t);
 
+/* Packs a snapshot of every linear weight (in the current precision; the
+ * routed gate in fp32) for the backend's fixed-order linear layer.  From
+ * then on a forward with training = 0 computes each output row from its
+ * input row alone, by the same roundings whatever the number of rows, the
+ * row's position, the routed expert grouping or the thread count: what a
+ * sampler needs for batch-invariant showers.  Training forwards are not
+ * affected.  The snapshot does not follow later changes of the weights:
+ * pack again after them (nn_trunk_set_precision to another dtype drops
+ * it).  GT_EUNSUPPORTED when the backend has no fixed-order layer. */
+int nn_trunk_pack(nn_trunk *t, gt_error *err);
+void nn_trunk_unpack(nn_trunk *t);                      /* NULL ok */
+int nn_trunk_is_packed(const nn_trunk *t);
+
 nn_params *nn_trunk_params(nn_trunk *t);
 const nn_trunk_config *nn_trunk_get_config(const nn_trunk *t);
 /* Multiply-adds of one forward for `rows` rows (for GFLOP/s reports). */
