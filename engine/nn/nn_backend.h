@@ -352,6 +352,12 @@ void nn_backend_close(nn_backend *b);                   /* NULL ok */
 
 /* The CPU backend (nn_cpu.c). */
 int nn_cpu_backend_create(nn_backend **out, gt_error *err);
+/* The CPU backend's fixed-order linear kernel for dtype dt: "avx512",
+ * "avx2", "scalar", or for bf16 "avx512bf16" (VDPBF16PS, checked against
+ * the emulation at creation); NULL for another backend.  The choice can be
+ * lowered with GIANT_CPU_KERNEL=avx2|scalar and GIANT_CPU_BF16=emulate,
+ * read at creation (tests compare the kernels this way). */
+const char *nn_cpu_fixed_kernel(const nn_backend *b, nn_dtype dt);
 
 /* ------------------------------------------------------------------------ */
 /* validating wrappers: what the engine calls (same meaning as the vtable)  */

@@ -1077,6 +1077,8 @@ static int cpu_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float 
 /* creation                                                                 */
 /* ------------------------------------------------------------------------ */
 
+static const nn_backend_ops cpu_ops;
+
 /* ------------------------------------------------------------------------ */
 /* fixed-order linear layer (sampling): nn_cpu_fixed.c                      */
 /* ------------------------------------------------------------------------ */
@@ -1098,6 +1100,13 @@ static int cpu_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_pa
                             const float *bias, nn_act act, int accumulate, gt_error *err)
 {
     return cpu_fixed_linear(&ST(b)->fixed, y, x, w, bias, act, accumulate, err);
+}
+
+const char *nn_cpu_fixed_kernel(const nn_backend *b, nn_dtype dt)
+{
+    if (!b || b->ops != &cpu_ops)
+        return NULL;
+    return cpu_fixed_isa_name(&((const cpu_state *)b->impl)->fixed, dt);
 }
 
 static void cpu_destroy(nn_backend *b)

@@ -10,3 +10,10 @@ int nn_cpu_backend_create(nn_backend **out, gt_error *err)
     return gt_error_set(err, GT_EUNSUPPORTED,
                         "this build has no CPU backend (built without OpenBLAS/oneDNN/OpenMP)");
 }
+
+const char *nn_cpu_fixed_kernel(const nn_backend *b, nn_dtype dt)
+{
+    (void)b;
+    (void)dt;
+    return NULL;
+}
