@@ -15,6 +15,9 @@
 #include "store.h"
 #include "synth.h"
 
+/* Rows per device pass at most: 65536 dataset-2 showers are 1.7 GB. */
+#define SAMPLE_MAX_BATCH 65536
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -28,7 +31,8 @@ static void usage(FILE *f)
             "  --emin MEV        lowest incident energy (default 1000)\n"
             "  --emax MEV        highest incident energy (default 1000000)\n"
             "  --steps K         sampler steps (default: the run's sample.steps)\n"
-            "  --batch B         showers per device pass (default 1024)\n"
+            "  --batch B         showers per device pass (default 1024, at most 65536);\n"
+            "                    the showers are the same bytes whatever it is\n"
             "  --device SPEC     cpu, cuda:N or auto (default: the run's train.device)\n"
             "  --db FILE         database (default giant.db, env GIANT_DB)\n"
             "  --server URL      ask a running service instead (giant sample --server URL --help)\n");
@@ -84,11 +88,32 @@ int cmd_sample(int argc, char **argv)
             return 2;
         }
     }
-    if (n <= 0 || !out_path || batch < 4 || batch > (1 << 20) || steps < 0 || steps > 10000 ||
-        optind != argc) {
+    /* every refusal says what was wrong; a batch only sizes the passes
+     * (showers do not depend on it), so one out of range is adjusted */
+    const char *bad = NULL;
+    if (optind != argc)
+        bad = "unexpected argument";
+    else if (n <= 0)
+        bad = "--n must be a positive number of showers";
+    else if (!out_path)
+        bad = "-o OUT.h5 is required";
+    else if (steps < 0 || steps > 10000)
+        bad = "--steps must be in [1, 10000] (0: the run's sample.steps)";
+    else if (batch < 1)
+        bad = "--batch must be at least 1";
+    if (bad) {
+        fprintf(stderr, "giant sample: %s%s%s\n", bad, optind != argc ? ": " : "",
+                optind != argc ? argv[optind] : "");
         usage(stderr);
         return 2;
     }
+    if (batch > SAMPLE_MAX_BATCH) {
+        fprintf(stderr, "giant sample: --batch %lld is more than %d rows per pass; using %d\n",
+                batch, SAMPLE_MAX_BATCH, SAMPLE_MAX_BATCH);
+        batch = SAMPLE_MAX_BATCH;
+    }
+    if (batch > n)
+        batch = n;
 
     gt_error err = {0};
     char field[128] = "";
@@ -127,7 +152,7 @@ int cmd_sample(int argc, char **argv)
         goto out;
     if (device)
         snprintf(cfg.device, sizeof cfg.device, "%s", device);
-    if (model_open_backend(&cfg, &b, &err) ||
+    if (model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, &err) ||
         model_sampler_open(b, &cfg, ck1, l1, ck2, l2, (int)batch, &smp, &err))
         goto out;
     const int V = model_sampler_voxels(smp);

@@ -19,6 +19,7 @@
 #include "sched.h"
 #include "http.h"
 #include "log.h"
+#include "nn_backend.h"
 #include "routes.h"
 #include "settings.h"
 #include "store.h"
@@ -59,6 +60,17 @@ static void engine_init(app *a)
         return;
     }
     a->engine_ok = 1;
+    nn_backend *cpu = NULL;
+    if (nn_backend_open("cpu", &cpu, &err) == GT_OK) {
+        for (int i = 0; i < 2; i++) {
+            const char *k = nn_cpu_fixed_kernel(cpu, i ? NN_BF16 : NN_F32);
+            snprintf(a->cpu_kernel[i], sizeof a->cpu_kernel[i], "%s", k ? k : "none");
+        }
+        nn_backend_close(cpu);
+    } else {
+        snprintf(a->cpu_kernel[0], sizeof a->cpu_kernel[0], "none");
+        snprintf(a->cpu_kernel[1], sizeof a->cpu_kernel[1], "none");
+    }
     for (int i = 0; i < a->ndevices; i++) {
         const gt_device_info *d = &a->devices[i];
         log_msg(LOG_INFO, "device", "kind=%s index=%d cc=%d.%d memory_mib=%zu cores=%d bf16=%d",
@@ -138,7 +150,8 @@ int cmd_serve(int argc, char **argv)
      * that writes has its own connection (WAL: readers never wait). */
     if (datasets_ensure_default(a.db, a.cfg.default_dataset, &err) != GT_OK ||
         datasets_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
-        sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device, &err) != GT_OK ||
+        sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device,
+                    a.cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, &err) != GT_OK ||
         sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
                        (int)a.cfg.batch_delay_ms, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);

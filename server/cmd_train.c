@@ -93,6 +93,9 @@ static void usage(FILE *f)
             "                    env GIANT_DATA_DIR)\n"
             "  --resume RUN_ID   continue a run from its last checkpoints\n"
             "  --device SPEC     override train.device: cpu, cuda:N or auto\n"
+            "  --allow-bf16-emulation\n"
+            "                    let a bf16 config train on a CPU without AVX512-BF16\n"
+            "                    (exact emulation, ~3x slower; env GIANT_ALLOW_BF16_EMULATION=1)\n"
             "  --quiet           no progress output\n");
 }
 
@@ -103,10 +106,13 @@ int cmd_train(int argc, char **argv)
     const char *device = NULL;
     long long resume = 0;
     int quiet = 0;
+    const char *emu_env = getenv("GIANT_ALLOW_BF16_EMULATION");
+    int allow_emulation = emu_env && strcmp(emu_env, "1") == 0;
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},     {"data-dir", required_argument, 0, 'D'},
         {"resume", required_argument, 0, 'r'}, {"device", required_argument, 0, 'x'},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
+        {"allow-bf16-emulation", no_argument, 0, 'E'},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
@@ -116,6 +122,7 @@ int cmd_train(int argc, char **argv)
         case 'D': data_dir = optarg; break;
         case 'x': device = optarg; break;
         case 'q': quiet = 1; break;
+        case 'E': allow_emulation = 1; break;
         case 'r': {
             char *end;
             resume = strtoll(optarg, &end, 10);
@@ -163,6 +170,15 @@ int cmd_train(int argc, char **argv)
     if (device)
         snprintf(cfg.device, sizeof cfg.device, "%s", device);
     const char *precision = cfg.bf16 ? "bf16" : "fp32";
+    model_bf16_policy bf16 = allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE;
+    {
+        /* refuse before a run is recorded: a device that cannot train this
+         * precision is the user's mistake to fix, not a failed run */
+        nn_backend *probe = NULL;
+        if (model_open_backend(&cfg, bf16, &probe, &err))
+            goto out;
+        nn_backend_close(probe);
+    }
     if (!resume) {
         json_t *j = model_config_to_json(&cfg);
         char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -191,7 +207,7 @@ int cmd_train(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    int rc = sched_train_run(db, run, data_dir, device, &obs, &err);
+    int rc = sched_train_run(db, run, data_dir, device, bf16, &obs, &err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (!quiet && view.tty)

@@ -64,13 +64,29 @@ static void route_readyz(http_request *req, void *ctx)
  * Info
  * ------------------------------------------------------------------------- */
 
-static json_t *device_json(const gt_device_info *d)
+/* How a bf16 training run goes on this device: natively, emulated (a CPU
+ * without AVX512-BF16 when the operator allows it), or refused. */
+static const char *bf16_training(const app *a, const gt_device_info *d)
 {
-    json_t *o = json_pack("{s:s, s:i, s:s, s:I, s:i, s:b}", "kind", d->kind, "index", d->index,
-                          "name", d->name, "memory_bytes", (json_int_t)d->memory_bytes,
-                          "cores", d->cores, "bf16", d->bf16);
+    if (d->bf16)
+        return "native";
+    if (strcmp(d->kind, "cpu") == 0 && a->cfg.allow_bf16_emulation)
+        return "emulated";
+    return "refused";
+}
+
+static json_t *device_json(const app *a, const gt_device_info *d)
+{
+    json_t *o = json_pack("{s:s, s:i, s:s, s:I, s:i, s:b, s:s}", "kind", d->kind, "index",
+                          d->index, "name", d->name, "memory_bytes",
+                          (json_int_t)d->memory_bytes, "cores", d->cores, "bf16", d->bf16,
+                          "bf16_training", bf16_training(a, d));
     if (!o)
         return NULL;
+    if (strcmp(d->kind, "cpu") == 0)
+        json_object_set_new(o, "sampling_kernels",
+                            json_pack("{s:s, s:s}", "fp32", a->cpu_kernel[0], "bf16",
+                                      a->cpu_kernel[1]));
     if (strcmp(d->kind, "cpu") != 0) {
         char cc[16];
         snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
@@ -87,7 +103,7 @@ static void route_info(http_request *req, void *ctx)
     const build_info *b = build_info_get();
     json_t *devices = json_array();
     for (int i = 0; devices && i < a->ndevices; i++)
-        json_array_append_new(devices, device_json(&a->devices[i]));
+        json_array_append_new(devices, device_json(a, &a->devices[i]));
     sampling_stats ss;
     sampling_get_stats(a->sampling, &ss);
     json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:b, s:b}, s:o, s:{s:I, s:I, s:I, s:I}}",

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "model_config.h"
 #include "model_data.h"
+#include "model_run.h"
 #include "runs.h"
 #include "sampling.h"
 #include "sched.h"
@@ -268,6 +269,40 @@ static int find_by_key(store *db, const char *key, int64_t *id, char **config)
     return found;
 }
 
+/* Whether a bf16 run can train where the service will put it, as far as
+ * the service knows at submission: the device is the service's --device,
+ * else the run's train.device ("auto": the first GPU when there is one).
+ * A device it does not list is left to the worker (the run then fails with
+ * the reason). */
+static void bf16_refusal(const app *a, const model_config *cfg, char *msg, size_t cap)
+{
+    msg[0] = '\0';
+    if (!cfg->bf16 || a->ndevices < 1)
+        return;
+    const char *dev = a->cfg.device[0] ? a->cfg.device : cfg->device;
+    const gt_device_info *d = NULL;
+    if (strcmp(dev, "cpu") == 0) {
+        d = &a->devices[0];
+    } else if (strcmp(dev, "auto") == 0) {
+        d = &a->devices[0];
+        for (int i = 1; i < a->ndevices; i++)
+            if (strcmp(a->devices[i].kind, "cuda") == 0) {
+                d = &a->devices[i];
+                break;
+            }
+    } else if (strncmp(dev, "cuda", 4) == 0) {
+        int idx = dev[4] == ':' ? atoi(dev + 5) : 0;
+        for (int i = 1; i < a->ndevices; i++)
+            if (strcmp(a->devices[i].kind, "cuda") == 0 && a->devices[i].index == idx)
+                d = &a->devices[i];
+    }
+    if (!d)
+        return;
+    int is_cpu = strcmp(d->kind, "cpu") == 0;
+    int ok = d->bf16 || (is_cpu && a->cfg.allow_bf16_emulation);
+    model_bf16_refusal(cfg, d->kind, d->name, ok, is_cpu, d->cc_major, d->cc_minor, msg, cap);
+}
+
 static void route_runs_create(http_request *req, void *ctx)
 {
     app *a = ctx;
@@ -283,6 +318,12 @@ static void route_runs_create(http_request *req, void *ctx)
     gt_error err = {0};
     if (model_config_from_json(body, &cfg, field, sizeof field, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
+        return;
+    }
+    char why[512];
+    bf16_refusal(a, &cfg, why, sizeof why);
+    if (why[0]) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "train.precision", "%s", why);
         return;
     }
     json_t *canon = model_config_to_json(&cfg);

@@ -91,7 +91,9 @@ static int cache_get(sampling *s, int64_t run, int64_t version, cached **out, gt
         goto out;
     if (s->device[0])
         snprintf(cfg.device, sizeof cfg.device, "%s", s->device);
-    if ((rc = model_open_backend(&cfg, &b, err)) ||
+    /* sampling a bf16 model on a CPU without AVX512-BF16 is allowed: the
+     * fixed-order layer emulates VDPBF16PS exactly, at fp32 speed */
+    if ((rc = model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, err)) ||
         (rc = model_sampler_open(b, &cfg, ck1, l1, ck2, l2, SAMPLING_DEVICE_ROWS, &smp, err)))
         goto out;
     s->cache[slot] = (cached){run, version, b, smp, s->clock};

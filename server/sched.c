@@ -80,7 +80,7 @@ static void hook_phase(void *user, const char *phase)
 }
 
 int sched_train_run(store *db, int64_t run, const char *data_dir, const char *device,
-                    const sched_observer *obs, gt_error *err)
+                    model_bf16_policy bf16, const sched_observer *obs, gt_error *err)
 {
     char *config_text = NULL;
     char field[128] = "";
@@ -103,7 +103,7 @@ int sched_train_run(store *db, int64_t run, const char *data_dir, const char *de
     gt_error ignored;
     runs_load_checkpoint(db, run, 1, 0, &ck1, &l1, NULL, &ignored);
     runs_load_checkpoint(db, run, 2, 0, &ck2, &l2, NULL, &ignored);
-    if ((rc = model_open_backend(&cfg, &b, err))) {
+    if ((rc = model_open_backend(&cfg, bf16, &b, err))) {
         runs_set_status(db, run, "failed", err->message, NULL, NULL);
         goto out;
     }
@@ -149,6 +149,7 @@ struct sched {
     store *db;
     char data_dir[1024];
     char device[32];
+    model_bf16_policy bf16;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -255,7 +256,7 @@ static void *worker_main(void *arg)
         worker_obs w = {s, run, 0};
         sched_observer obs = {&w, worker_should_stop, NULL, NULL, worker_phase};
         gt_error err = {0};
-        int rc = sched_train_run(s->db, run, s->data_dir, s->device, &obs, &err);
+        int rc = sched_train_run(s->db, run, s->data_dir, s->device, s->bf16, &obs, &err);
         if (rc == GT_ECANCELLED && w.cancel) {
             runs_set_status(s->db, run, "cancelled", "cancelled on request", NULL, NULL);
             log_msg(LOG_INFO, "run", "id=%lld status=cancelled", (long long)run);
@@ -282,7 +283,7 @@ static void *worker_main(void *arg)
 }
 
 int sched_start(sched **out, const char *db_path, const char *data_dir, const char *device,
-                gt_error *err)
+                model_bf16_policy bf16, gt_error *err)
 {
     *out = NULL;
     /* The worker's own connection: its transactions (one per step) never
@@ -322,6 +323,7 @@ int sched_start(sched **out, const char *db_path, const char *data_dir, const ch
     s->db = db;
     snprintf(s->data_dir, sizeof s->data_dir, "%s", data_dir);
     snprintf(s->device, sizeof s->device, "%s", device ? device : "");
+    s->bf16 = bf16;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {

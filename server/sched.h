@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "gt_error.h"
+#include "model_run.h"
 #include "model_stage.h"
 #include "store.h"
 
@@ -41,17 +42,19 @@ typedef struct sched_observer {
 
 /* Trains run `run` (already created) to the end, resuming from the last
  * checkpoint of each stage when there is one.  device overrides the
- * config's train.device when not NULL or "".  Sets the run's status:
+ * config's train.device when not NULL or "".  bf16: whether a bf16 run may
+ * train on a CPU without AVX512-BF16 (the operator's
+ * --allow-bf16-emulation); refused, the run fails with the reason.  Sets the run's status:
  * running, then succeeded or failed (with the reason).  When training
  * stops on request, returns GT_ECANCELLED and leaves the status 'running'
  * for the caller to decide (cancelled or queued again). */
 int sched_train_run(store *db, int64_t run, const char *data_dir, const char *device,
-                    const sched_observer *obs, gt_error *err);
+                    model_bf16_policy bf16, const sched_observer *obs, gt_error *err);
 
 /* Opens its own connection to the database at db_path, re-queues
  * interrupted runs and starts the worker. device: as above. */
 int sched_start(sched **out, const char *db_path, const char *data_dir, const char *device,
-                gt_error *err);
+                model_bf16_policy bf16, gt_error *err);
 
 /* Wakes the worker (a run was queued or a cancel requested). */
 void sched_kick(sched *s);

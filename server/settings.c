@@ -53,6 +53,7 @@ static const set_def defs[] = {
     INT(batch_delay_ms,     0, 1000,        "5",        "how long sampling waits to batch concurrent requests (ms)"),
     INT(sampler_cache,      1, 64,          "4",        "runs whose loaded samplers are kept (LRU)"),
     INT(default_dataset,    0, 1000000,     "5000",     "showers of the synthetic dataset-2 file made on first start (0 = none)"),
+    INT(allow_bf16_emulation, 0, 1,         "0",        "1: bf16 runs may train on a CPU without AVX512-BF16 (exact emulation, ~3x slower); 0: they are refused"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 

@@ -33,6 +33,8 @@ typedef struct settings {
     long batch_delay_ms;       /* how long sampling waits to batch requests   */
     long sampler_cache;        /* runs whose samplers stay loaded             */
     long default_dataset;      /* showers of the first-start dataset (0 = none) */
+    long allow_bf16_emulation; /* 1: bf16 runs may train on a CPU without
+                                  AVX512-BF16 (emulated, ~3x slower)         */
 } settings;
 
 /* Loads defaults, then the config file (--config or GIANT_CONFIG), then

@@ -1,6 +1,7 @@
 #include "gt_devices.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -75,6 +76,13 @@ int gt_devices_query_cpu(gt_device_info *out, gt_error *err)
         }
         fclose(f);
     }
+    /* The CPU backend's switch to its emulation (nn_cpu.c) says how the
+     * engine will use this CPU, so the listing follows it: a service told
+     * to emulate behaves as on a CPU without AVX512-BF16 (and tests can
+     * prove that behaviour on any CPU). */
+    const char *force = getenv("GIANT_CPU_BF16");
+    if (force && strcmp(force, "emulate") == 0)
+        out->bf16 = 0;
     f = fopen("/proc/meminfo", "r");
     if (f) {
         char line[256];

@@ -4,10 +4,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gt_devices.h"
 #include "model_ckpt.h"
 #include "model_data.h"
 
-int model_open_backend(const model_config *cfg, nn_backend **out, gt_error *err)
+void model_bf16_refusal(const model_config *cfg, const char *device_kind,
+                        const char *device_name, int native_bf16, int emulation_possible,
+                        int cc_major, int cc_minor, char *msg, size_t cap)
+{
+    msg[0] = '\0';
+    if (!cfg->bf16 || native_bf16)
+        return;
+    if (strcmp(device_kind, "cpu") == 0 && emulation_possible)
+        snprintf(msg, cap,
+                 "train.precision bf16 needs AVX512-BF16, which this CPU (%s) lacks: its bf16 "
+                 "matmuls would be emulated, about 3x slower than fp32; train in fp32, or run "
+                 "the service with --allow-bf16-emulation 1 (giant train: the same flag) to "
+                 "reproduce bf16 numerics anyway",
+                 device_name && device_name[0] ? device_name : "unknown model");
+    else if (strcmp(device_kind, "cuda") == 0 && cc_major > 0)
+        snprintf(msg, cap,
+                 "train.precision bf16 needs compute capability 8.0 or later; %s has %d.%d",
+                 device_name && device_name[0] ? device_name : "this GPU", cc_major, cc_minor);
+    else if (strcmp(device_kind, "cuda") == 0)
+        snprintf(msg, cap,
+                 "train.precision bf16 needs compute capability 8.0 or later, which %s lacks",
+                 device_name && device_name[0] ? device_name : "this GPU");
+    else
+        snprintf(msg, cap, "train.precision bf16: device %s cannot compute in bf16",
+                 device_name && device_name[0] ? device_name : device_kind);
+}
+
+int model_open_backend(const model_config *cfg, model_bf16_policy policy, nn_backend **out,
+                       gt_error *err)
 {
     *out = NULL;
     int rc;
@@ -22,16 +51,25 @@ int model_open_backend(const model_config *cfg, nn_backend **out, gt_error *err)
     }
     if (rc)
         return rc;
-    if (cfg->bf16 && !(*out)->has_bf16 && !(*out)->bf16_emulated) {
-        int dev = (*out)->device;
-        char name[32];
-        snprintf(name, sizeof name, "%s", (*out)->name);
-        nn_backend_close(*out);
+    nn_backend *b = *out;
+    int can_emulate = b->bf16_emulated && policy == MODEL_BF16_EMULATE;
+    if (cfg->bf16 && !b->has_bf16 && !can_emulate) {
+        char msg[512], name[160];
+        int is_cpu = strcmp(b->name, "cpu") == 0;
+        if (is_cpu) {
+            gt_device_info cpu;
+            gt_error ignored;
+            memset(&cpu, 0, sizeof cpu);
+            gt_devices_query_cpu(&cpu, &ignored);
+            snprintf(name, sizeof name, "%s", cpu.name);
+        } else {
+            snprintf(name, sizeof name, "%s:%d", b->name, b->device);
+        }
+        model_bf16_refusal(cfg, is_cpu ? "cpu" : b->name, name, 0, b->bf16_emulated, 0, 0, msg,
+                           sizeof msg);
+        nn_backend_close(b);
         *out = NULL;
-        return gt_error_set(err, GT_EUNSUPPORTED,
-                            "train.precision bf16 needs a device with bf16 matrix units; "
-                            "%s:%d has none",
-                            name, dev);
+        return gt_error_set(err, GT_EUNSUPPORTED, "%s", msg);
     }
     return GT_OK;
 }

@@ -36,10 +36,29 @@ typedef struct model_resume {
     size_t len2;
 } model_resume;
 
+/* How a bf16 config may run on a device without native bf16 matmuls. */
+typedef enum model_bf16_policy {
+    MODEL_BF16_NATIVE = 0,     /* refuse: training (the product rule) */
+    MODEL_BF16_EMULATE = 1,    /* allow the CPU's exact emulation: sampling
+                                  (whose fixed-order layer emulates at fp32
+                                  speed), tests, and operators who ask */
+} model_bf16_policy;
+
 /* Opens the backend a config asks for: "auto" = the first CUDA device when
- * there is one, else the CPU.  bf16 on a device that cannot do it is an
- * error naming the device (never a silent fp32 run). */
-int model_open_backend(const model_config *cfg, nn_backend **out, gt_error *err);
+ * there is one, else the CPU.  bf16 on a device that cannot do it at all is
+ * an error naming the device; bf16 on a CPU without AVX512-BF16 is an error
+ * naming the missing instruction set unless the policy allows emulation
+ * (never a silent fp32 run, never a silent slow one). */
+int model_open_backend(const model_config *cfg, model_bf16_policy policy, nn_backend **out,
+                       gt_error *err);
+
+/* Why a bf16 config cannot train natively on the backend: "" when it can
+ * (or the config is fp32); else a sentence naming train.precision, the
+ * device and what it lacks.  Shared by model_open_backend and the service's
+ * check at submission. */
+void model_bf16_refusal(const model_config *cfg, const char *device_kind,
+                        const char *device_name, int native_bf16, int emulation_possible,
+                        int cc_major, int cc_minor, char *msg, size_t cap);
 
 int model_run_train(const model_config *cfg, nn_backend *b, const char *data_dir,
                     const model_run_hooks *hooks, const model_resume *resume, gt_error *err);

@@ -112,9 +112,8 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
                        model_sampler **out, gt_error *err)
 {
     *out = NULL;
-    max_batch -= max_batch % 4;
-    if (max_batch < 4)
-        return gt_error_set(err, GT_EINVAL, "max_batch must be at least 4");
+    if (max_batch < 1 || max_batch > (1 << 24))
+        return gt_error_set(err, GT_EINVAL, "max_batch %d outside [1, %d]", max_batch, 1 << 24);
     model_ckpt_view v1, v2;
     int rc;
     if ((rc = model_ckpt_unpack(stage1, len1, &v1, err)) ||

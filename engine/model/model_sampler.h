@@ -6,9 +6,15 @@
  * the readout threshold.  Several requests are served in one call, batched
  * together on the device up to max_batch rows at a time.
  *
- * Reproducibility: the starting noise of shower i of a request depends only
- * on (request seed, i), never on how requests were batched together, so the
- * same seed gives the same showers on the same device and thread count. */
+ * Reproducibility: a shower is a pure function of (checkpoint bytes, request
+ * seed, row index in the request, incident energy, sampler settings, backend
+ * kind).  Its noise comes from (seed, row) alone, and every network layer
+ * runs through the backend's fixed-order linear layer (nn_trunk_pack), so
+ * neither the batch size, the row's place in a device batch, the requests
+ * it was batched with, the thread count, the autoregressive active set nor
+ * the routed expert grouping changes a bit of it; on the CPU the bytes are
+ * also the same on every x86-64 CPU with AVX2 or AVX-512 (see
+ * engine/model/README.md, "Reproducible showers"). */
 #ifndef MODEL_SAMPLER_H
 #define MODEL_SAMPLER_H
 
@@ -32,7 +38,7 @@ typedef struct model_sample_request {
     float *e_dep;         /* [n] out (may be NULL): generated deposited energy */
 } model_sample_request;
 
-/* max_batch: rows per device pass (rounded down to a multiple of 4). */
+/* max_batch: rows per device pass (>= 1); the showers do not depend on it. */
 int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage1,
                        size_t len1, const void *stage2, size_t len2, int max_batch,
                        model_sampler **out, gt_error *err);

@@ -276,7 +276,7 @@ int main(void)
     cfg.sample_steps = 8;
 
     nn_backend *b = NULL;
-    if ((rc = model_open_backend(&cfg, &b, &err)) != GT_OK) {
+    if ((rc = model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, &err)) != GT_OK) {
         if (rc == GT_EUNSUPPORTED)
             check_skip(err.message);
         fprintf(stderr, "%s\n", err.message);

@@ -96,6 +96,10 @@ int svc_start(svc *s, const char *db, const char *data_dir, const char *const *e
     argv[n++] = "0";
     argv[n++] = "--device";
     argv[n++] = "cpu";
+    /* the suite trains bf16 runs on any CPU; a test of the refusal passes
+     * "--allow-bf16-emulation", "0" in extra, which comes later and wins */
+    argv[n++] = "--allow-bf16-emulation";
+    argv[n++] = "1";
     for (int i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

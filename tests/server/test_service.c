@@ -391,6 +391,7 @@ typedef struct conc {
     long status;
     char *body;
     size_t len;
+    const char *request;   /* the JSON body; NULL: two energies and `seed` */
 } conc;
 
 static void *conc_main(void *arg)
@@ -402,7 +403,8 @@ static void *conc_main(void *arg)
     char body[128];
     snprintf(body, sizeof body, "{\"energies\": [5000, 70000], \"seed\": %d}", k->seed);
     if (gc_open(&c, k->url, &err) == GT_OK &&
-        gc_sample(c, k->run, body, GC_ACCEPT_BINARY, &r, &err) == GT_OK) {
+        gc_sample(c, k->run, k->request ? k->request : body, GC_ACCEPT_BINARY, &r, &err) ==
+            GT_OK) {
         k->status = r.status;
         k->body = r.body;
         k->len = r.len;
@@ -429,7 +431,7 @@ static void test_concurrency(gc_client *c, long long id)
     conc k[NCONC];
     pthread_t th[NCONC];
     for (int i = 0; i < NCONC; i++) {
-        k[i] = (conc){S.url, id, 100 + i, 0, NULL, 0};
+        k[i] = (conc){S.url, id, 100 + i, 0, NULL, 0, NULL};
         pthread_create(&th[i], NULL, conc_main, &k[i]);
     }
     /* While they wait for the batch (--batch-delay-ms 500), suspended,
@@ -453,13 +455,105 @@ static void test_concurrency(gc_client *c, long long id)
     CHECK_MSG(b1 - b0 < NCONC, "%lld batches for %d requests", b1 - b0, NCONC);
     fprintf(stderr, "concurrency: %d requests in %lld device batches\n", NCONC, b1 - b0);
     /* Batched showers equal the same request made alone. */
-    conc alone = {S.url, id, 100 + 5, 0, NULL, 0};
+    conc alone = {S.url, id, 100 + 5, 0, NULL, 0, NULL};
     conc_main(&alone);
     CHECK_EQ_INT(alone.status, 200);
     CHECK(alone.len == k[5].len && k[5].body && memcmp(alone.body, k[5].body, alone.len) == 0);
     free(alone.body);
     for (int i = 0; i < NCONC; i++)
         free(k[i].body);
+}
+
+/* The binary reply's showers (past the header and energies). */
+static const char *showers_of(const conc *k, uint32_t *n, uint32_t *v)
+{
+    uint32_t hdr[5];
+    if (!k->body || k->len < sizeof hdr)
+        return NULL;
+    memcpy(hdr, k->body, sizeof hdr);
+    *n = hdr[2];
+    *v = hdr[3];
+    size_t off = 20 + 4 * (size_t)hdr[4] + 4 * (size_t)hdr[2];
+    return off <= k->len ? k->body + off : NULL;
+}
+
+/* Showers do not depend on what they were batched with: every request of
+ * a concurrent mix gives the bytes it gives alone.  Mixes: many small
+ * requests of different sizes; a request larger than one device pass
+ * (1024 rows) with small ones, so its rows straddle device batches beside
+ * theirs.  And the first rows of a request are the showers of a shorter
+ * request with the same seed and leading energies. */
+static void test_batch_mixes(gc_client *c, long long id)
+{
+    static const char *const mix1[] = {
+        "{\"energies\": [3000], \"seed\": 201}",
+        "{\"energies\": [3000, 45000], \"seed\": 202}",
+        "{\"energies\": [800000, 3000, 45000], \"seed\": 203}",
+        "{\"energies\": [1500, 1500, 1500, 1500], \"seed\": 204}",
+        "{\"energies\": [20000, 40000, 80000, 160000, 320000], \"seed\": 205}",
+        "{\"count\": 9, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000, "
+        "\"max_mev\": 500000}, \"seed\": 206}",
+        "{\"energies\": [3000], \"seed\": 202}",
+    };
+    static const char *const mix2[] = {
+        "{\"count\": 1100, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000, "
+        "\"max_mev\": 500000}, \"seed\": 41}",
+        "{\"energies\": [3000, 60000, 250000], \"seed\": 42}",
+        "{\"count\": 7, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000, "
+        "\"max_mev\": 500000}, \"seed\": 43}",
+    };
+    static const struct {
+        const char *const *req;
+        int n;
+    } mixes[] = {{mix1, 7}, {mix2, 3}};
+    for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++) {
+        int n = mixes[m].n;
+        conc k[8];
+        pthread_t th[8];
+        long long r0, b0, r1, b1;
+        sampling_counts(c, &r0, &b0);
+        for (int i = 0; i < n; i++) {
+            k[i] = (conc){S.url, id, 0, 0, NULL, 0, mixes[m].req[i]};
+            pthread_create(&th[i], NULL, conc_main, &k[i]);
+        }
+        for (int i = 0; i < n; i++)
+            pthread_join(th[i], NULL);
+        sampling_counts(c, &r1, &b1);
+        /* they were served together (the batch delay gathers them) */
+        CHECK_MSG(b1 - b0 < r1 - r0, "mix %zu: %lld batches for %lld requests", m + 1, b1 - b0,
+                  r1 - r0);
+        int same = 0;
+        for (int i = 0; i < n; i++) {
+            conc alone = {S.url, id, 0, 0, NULL, 0, mixes[m].req[i]};
+            conc_main(&alone);
+            CHECK_MSG(k[i].status == 200 && alone.status == 200, "mix %zu request %d: %ld, %ld",
+                      m + 1, i, k[i].status, alone.status);
+            int eq = alone.len == k[i].len && k[i].body &&
+                     memcmp(alone.body, k[i].body, alone.len) == 0;
+            CHECK_MSG(eq, "mix %zu request %d (%s): batched showers differ from alone", m + 1, i,
+                      mixes[m].req[i]);
+            same += eq;
+            free(alone.body);
+            free(k[i].body);
+        }
+        fprintf(stderr,
+                "batch mix %zu: %lld requests in %lld batches; %d of %d gave the same bytes "
+                "as alone\n",
+                m + 1, r1 - r0, b1 - b0, same, n);
+    }
+    /* prefix: rows 0 and 1 of a 3-row request are the 2-row request's */
+    conc longer = {S.url, id, 0, 0, NULL, 0, "{\"energies\": [5000, 70000, 9000], \"seed\": 7}"};
+    conc shorter = {S.url, id, 0, 0, NULL, 0, "{\"energies\": [5000, 70000], \"seed\": 7}"};
+    conc_main(&longer);
+    conc_main(&shorter);
+    uint32_t n1 = 0, v1 = 0, n2 = 0, v2 = 0;
+    const char *a = showers_of(&longer, &n1, &v1), *b = showers_of(&shorter, &n2, &v2);
+    CHECK(a && b && n1 == 3 && n2 == 2 && v1 == v2 && v1 > 0);
+    if (a && b && n2 == 2 && v1 == v2)
+        CHECK_MSG(memcmp(a, b, 2 * (size_t)v1 * sizeof(float)) == 0,
+                  "the first rows of a request differ from a shorter request's");
+    free(longer.body);
+    free(shorter.body);
 }
 
 /* ---------------------------------------------------------------------------
@@ -714,6 +808,77 @@ static void test_variants(gc_client *c)
     }
 }
 
+/* The bf16 rule: a CPU without AVX512-BF16 (GIANT_CPU_BF16=emulate makes
+ * this one behave as such) refuses bf16 training at submission unless the
+ * operator allows emulation; /v1/info says which applies; giant train
+ * refuses too, before recording a run. */
+static void test_bf16_policy(void)
+{
+    static const char bf16_run[] = "{\"name\": \"b\", \"train\": {\"precision\": \"bf16\", "
+                                   "\"steps\": {\"stage1\": 1, \"stage2\": 1}}}";
+    setenv("GIANT_CPU_BF16", "emulate", 1);
+    for (int allow = 0; allow < 2; allow++) {
+        char d[512], dbp[600], datap[600];
+        snprintf(d, sizeof d, "%s/bf16-%d", dir, allow);
+        mkdir(d, 0700);
+        snprintf(dbp, sizeof dbp, "%s/test.db", d);
+        snprintf(datap, sizeof datap, "%s/data", d);
+        const char *extra[] = {"--allow-bf16-emulation", allow ? "1" : "0", NULL};
+        svc s;
+        if (svc_start(&s, dbp, datap, extra) != 0) {
+            svc_dump(&s);
+            CHECK_MSG(0, "server did not start");
+            continue;
+        }
+        gc_client *c = NULL;
+        gt_error err = {0};
+        CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
+        json_t *info = NULL;
+        CHECK_EQ_INT(svc_json(c, "GET", "/v1/info", NULL, NULL, &info), 200);
+        json_t *cpu = json_array_get(json_object_get(info, "devices"), 0);
+        CHECK(json_is_false(json_object_get(cpu, "bf16")));
+        const char *mode = str(cpu, "bf16_training");
+        CHECK_MSG(mode && strcmp(mode, allow ? "emulated" : "refused") == 0, "bf16_training %s",
+                  mode);
+        json_t *kern = json_object_get(cpu, "sampling_kernels");
+        CHECK(str(kern, "fp32") && str(kern, "bf16") && strcmp(str(kern, "bf16"), "avx512bf16"));
+        json_decref(info);
+        json_t *j = NULL;
+        long st = svc_json(c, "POST", "/v1/runs", bf16_run, NULL, &j);
+        if (allow) {
+            CHECK_MSG(st == 201, "bf16 run with emulation allowed: status %ld", st);
+        } else {
+            CHECK_MSG(st == 422, "bf16 run on a CPU without AVX512-BF16: status %ld", st);
+            CHECK(efield(j) && strcmp(efield(j), "train.precision") == 0);
+            const char *msg = str(json_object_get(j, "error"), "message");
+            CHECK_MSG(msg && strstr(msg, "AVX512-BF16") && strstr(msg, "--allow-bf16-emulation"),
+                      "message: %s", msg);
+        }
+        json_decref(j);
+        gc_close(c);
+        CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
+        svc_free(&s);
+    }
+    /* giant train: refused before any run is recorded, then allowed */
+    char cfgp[512], dbp[512];
+    snprintf(cfgp, sizeof cfgp, "%s/bf16.json", dir);
+    snprintf(dbp, sizeof dbp, "%s/train-bf16.db", dir);
+    FILE *f = fopen(cfgp, "w");
+    if (f) {
+        fprintf(f, "{\"dataset\": {\"geometry\": \"dataset_1_photons\", \"synthetic\": {\"n\": 200}},"
+                   " \"train\": {\"precision\": \"bf16\", \"device\": \"cpu\", \"batch\": 16,"
+                   " \"val_size\": 16, \"steps\": {\"stage1\": 2, \"stage2\": 2}}}\n");
+        fclose(f);
+    }
+    CHECK(sh("%s train %s --db %s --quiet 2>%s/train-bf16.err", svc_binary(), cfgp, dbp, dir) !=
+          0);
+    CHECK(sh("grep -q 'AVX512-BF16' %s/train-bf16.err", dir) == 0);
+    CHECK(sh("test \"$(sqlite3 %s 'SELECT count(*) FROM runs')\" = 0", dbp) == 0);
+    CHECK(sh("%s train %s --db %s --quiet --allow-bf16-emulation 2>>%s/train-bf16.err",
+             svc_binary(), cfgp, dbp, dir) == 0);
+    unsetenv("GIANT_CPU_BF16");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "svc-e2e-XXXXXX");
@@ -736,11 +901,13 @@ int main(void)
     test_metrics_and_checkpoints(c, run);
     test_samples(c, run);
     test_concurrency(c, run);
+    test_batch_mixes(c, run);
     test_errors(c, run);
     test_paging(c);
     test_prometheus(c);
     test_cli(run);
     test_variants(c);
+    test_bf16_policy();
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
     if (check_failures_)

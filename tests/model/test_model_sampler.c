@@ -1,0 +1,341 @@
+/* Reproducible showers: a sampled shower is a pure function of (checkpoint,
+ * request seed, row index, incident energy, sampler settings), for every
+ * model variant in fp32 and bf16:
+ *  - whatever the sampler's batch (1, 8, 20, 64 rows per pass, with odd
+ *    tails: 45 rows);
+ *  - whatever the requests it is batched with (the rows split over three
+ *    requests behind an unrelated one);
+ *  - whatever the OpenMP thread count (1 or 2);
+ *  - whatever the CPU's instruction set: the AVX-512, AVX2 and scalar
+ *    kernels, and native bf16 (VDPBF16PS) against its emulation, give the
+ *    same bytes (kernels this CPU lacks are skipped, with a note).
+ * The models are trained for a few steps only: invariance holds for any
+ * weights, and a tiny run keeps the test fast.  The autoregressive variant
+ * samples energies from 300 MeV to 260 GeV, so rows leave the active set
+ * at different layers (the active set changes the matmul's row count). */
+#include "check.h"
+#include "model_ckpt.h"
+#include "model_config.h"
+#include "model_data.h"
+#include "model_run.h"
+#include "model_sampler.h"
+#include "model_stage.h"
+#include "nn_ckpt.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_ROWS 45
+
+typedef struct variant {
+    const char *name;
+    model_objective obj;
+    model_stage2_mode mode;
+    model_trunk_kind kind;
+    model_solver solver;
+} variant;
+
+static const variant VARIANTS[] = {
+    {"flow oneshot heun", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_HEUN},
+    {"flow oneshot euler", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_EULER},
+    {"routed", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_ROUTED, MODEL_SOLVER_HEUN},
+    {"autoregressive", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_HEUN},
+    {"wgan", MODEL_OBJ_WGAN, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN},
+    {"ddpm", MODEL_OBJ_DDPM, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_DDIM},
+};
+
+/* FNV-1a of the reference showers of each variant (fp32, bf16), written on
+ * an AMD EPYC (Zen 4, AVX-512 + AVX512-BF16) and reproduced there with the
+ * AVX2 and scalar kernels and the bf16 emulation.  Every x86-64 CPU with
+ * FMA must give them: a mismatch on another machine is exactly the bug
+ * this file exists to catch.  A change of the model or its data pipeline
+ * changes them too; then print and update. */
+static const uint64_t GOLDEN[][2] = {
+    {0x9a7919eaf01ddbe5ull, 0x309efc35cae0ef3full},   /* flow oneshot heun */
+    {0xb0223d0b115107fbull, 0x3e3d814617b56c87ull},   /* flow oneshot euler */
+    {0xd0b71096ec1187f5ull, 0xbf03fd88cdef2de0ull},   /* routed */
+    {0xc3e755ad4e7c613bull, 0x6ce05984deaf44a2ull},   /* autoregressive */
+    {0x49e32f3faabac0c7ull, 0x9a37f930bc200327ull},   /* wgan */
+    {0x319604a904b1aa3dull, 0x3f5adfd6f5b8e137ull},   /* ddpm */
+};
+
+typedef struct trained {
+    model_config cfg;
+    void *ck[3];        /* stage 1 and 2 checkpoints (index 0 unused) */
+    size_t len[3];
+} trained;
+
+static void tiny_config(const variant *v, int bf16, model_config *c)
+{
+    model_config_defaults(c);
+    snprintf(c->name, sizeof c->name, "sampler-%s", v->name);
+    snprintf(c->geometry, sizeof c->geometry, "dataset_1_photons");
+    snprintf(c->device, sizeof c->device, "cpu");
+    c->synthetic_n = 300;
+    c->synthetic_seed = 5;
+    c->synthetic_emin_mev = 256;
+    c->synthetic_emax_mev = 262144;
+    c->val_fraction = 0.2;
+    c->stage1.objective = v->obj == MODEL_OBJ_DDPM ? MODEL_OBJ_DDPM : MODEL_OBJ_FLOW;
+    c->stage1.trunk.hidden = 16;
+    c->stage1.trunk.blocks = 1;
+    c->stage1.trunk.emb_dim = 8;
+    c->stage2.objective = v->obj;
+    c->stage2.mode = v->mode;
+    c->stage2.trunk.kind = v->kind;
+    c->stage2.trunk.hidden = 40;   /* not a multiple of the kernels' column panels */
+    c->stage2.trunk.blocks = 2;
+    c->stage2.trunk.emb_dim = 8;
+    c->stage2.trunk.experts = 3;
+    c->stage2.trunk.top_k = 2;
+    c->stage2.wgan.critic_steps = 2;
+    c->stage2.wgan.critic_hidden = 32;
+    c->stage2.wgan.critic_depth = 1;
+    c->bf16 = bf16;
+    c->batch = 32;
+    c->steps1 = 4;
+    c->steps2 = 4;
+    c->warmup_steps = 1;
+    c->val_every = 2;
+    c->ckpt_every = 2;
+    c->val_size = 32;
+    c->log_every = 2;
+    c->solver = v->solver;
+    c->sample_steps = 3;
+}
+
+static uint64_t fnv(const float *x, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        h = (h ^ u) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Samples the N_ROWS rows as `parts` requests (row0 at each cut) behind an
+ * unrelated request, max_batch rows per pass, on backend b. */
+static int sample(nn_backend *b, const trained *t, int max_batch, const int *cuts, int parts,
+                  const float *e_inc, float *out, double *evals, gt_error *err)
+{
+    model_sampler *s = NULL;
+    int rc = model_sampler_open(b, &t->cfg, t->ck[1], t->len[1], t->ck[2],
+                                t->len[2], max_batch, &s, err);
+    if (rc)
+        return rc;
+    const int V = model_sampler_voxels(s);
+    float other_e[11], *other = malloc((size_t)11 * V * sizeof(float));
+    for (int i = 0; i < 11; i++)
+        other_e[i] = 5000.0f + 1000.0f * (float)i;
+    model_sample_request rq[8];
+    int nr = 0;
+    if (parts > 1)
+        rq[nr++] = (model_sample_request){other_e, 11, 5, 0, other, NULL};
+    for (int p = 0; p < parts; p++) {
+        int a = cuts[p], z = p + 1 < parts ? cuts[p + 1] : N_ROWS;
+        rq[nr++] = (model_sample_request){e_inc + a, z - a, 77, a, out + (size_t)a * V, NULL};
+    }
+    rc = model_sampler_run(s, rq, nr, 0, err);
+    if (evals)
+        *evals = model_sampler_evals_per_shower(s);
+    free(other);
+    model_sampler_close(s);
+    return rc;
+}
+
+/* Opens a CPU backend.  kernel NULL: as the environment says (a CI pass
+ * that holds the suite to AVX2 sets GIANT_CPU_KERNEL itself); else with
+ * GIANT_CPU_KERNEL = kernel ("" = the best) and, when emulate_bf16, the
+ * bf16 emulation; the environment is restored afterwards. */
+static nn_backend *open_cpu(const char *kernel, int emulate_bf16)
+{
+    char *saved[2] = {NULL, NULL};
+    const char *names[2] = {"GIANT_CPU_KERNEL", "GIANT_CPU_BF16"};
+    for (int i = 0; i < 2; i++)
+        if (getenv(names[i]))
+            saved[i] = strdup(getenv(names[i]));
+    if (kernel) {
+        if (kernel[0])
+            setenv(names[0], kernel, 1);
+        else
+            unsetenv(names[0]);
+        if (emulate_bf16)
+            setenv(names[1], "emulate", 1);
+        else
+            unsetenv(names[1]);
+    }
+    nn_backend *b = NULL;
+    gt_error err;
+    int rc = nn_backend_open("cpu", &b, &err);
+    for (int i = 0; i < 2; i++) {
+        if (saved[i])
+            setenv(names[i], saved[i], 1);
+        else
+            unsetenv(names[i]);
+        free(saved[i]);
+    }
+    CHECK_MSG(rc == GT_OK, "%s", err.message);
+    return b;
+}
+
+/* Checkpoints straight from a seeded initialisation (no training, whose
+ * library GEMMs are not the same bits on every CPU), with the output head
+ * at full scale so the networks' outputs are far from trivial. */
+static int make_checkpoints(nn_backend *b, trained *t, gt_error *err)
+{
+    model_dataset ds;
+    model_arrays a;
+    int rc;
+    if ((rc = model_dataset_load(&t->cfg, NULL, &ds, err)))
+        return rc;
+    rc = model_arrays_build(&t->cfg, &ds, &a, err);
+    model_dataset_free(&ds);
+    if (rc)
+        return rc;
+    size_t rl = model_repr_size(&a.repr), got = 0;
+    uint8_t *repr = malloc(rl);
+    rc = model_repr_to_bytes(&a.repr, repr, rl, &got, err);
+    for (int stage = 1; stage <= 2 && !rc; stage++) {
+        model_stage_data d = model_arrays_stage(&a, stage);
+        model_stage *s = NULL;
+        void *w = NULL;
+        size_t wl = 0;
+        if (!(rc = model_stage_create(b, &t->cfg, stage, &d, &s, err)) &&
+            !(rc = nn_trunk_init(model_stage_trunk(s), 1000 + (uint64_t)stage, 1.0f, err)) &&
+            !(rc = nn_ckpt_save(nn_trunk_params(model_stage_trunk(s)), NULL, NULL, &w, &wl,
+                                err)))
+            rc = model_ckpt_pack(stage, 0, NAN, repr, got, w, wl, &t->ck[stage], &t->len[stage], err);
+        free(w);
+        model_stage_destroy(s);
+    }
+    free(repr);
+    model_arrays_free(&a);
+    return rc;
+}
+
+static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t golden)
+{
+    gt_error err;
+    trained t;
+    tiny_config(v, bf16, &t.cfg);
+    memset(t.ck, 0, sizeof t.ck);
+    int rc = make_checkpoints(b, &t, &err);
+    CHECK_MSG(rc == GT_OK, "%s %s: checkpoints: %s", v->name, bf16 ? "bf16" : "fp32",
+              err.message);
+    if (rc) {
+        free(t.ck[1]);
+        free(t.ck[2]);
+        return;
+    }
+    float e_inc[N_ROWS];
+    for (int i = 0; i < N_ROWS; i++)   /* 300 MeV .. 262 GeV, log-spaced */
+        e_inc[i] = 300.0f * powf(262144.0f / 300.0f, (float)i / (N_ROWS - 1));
+    /* the voxel count, from a sampler */
+    model_sampler *s0 = NULL;
+    rc = model_sampler_open(b, &t.cfg, t.ck[1], t.len[1], t.ck[2], t.len[2], 4, &s0, &err);
+    CHECK_MSG(rc == GT_OK, "%s", err.message);
+    if (rc) {
+        free(t.ck[1]);
+        free(t.ck[2]);
+        return;
+    }
+    const size_t V = (size_t)model_sampler_voxels(s0), n = (size_t)N_ROWS * V;
+    model_sampler_close(s0);
+    float *ref = calloc(n, sizeof(float)), *got = calloc(n, sizeof(float));
+    const int whole[1] = {0}, cuts[3] = {0, 7, 26};
+    double evals = 0;
+    CHECK(sample(b, &t, 64, whole, 1, e_inc, ref, &evals, &err) == GT_OK);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += ref[i];
+    CHECK_MSG(isfinite(sum) && sum > 0, "%s: showers sum to %g", v->name, sum);
+    int checks = 0, same = 0;
+#define SAME(what)                                                                       \
+    do {                                                                                 \
+        size_t d_ = 0;                                                                   \
+        for (size_t i_ = 0; i_ < n; i_++)                                                \
+            d_ += memcmp(&ref[i_], &got[i_], sizeof(float)) != 0;                        \
+        checks++;                                                                        \
+        same += d_ == 0;                                                                 \
+        CHECK_MSG(d_ == 0, "%s %s: %s: %zu of %zu voxels differ", v->name,               \
+                  bf16 ? "bf16" : "fp32", what, d_, n);                                  \
+    } while (0)
+    static const int batches[] = {1, 8, 20, 64};
+    for (size_t k = 0; k < sizeof batches / sizeof batches[0]; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "batch %d", batches[k]);
+        memset(got, 0xff, n * sizeof(float));
+        CHECK(sample(b, &t, batches[k], whole, 1, e_inc, got, NULL, &err) == GT_OK);
+        SAME(what);
+    }
+    memset(got, 0xff, n * sizeof(float));
+    CHECK(sample(b, &t, 20, cuts, 3, e_inc, got, NULL, &err) == GT_OK);
+    SAME("three requests behind another, batch 20");
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(threads > 1 ? 1 : 2);
+    memset(got, 0xff, n * sizeof(float));
+    CHECK(sample(b, &t, 64, whole, 1, e_inc, got, NULL, &err) == GT_OK);
+    SAME(threads > 1 ? "one thread" : "two threads");
+    omp_set_num_threads(threads);
+    /* the other kernels of this CPU */
+    static const struct {
+        const char *kernel;
+        int emulate;
+    } kernels[] = {{"", 1}, {"avx2", 1}, {"scalar", 1}};
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        nn_backend *o = open_cpu(kernels[k].kernel, kernels[k].emulate);
+        if (!o)
+            continue;
+        const char *name = nn_cpu_fixed_kernel(o, bf16 ? NN_BF16 : NN_F32);
+        const char *mine = nn_cpu_fixed_kernel(b, bf16 ? NN_BF16 : NN_F32);
+        if (kernels[k].kernel[0] && strcmp(name, kernels[k].kernel) != 0) {
+            printf("  (this CPU has no %s kernel: skipped)\n", kernels[k].kernel);
+        } else if (strcmp(name, mine) == 0 && !kernels[k].kernel[0]) {
+            /* the default kernel again (no native bf16 here): nothing new */
+        } else {
+            char what[64];
+            snprintf(what, sizeof what, "kernel %s against %s", name, mine);
+            memset(got, 0xff, n * sizeof(float));
+            CHECK(sample(o, &t, 20, whole, 1, e_inc, got, NULL, &err) == GT_OK);
+            SAME(what);
+        }
+        nn_backend_close(o);
+    }
+    uint64_t h = fnv(ref, n);
+    printf("%-20s %s: %d of %d ways to sample agree; %.2f network calls per shower; "
+           "hash %016llx (%zu voxels)\n",
+           v->name, bf16 ? "bf16" : "fp32", same, checks, evals, (unsigned long long)h, n);
+    CHECK_MSG(h == golden,
+              "%s %s: the showers hash to %016llx, but to %016llx on the machine that wrote "
+              "this test: the same request gives other bytes on this CPU (or the model "
+              "changed: then update GOLDEN)",
+              v->name, bf16 ? "bf16" : "fp32", (unsigned long long)h,
+              (unsigned long long)golden);
+#undef SAME
+    free(ref);
+    free(got);
+    free(t.ck[1]);
+    free(t.ck[2]);
+}
+
+int main(void)
+{
+    nn_backend *b = open_cpu(NULL, 0);
+    if (!b)
+        return check_finish();
+    printf("CPU kernels: fp32 %s, bf16 %s\n", nn_cpu_fixed_kernel(b, NN_F32),
+           nn_cpu_fixed_kernel(b, NN_BF16));
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            check_variant(&VARIANTS[i], bf16, b, GOLDEN[i][bf16]);
+    nn_backend_close(b);
+    return check_finish();
+}
