@@ -1,7 +1,9 @@
 /* nn_bench: times the engine's training step (forward + backward + AdamW)
  * and sampling step (forward only) of an expert trunk, and the raw matmul
  * rates that bound them.  Output lines (parsed by run-cpu.sh):
- *   giant <fp32|bf16> <train|sample> <ms_median> <ms_min> <gflop_per_step>
+ *   giant <fp32|bf16> <train|sample|sample-onednn> <ms_median> <ms_min> <gflop_per_step>
+ *     (sample: the fixed-order forward the sampler runs; sample-onednn: the
+ *     same forward through the library matmuls, the peer it must keep up with)
  *   ceiling <name> <gflops>
  * Usage: nn_bench [--batch N] [--iters N] [--hidden N] [--blocks N]
  *                 [--in N] [--out N] [--precision fp32,bf16] */
@@ -120,16 +122,24 @@ static void bench_trunk(nn_backend *b, nn_trunk_config *cfg, int batch, int iter
     free(tb);
     free(to);
     fflush(stdout);
-    for (int it = -2; it < iters; it++) {
-        double t0 = now_ms();
-        TRYB(nn_trunk_forward(t, X, C, O, 0, &err));
-        TRYB(nn_sync(b, &err));
-        if (it >= 0)
-            ts[it] = now_ms() - t0;
+    /* sampling: the library's forward (oneDNN), then the fixed-order one
+     * the sampler runs (nn_trunk_pack: batch-invariant, the same bits on
+     * every CPU) */
+    for (int fixed = 0; fixed < 2; fixed++) {
+        if (fixed)
+            TRYB(nn_trunk_pack(t, &err));
+        for (int it = -2; it < iters; it++) {
+            double t0 = now_ms();
+            TRYB(nn_trunk_forward(t, X, C, O, 0, &err));
+            TRYB(nn_sync(b, &err));
+            if (it >= 0)
+                ts[it] = now_ms() - t0;
+        }
+        s = summarize(ts, iters);
+        printf("giant %s %s %.3f %.3f %.4f\n", prec, fixed ? "sample" : "sample-onednn", s.med,
+               s.min, fwd / 1e9);
+        fflush(stdout);
     }
-    s = summarize(ts, iters);
-    printf("giant %s sample %.3f %.3f %.4f\n", prec, s.med, s.min, fwd / 1e9);
-    fflush(stdout);
     free(ts);
     nn_free(b, x);
     nn_free(b, c);
@@ -161,6 +171,35 @@ static double mm_rate(nn_backend *b, nn_dtype dt, int m, int n, int k, int reps)
         if (r >= 0 && dt_ms < best)
             best = dt_ms;
     }
+    nn_free(b, a);
+    nn_free(b, w);
+    nn_free(b, c);
+    return 2.0 * m * n * k / (best * 1e6);
+}
+
+/* Best-of rate of the fixed-order linear layer (packed weight) on a shape. */
+static double fixed_rate(nn_backend *b, nn_dtype dt, int m, int n, int k, int reps)
+{
+    size_t es = nn_dtype_size(dt);
+    void *a, *w;
+    float *c;
+    TRYB(nn_alloc(b, (size_t)m * k * es, &a, &err));
+    TRYB(nn_alloc(b, (size_t)n * k * es, &w, &err));
+    TRYB(nn_alloc(b, (size_t)m * n * 4, (void **)&c, &err));
+    memset(a, 0x3f, (size_t)m * k * es);
+    memset(w, 0x3f, (size_t)n * k * es);
+    nn_tensor A = nn_tensor_make(a, dt, m, k), W = nn_tensor_make(w, dt, n, k);
+    nn_packed P;
+    TRYB(nn_pack_weight(b, W, &P, &err));
+    double best = 1e30;
+    for (int r = -1; r < reps; r++) {
+        double t0 = now_ms();
+        TRYB(nn_linear_fixed(b, nn_f32(c, m, n), A, &P, NULL, NN_ACT_NONE, 0, &err));
+        double dt_ms = now_ms() - t0;
+        if (r >= 0 && dt_ms < best)
+            best = dt_ms;
+    }
+    nn_packed_free(b, &P);
     nn_free(b, a);
     nn_free(b, w);
     nn_free(b, c);
@@ -225,8 +264,9 @@ int main(int argc, char **argv)
         DIE("bad --batch or --iters");
     nn_backend *b;
     TRYB(nn_backend_open("cpu", &b, &err));
-    printf("# backend %s: bf16 %s\n", b->name,
-           b->has_bf16 ? "native (oneDNN, AVX512-BF16)" : "emulated");
+    printf("# backend %s: bf16 %s; fixed-order sampling kernels: fp32 %s, bf16 %s\n", b->name,
+           b->has_bf16 ? "native (oneDNN, AVX512-BF16)" : "emulated",
+           nn_cpu_fixed_kernel(b, NN_F32), nn_cpu_fixed_kernel(b, NN_BF16));
     if (strstr(precs, "fp32")) {
         cfg.precision = NN_F32;
         bench_trunk(b, &cfg, batch, iters);
@@ -243,6 +283,10 @@ int main(int argc, char **argv)
                mm_rate(b, NN_F32, m, n, k, 5));
         printf("ceiling onednn_bf16_matmul_%dx%dx%d %.1f\n", m, n, k,
                mm_rate(b, NN_BF16, m, n, k, 5));
+        printf("ceiling engine_f32_fixed_%dx%dx%d %.1f\n", m, n, k,
+               fixed_rate(b, NN_F32, m, n, k, 5));
+        printf("ceiling engine_bf16_fixed_%dx%dx%d %.1f\n", m, n, k,
+               fixed_rate(b, NN_BF16, m, n, k, 5));
     }
     nn_backend_close(b);
     return 0;

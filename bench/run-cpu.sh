@@ -5,7 +5,12 @@
 # bench/torch_peer.py (PyTorch, fp32 + bf16 autocast, same thread count),
 # and prints one table.  Each row takes, per side, the best median over the
 # rounds, so a burst of load from other processes hits both sides alike.
-# Usage: bench/run-cpu.sh [--batch N] [--iters N] [--rounds N]  (256, 10, 3)
+# The sampling rows time the fixed-order forward the sampler runs (batch-
+# invariant); a second table sets it against the same forward on oneDNN.
+# --isa avx2 holds the engine to AVX2 on an AVX-512 machine (oneDNN and the
+# fixed-order kernels; bf16 emulated), to measure what an AVX2 CPU gets.
+# Usage: bench/run-cpu.sh [--batch N] [--iters N] [--rounds N] [--isa avx2]
+#        (defaults 256, 10, 3, the CPU's best)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GIANT_BENCH_BUILD_DIR:-$root/build-bench}"
@@ -17,7 +22,11 @@ while [ $# -gt 0 ]; do
     --batch) batch=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
-    *) echo "usage: $0 [--batch N] [--iters N] [--rounds N]" >&2; exit 2 ;;
+    --isa)
+      [ "$2" = avx2 ] || { echo "$0: --isa takes avx2" >&2; exit 2; }
+      export ONEDNN_MAX_CPU_ISA=AVX2 GIANT_CPU_KERNEL=avx2 GIANT_CPU_BF16=emulate
+      shift 2 ;;
+    *) echo "usage: $0 [--batch N] [--iters N] [--rounds N] [--isa avx2]" >&2; exit 2 ;;
   esac
 done
 threads=$(nproc)
@@ -37,6 +46,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -m), $threads threads, batch $batch," \
      "$iters timed iterations per median, $rounds rounds"
+echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
+     "$(grep -qw avx512_bf16 /proc/cpuinfo && echo AVX512-BF16 || (grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2))" \
+     "${GIANT_CPU_KERNEL:+(held to $GIANT_CPU_KERNEL)}"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# model: expert trunk, 6480 voxels + 2 conditions x 32 in, hidden 512, 6 blocks, 6480 out"
 r=1
@@ -69,6 +81,14 @@ awk '
       r = (k in t) ? sprintf("%.2fx", t[k] / g[k]) : "n/a"
       tm = (k in t) ? sprintf("%.1f", t[k]) : "n/a"
       printf "%-14s %10.1f %10s %12s %12.1f %7.1fx\n", k, g[k], tm, r, fl[k] / g[k] * 1e3, tgt[i]
+    }
+    # the sampler's fixed-order forward against the same forward on oneDNN
+    printf "\n%-14s %10s %12s %14s %8s\n", "sample", "fixed ms", "oneDNN ms", "oneDNN/fixed", "target"
+    split("fp32,bf16", ps, ",")
+    for (i = 1; i <= 2; i++) {
+      f = ps[i] " sample"; o = ps[i] " sample-onednn"
+      if (!(f in g) || !(o in g)) continue
+      printf "%-14s %10.1f %12.1f %13.2fx %7.1fx\n", ps[i], g[f], g[o], g[o] / g[f], 0.9
     }
     for (k in c) printf "ceiling %-38s %8.1f GFLOP/s\n", k, c[k]
   }' "$out"

@@ -13,9 +13,13 @@
  * double, per thread in a fixed static partition, then in thread order, so
  * results are deterministic for a given thread count.
  *
+ * The sampler's matmuls go through the fixed-order linear layer instead
+ * (nn_cpu_fixed.c): the same bits whatever the batch, threads or CPU.
+ *
  * Environment (read once at creation; for benchmarks and tests):
  *   GIANT_CPU_SGEMM=openblas|onednn   fp32 matmul library
- *   GIANT_CPU_BF16=native|emulate     force the bf16 path */
+ *   GIANT_CPU_BF16=native|emulate     force the bf16 path (both layers)
+ *   GIANT_CPU_KERNEL=avx2|scalar      lower the fixed-order kernels' ISA */
 #include "nn_backend.h"
 #include "nn_cpu_fixed.h"
 #include "nn_rng.h"
@@ -1181,6 +1185,24 @@ static const nn_backend_ops cpu_ops = {
     .linear_fixed = cpu_linear_fixed,
 };
 
+/* Whether oneDNN will build a bf16 matmul here: the CPU may have
+ * AVX512-BF16 while oneDNN is held below it (ONEDNN_MAX_CPU_ISA), and then
+ * the emulation is the bf16 path. */
+static int onednn_has_bf16(cpu_state *s)
+{
+    mm_key k;
+    memset(&k, 0, sizeof k);
+    k.m = k.n = k.k = k.lda = k.ldb = k.ldc = 16;
+    k.trans_b = 1;
+    k.bf16 = 1;
+    mm_entry e;
+    gt_error ignored;
+    if (mm_entry_build(s, &e, &k, &ignored) != GT_OK)
+        return 0;
+    mm_entry_release(&e);
+    return 1;
+}
+
 /* Default fp32 library: see bench/README.md for the measurement behind it. */
 #define CPU_F32_DEFAULT_ONEDNN 1
 
@@ -1214,7 +1236,7 @@ int nn_cpu_backend_create(nn_backend **out, gt_error *err)
         return dnnl_fail(err, "engine/stream creation", st);
     }
     __builtin_cpu_init();
-    int hw_bf16 = __builtin_cpu_supports("avx512bf16");
+    int hw_bf16 = __builtin_cpu_supports("avx512bf16") && onednn_has_bf16(s);
     const char *force = getenv("GIANT_CPU_BF16");
     s->bf16_native = hw_bf16;
     if (force && !strcmp(force, "emulate"))
