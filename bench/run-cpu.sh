@@ -82,7 +82,7 @@ awk '
       tm = (k in t) ? sprintf("%.1f", t[k]) : "n/a"
       printf "%-14s %10.1f %10s %12s %12.1f %7.1fx\n", k, g[k], tm, r, fl[k] / g[k] * 1e3, tgt[i]
     }
-    # the sampler's fixed-order forward against the same forward on oneDNN
+    # the fixed-order forward of the sampler against the same forward on oneDNN
     printf "\n%-14s %10s %12s %14s %8s\n", "sample", "fixed ms", "oneDNN ms", "oneDNN/fixed", "target"
     split("fp32,bf16", ps, ",")
     for (i = 1; i <= 2; i++) {
