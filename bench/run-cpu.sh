@@ -17,6 +17,7 @@ build="${GIANT_BENCH_BUILD_DIR:-$root/build-bench}"
 batch=256
 iters=10
 rounds=3
+precisions=fp32,bf16
 while [ $# -gt 0 ]; do
   case "$1" in
     --batch) batch=$2; shift 2 ;;
@@ -24,7 +25,12 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --isa)
       [ "$2" = avx2 ] || { echo "$0: --isa takes avx2" >&2; exit 2; }
-      export ONEDNN_MAX_CPU_ISA=AVX2 GIANT_CPU_KERNEL=avx2 GIANT_CPU_BF16=emulate
+      # the engine and its peer both held to AVX2 (OpenBLAS too); bf16 is
+      # refused for training on such a CPU, and PyTorch has no AVX2 bf16
+      # kernels, so only fp32 is compared
+      export ONEDNN_MAX_CPU_ISA=AVX2 GIANT_CPU_KERNEL=avx2 GIANT_CPU_BF16=emulate \
+             OPENBLAS_CORETYPE=Haswell
+      precisions=fp32
       shift 2 ;;
     *) echo "usage: $0 [--batch N] [--iters N] [--rounds N] [--isa avx2]" >&2; exit 2 ;;
   esac
@@ -55,10 +61,11 @@ r=1
 while [ "$r" -le "$rounds" ]; do
   extra=--no-ceilings
   [ "$r" -eq 1 ] && extra=
-  OMP_NUM_THREADS=$threads "$build/nn_bench" --batch "$batch" --iters "$iters" $extra | tee -a "$out"
+  OMP_NUM_THREADS=$threads "$build/nn_bench" --batch "$batch" --iters "$iters" \
+    --precision "$precisions" $extra | tee -a "$out"
   if [ "$have_torch" -eq 1 ]; then
     /usr/bin/python3 "$root/bench/torch_peer.py" --batch "$batch" --iters "$iters" \
-      --threads "$threads" | tee -a "$out"
+      --threads "$threads" --precision "$precisions" | tee -a "$out"
   fi
   r=$((r + 1))
 done

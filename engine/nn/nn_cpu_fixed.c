@@ -421,37 +421,44 @@ static void pack_rows(const cpu_fixed *f, int fmt, nn_tensor x, int i0, int k0, 
                       void *dst)
 {
     const int mr = isa_mr(f->isa), m = x.rows, k = x.cols;
+    /* k outer: sequential writes, mr sequential read streams */
+    const void *rows[A5_MR > A2_MR ? A5_MR : A2_MR];
+    const size_t esz = fmt == FMT_F32 ? 4 : 2;
+    for (int r = 0; r < mr; r++)
+        rows[r] = (const char *)x.data + (size_t)(i0 + r < m ? i0 + r : i0) * x.ld * esz;
     if (fmt == FMT_F32) {
-        /* k outer: sequential writes, mr sequential read streams */
-        const float *src[A5_MR > A2_MR ? A5_MR : A2_MR];
-        for (int r = 0; r < mr; r++)
-            src[r] = (const float *)x.data + (size_t)(i0 + r < m ? i0 + r : i0) * x.ld + k0;
         float *d = (float *)dst;
         for (int p = 0; p < kc; p++, d += mr)
             for (int r = 0; r < mr; r++)
-                d[r] = src[r][p];
+                d[r] = ((const float *)rows[r])[k0 + p];
         return;
     }
-    for (int r = 0; r < mr; r++) {
-        int i = i0 + r < m ? i0 + r : i0;
-        {
-            const uint16_t *src = (const uint16_t *)x.data + (size_t)i * x.ld;
-            if (fmt == FMT_BF16_DP) {
-                uint32_t *d = (uint32_t *)dst;
-                for (int q = 0; q < kc / 2; q++) {
-                    int p = k0 + 2 * q;
-                    uint32_t lo = p < k ? src[p] : 0, hi = p + 1 < k ? src[p + 1] : 0;
-                    d[(size_t)q * mr + r] = lo | hi << 16;
-                }
-            } else {
-                float *d = (float *)dst;
-                for (int p = 0; p < kc; p++) {
-                    int s = k0 + (p ^ 1);
-                    d[(size_t)p * mr + r] = s < k ? nn_f32_from_bf16(src[s]) : 0.0f;
-                }
+    /* bf16: the pairs wholly inside k, then the one that k may cut (the
+     * element past k is 0, as the weight panels' padding) */
+    int full = (k - k0) / 2 < kc / 2 ? (k - k0) / 2 : kc / 2;
+    if (fmt == FMT_BF16_DP) {
+        uint32_t *d = (uint32_t *)dst;
+        for (int q = 0; q < kc / 2; q++, d += mr)
+            for (int r = 0; r < mr; r++) {
+                const uint16_t *src = (const uint16_t *)rows[r] + k0 + 2 * q;
+                uint32_t pair;
+                if (q < full)
+                    memcpy(&pair, src, sizeof pair);
+                else
+                    pair = k0 + 2 * q < k ? src[0] : 0;
+                d[r] = pair;
             }
-        }
+        return;
     }
+    /* the emulation: widened, each pair's odd element first */
+    float *d = (float *)dst;
+    for (int q = 0; q < kc / 2; q++, d += 2 * mr)
+        for (int r = 0; r < mr; r++) {
+            const uint16_t *src = (const uint16_t *)rows[r] + k0 + 2 * q;
+            uint16_t lo = k0 + 2 * q < k ? src[0] : 0, hi = q < full ? src[1] : 0;
+            d[r] = nn_f32_from_bf16(hi);
+            d[mr + r] = nn_f32_from_bf16(lo);
+        }
 }
 
 static void run_kernel(const cpu_fixed *f, int fmt, int kc, const void *ap, const void *bp,
