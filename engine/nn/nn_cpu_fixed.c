@@ -47,6 +47,24 @@
 enum { FMT_F32 = 0, FMT_BF16_EMU = 1, FMT_BF16_DP = 2 };
 
 #define MXCSR_FTZ_DAZ 0x8040u
+#define MXCSR_ROUNDING 0x6000u
+
+/* The kernels run in a known floating-point state whatever the caller's
+ * thread has set: round to nearest, denormals kept, except while a bf16
+ * emulation accumulates (flushed, as VDPBF16PS does).  Returns the
+ * caller's MXCSR, to restore. */
+static inline unsigned fix_csr_enter(int ftz)
+{
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr((csr & ~(MXCSR_FTZ_DAZ | MXCSR_ROUNDING)) | (ftz ? MXCSR_FTZ_DAZ : 0u));
+    return csr;
+}
+
+/* After accumulating: the epilogue's state (nearest, no flushing). */
+static inline void fix_csr_epilogue(unsigned csr)
+{
+    _mm_setcsr(csr & ~(MXCSR_FTZ_DAZ | MXCSR_ROUNDING));
+}
 
 typedef struct fix_epi {
     const float *bias;   /* at the panel's first column, or NULL */
@@ -102,18 +120,16 @@ static void kern_scalar(int kc, const float *ap, const float *bp, const fix_rows
     for (int r = 0; r < S_MR; r++)
         for (int j = 0; j < S_NR; j++)
             c[r][j] = e->partial && j < rw->nr ? rw->y[r][j] : 0.0f;
-    unsigned csr = _mm_getcsr();
-    if (e->ftz)
-        _mm_setcsr(csr | MXCSR_FTZ_DAZ);
+    unsigned csr = fix_csr_enter(e->ftz);
     for (int p = 0; p < kc; p++)
         for (int r = 0; r < S_MR; r++)
             for (int j = 0; j < S_NR; j++)
                 c[r][j] = fmaf(ap[p * S_MR + r], bp[p * S_NR + j], c[r][j]);
-    if (e->ftz)
-        _mm_setcsr(csr);
+    fix_csr_epilogue(csr);
     for (int r = 0; r < rw->mr; r++)
         for (int j = 0; j < rw->nr; j++)
             epi_scalar(c[r][j], rw->y[r] + j, e, j);
+    _mm_setcsr(csr);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -143,7 +159,9 @@ TGT_AVX2 static inline __m256 silu_avx2(__m256 v)
     y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
     __m256i ei = _mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127));
     __m256 ex = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(ei, 23)));
-    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), ex));
+    __m256 s = _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), ex));
+    __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(NN_SILU_FIXED_FLOOR), _CMP_LT_OQ);
+    return _mm256_blendv_ps(s, sign, low);
 }
 
 /* lanes [0, n) of 8 */
@@ -186,9 +204,7 @@ TGT_AVX2 static void kern_avx2(int kc, const float *ap, const float *bp, const f
             c[r][1] = _mm256_setzero_ps();
         }
     }
-    unsigned csr = _mm_getcsr();
-    if (e->ftz)
-        _mm_setcsr(csr | MXCSR_FTZ_DAZ);
+    unsigned csr = fix_csr_enter(e->ftz);
     for (int p = 0; p < kc; p++) {
         __m256 b0 = _mm256_load_ps(bp + (size_t)p * A2_NR);
         __m256 b1 = _mm256_load_ps(bp + (size_t)p * A2_NR + 8);
@@ -200,8 +216,7 @@ TGT_AVX2 static void kern_avx2(int kc, const float *ap, const float *bp, const f
             c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
         }
     }
-    if (e->ftz)
-        _mm_setcsr(csr);
+    fix_csr_epilogue(csr);
     /* constant indices only (an unrolled loop), so c stays in registers */
     const float *bias = e->bias;
 #pragma GCC unroll 6
@@ -211,6 +226,7 @@ TGT_AVX2 static void kern_avx2(int kc, const float *ap, const float *bp, const f
             epi_avx2(c[r][1], rw->y[r] + 8, bias ? bias + 8 : NULL, nr - 8, e);
         }
     }
+    _mm_setcsr(csr);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -241,7 +257,9 @@ TGT_AVX512 static inline __m512 silu_avx512(__m512 v)
     y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
     __m512i ei = _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127));
     __m512 ex = _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32(ei, 23)));
-    return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), ex));
+    __m512 s = _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), ex));
+    __mmask16 low = _mm512_cmp_ps_mask(v, _mm512_set1_ps(NN_SILU_FIXED_FLOOR), _CMP_LT_OQ);
+    return _mm512_mask_mov_ps(s, low, _mm512_set1_ps(-0.0f));
 }
 
 TGT_AVX512 static inline __mmask16 mask_avx512(int n)
@@ -299,9 +317,7 @@ TGT_AVX512 static void kern_avx512(int kc, const float *ap, const float *bp,
 {
     __m512 c[A5_MR][2];
     A5_INIT(c, rw, e);
-    unsigned csr = _mm_getcsr();
-    if (e->ftz)
-        _mm_setcsr(csr | MXCSR_FTZ_DAZ);
+    unsigned csr = fix_csr_enter(e->ftz);
     for (int p = 0; p < kc; p++) {
         __m512 b0 = _mm512_load_ps(bp + (size_t)p * A5_NR);
         __m512 b1 = _mm512_load_ps(bp + (size_t)p * A5_NR + 16);
@@ -313,9 +329,9 @@ TGT_AVX512 static void kern_avx512(int kc, const float *ap, const float *bp,
             c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
         }
     }
-    if (e->ftz)
-        _mm_setcsr(csr);
+    fix_csr_epilogue(csr);
     A5_STORE(c, rw, e);
+    _mm_setcsr(csr);
 }
 
 /* kq pairs; ap: MR uint32 pairs per q; bp: NR uint32 pairs per q */
@@ -324,6 +340,7 @@ TGT_AVX512BF16 static void kern_avx512bf16(int kq, const uint32_t *ap, const uin
 {
     __m512 c[A5_MR][2];
     A5_INIT(c, rw, e);
+    unsigned csr = fix_csr_enter(0);   /* VDPBF16PS ignores it; the epilogue does not */
     for (int q = 0; q < kq; q++) {
         __m512bh b0 = (__m512bh)_mm512_load_si512(bp + (size_t)q * A5_NR);
         __m512bh b1 = (__m512bh)_mm512_load_si512(bp + (size_t)q * A5_NR + 16);
@@ -336,6 +353,7 @@ TGT_AVX512BF16 static void kern_avx512bf16(int kq, const uint32_t *ap, const uin
         }
     }
     A5_STORE(c, rw, e);
+    _mm_setcsr(csr);
 }
 
 /* ------------------------------------------------------------------------ */

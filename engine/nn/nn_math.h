@@ -72,7 +72,7 @@ NN_HD static inline float nn_silu(float x)
  * and vector code compute the same bits on every CPU; the fixed-order
  * linear layer's SiLU uses it (nn_cpu_fixed.h).  Inputs are clamped to
  * [-87, 88] first (with the compare-select semantics of SSE min/max, so a
- * NaN input becomes -87 as it does in the vector code); in that range
+ * NaN input becomes 88 as it does in the vector code); in that range
  * x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' expf polynomial (about
  * 1 ulp), times 2^n built in the exponent field. */
 #define NN_EXP_FIXED_HI 88.0f
@@ -108,10 +108,15 @@ NN_HD static inline float nn_exp_fixed(float x)
     return y * scale;
 }
 
-/* SiLU of the fixed-order linear layer: x / (1 + e^-x), one division. */
+/* SiLU of the fixed-order linear layer: x / (1 + e^-x), one division;
+ * below -88, where e^-x is past the clamp, -0 (the true value is under
+ * 6e-37 in magnitude).  NaN stays NaN, +inf stays +inf. */
+#define NN_SILU_FIXED_FLOOR -88.0f
+
 NN_HD static inline float nn_silu_fixed(float x)
 {
-    return x / (1.0f + nn_exp_fixed(-x));
+    float s = x / (1.0f + nn_exp_fixed(-x));
+    return x < NN_SILU_FIXED_FLOOR ? -0.0f : s;
 }
 
 /* d silu / dx = s (1 + x (1 - s)), s = sigmoid(x) */
