@@ -5,6 +5,7 @@
 #include "cuda_act.cuh"        /* silu, leaky, add, bias broadcast, bf16 cast */
 #include "cuda_reduce.cuh"     /* full sums, column sums, mse, mean, sumsq */
 #include "cuda_matmul.cuh"     /* cuBLASLt products with cached plans */
+#include "cuda_fixed.cuh"      /* the sampler's fixed-order product, one pinned algorithm per shape */
 #include "cuda_layernorm.cuh"  /* LayerNorm forward and backward */
 #include "cuda_embed.cuh"      /* sinusoidal condition embedding */
 #include "cuda_softmax.cuh"    /* row softmax */
@@ -168,6 +169,7 @@ static void cuda_destroy(nn_backend *b)
         if (s->stream)
             (void)cudaStreamSynchronize(s->stream);
         cuda_mm_cache_free(s);
+        cuda_fx_cache_free(s);
         for (int i = 0; i < s->n_allocs; i++)
             (void)cudaFree(s->allocs[i].p);
         free(s->allocs);
@@ -281,7 +283,7 @@ extern "C" void *cuda_backend_stream(nn_backend *b)
 
 extern "C" int cuda_backend_plan_count(nn_backend *b)
 {
-    return cuda_backend_is(b) ? cuda_st(b)->mm_count : 0;
+    return cuda_backend_is(b) ? cuda_st(b)->mm_count + cuda_st(b)->fx_count : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -481,6 +483,9 @@ static void cuda_ops_fill(nn_backend_ops *o)
     o->rand_fill = ON_DEV(cuda_rand_fill);
     o->axpby_rows = ON_DEV(cuda_axpby_rows);
     o->affine_cols = ON_DEV(cuda_affine_cols);
+    o->pack_bytes = cuda_pack_bytes;   /* host arithmetic only */
+    o->pack_weight = ON_DEV(cuda_pack_weight);
+    o->linear_fixed = ON_DEV(cuda_linear_fixed);
 }
 
 /* Filled on first use (C++ before C++20 has no designated initialisers);

@@ -31,7 +31,8 @@ int cuda_backend_is(const nn_backend *b);
  * headers); NULL for another backend. */
 void *cuda_backend_stream(nn_backend *b);
 
-/* Matmul plans cached so far (tests assert a captured step adds none). */
+/* Matmul plans cached so far, library (cuda_matmul.cuh) and fixed-order
+ * (cuda_fixed.cuh) together (tests assert a captured step adds none). */
 int cuda_backend_plan_count(nn_backend *b);
 
 /* ---- CUDA graphs ----------------------------------------------------------

@@ -25,6 +25,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 struct cuda_mm_entry;   /* cuda_matmul.cuh */
+struct cuda_fx_entry;   /* cuda_fixed.cuh */
 
 struct cuda_alloc_rec {
     void *p;
@@ -44,6 +45,8 @@ struct cuda_state {
     size_t scratch_floats;
     struct cuda_mm_entry *mm;      /* matmul plan cache, grown only outside capture */
     int mm_count, mm_cap;
+    struct cuda_fx_entry *fx;      /* fixed-order (sampling) plans, pinned per shape */
+    int fx_count, fx_cap;
     struct cuda_alloc_rec *allocs; /* live allocations, for bytes_live */
     int n_allocs, cap_allocs;
     int capturing;                 /* inside cuda_graph_begin/end */

@@ -223,9 +223,12 @@ static int cuda_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_
         key.align_b = cuda_align_of(bm.data);
         key.align_c = cuda_align_of(c.data);
         cuda_mm_entry *e = NULL;
+        int planned = s->mm_count;
         rc = cuda_mm_lookup(s, &key, &e, err);
         if (rc)
             return rc;
+        if (s->mm_count != planned)
+            b->plan_count++;   /* nn_backend.h: a new per-shape plan */
         if (e->bias_fused)
             CUBLAS_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &bias, sizeof bias),

@@ -2,6 +2,8 @@
  * nn_backend.h written as directly as possible. */
 #include "ref_backend.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -496,6 +498,88 @@ static int ref_rand(nn_backend *b, float *x, size_t n, nn_dist d, float a, float
     return GT_OK;
 }
 
+/* --- the fixed-order linear layer: the CPU contract (nn_cpu_fixed.h) ------
+ * written out per element.  The packed weight is a dense row-major copy
+ * (ld = k).  Per element:
+ *   fp32: acc = 0; for p = 0..k-1: acc = fmaf(x[p], w[p], acc)
+ *   bf16: acc = 0; for each pair q: acc = fmaf(x[2q+1], w[2q+1], acc);
+ *                                  acc = fmaf(x[2q], w[2q], acc)
+ *         (x[k] = w[k] = 0 when k is odd), inputs and every fmaf result
+ *         flushed to zero when denormal (the CPU's MXCSR FTZ + DAZ, done here
+ *         in software: it can differ from the hardware only for a result
+ *         that rounds up to exactly FLT_MIN from below, where x86 flushes
+ *         and this keeps FLT_MIN);
+ *   then v = acc + bias[j]; v = nn_silu_fixed(v) for SiLU; v = y + v when
+ *   accumulating.  Built with -ffp-contract=off (tests/cuda/CMakeLists.txt)
+ *   so no multiply-add is fused behind the code's back. */
+#define REF_FX_LAYOUT 0x52454658   /* "REFX" */
+
+static float ref_ftz(float v)
+{
+    return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
+}
+
+static size_t ref_pack_bytes(nn_backend *b, int n, int k, nn_dtype dt)
+{
+    (void)b;
+    return (size_t)n * (size_t)k * nn_dtype_size(dt);
+}
+
+static int ref_pack_weight(nn_backend *b, nn_packed *dst, nn_tensor w, gt_error *err)
+{
+    (void)b, (void)err;
+    size_t es = nn_dtype_size(w.dtype);
+    for (int j = 0; j < w.rows; j++)
+        memcpy((char *)dst->data + (size_t)j * w.cols * es,
+               (const char *)w.data + (size_t)j * w.ld * es, (size_t)w.cols * es);
+    dst->layout = REF_FX_LAYOUT;
+    return GT_OK;
+}
+
+/* x_p * w_p of bf16 row x (ld-strided view row i) and packed row j, 0 past k */
+static float ref_fx_x(nn_tensor x, int i, int p)
+{
+    return p < x.cols ? ref_ftz(nn_f32_from_bf16(ATH(x, i, p))) : 0.0f;
+}
+
+static float ref_fx_w(const uint16_t *w, int k, int j, int p)
+{
+    return p < k ? ref_ftz(nn_f32_from_bf16(w[(size_t)j * k + p])) : 0.0f;
+}
+
+static int ref_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                            const float *bias, nn_act act, int acc, gt_error *err)
+{
+    (void)b;
+    if (w->layout != REF_FX_LAYOUT)
+        return gt_error_set(err, GT_EINVAL, "ref linear_fixed: weight packed elsewhere");
+    const int k = w->k;
+    for (int i = 0; i < y.rows; i++)
+        for (int j = 0; j < y.cols; j++) {
+            float s = 0.0f;
+            if (w->dtype == NN_BF16) {
+                const uint16_t *wh = (const uint16_t *)w->data;
+                for (int q = 0; 2 * q < k; q++) {
+                    s = ref_ftz(fmaf(ref_fx_x(x, i, 2 * q + 1), ref_fx_w(wh, k, j, 2 * q + 1), s));
+                    s = ref_ftz(fmaf(ref_fx_x(x, i, 2 * q), ref_fx_w(wh, k, j, 2 * q), s));
+                }
+            } else {
+                const float *wf = (const float *)w->data + (size_t)j * k;
+                for (int p = 0; p < k; p++)
+                    s = fmaf(AT(x, i, p), wf[p], s);
+            }
+            float v = s;
+            if (bias)
+                v = v + bias[j];
+            if (act == NN_ACT_SILU)
+                v = nn_silu_fixed(v);
+            if (acc)
+                v = AT(y, i, j) + v;
+            AT(y, i, j) = v;
+        }
+    return GT_OK;
+}
+
 static const nn_backend_ops ref_ops = {
     .destroy = ref_destroy, .alloc = ref_alloc, .free = ref_free, .memset = ref_memset,
     .copy_h2d = ref_copy, .copy_d2h = ref_copy, .copy_d2d = ref_copy, .synchronize = ref_sync,
@@ -511,6 +595,8 @@ static const nn_backend_ops ref_ops = {
     .mean_fwd = ref_mean_fwd, .mean_bwd = ref_mean_bwd, .sb_fwd = ref_sb_fwd,
     .sb_bwd = ref_sb_bwd, .sb_inv = ref_sb_inv, .cast_bf16 = ref_cast, .sumsq = ref_sumsq,
     .adamw = ref_adamw, .rand_fill = ref_rand, .affine_cols = ref_affine_cols,
+    .pack_bytes = ref_pack_bytes, .pack_weight = ref_pack_weight,
+    .linear_fixed = ref_linear_fixed,
 };
 
 int ref_backend_create(nn_backend **out, gt_error *err)

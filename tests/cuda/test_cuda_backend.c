@@ -12,6 +12,12 @@
  *                   45-layer products, embeddings at large phases);
  *   TOL_BF16  1e-2  bf16-input matmuls and what follows them;
  *   TOL_STEP  1e-3  whole fp32 training steps (several ops compounded).
+ * The fixed-order linear layer (linear_fixed, the sampler's product) is
+ * compared the same way (TOL_RED fp32, TOL_BF16 bf16); where the naive
+ * reference stands in for the GPU it must equal the CPU backend bit for
+ * bit (both follow nn_cpu_fixed.h).  Its row invariance is exact on each
+ * backend: rows [r0, r0+m) computed alone are the bytes of the same rows
+ * of one big call, for m = 1..24, 64, 256, 1000 at several offsets.
  * Then whole steps: engine/nn's expert and routed trunks (forward, backward,
  * AdamW), the graph-capturable gpu_model step and sampler on both backends,
  * and on the GPU a captured step / sampler replayed against the uncaptured
@@ -76,6 +82,7 @@
 #define nn_sumsq(b, ...) ((b)->ops->sumsq((b), __VA_ARGS__))
 #define nn_topk_bwd(b, ...) ((b)->ops->topk_bwd((b), __VA_ARGS__))
 #define nn_topk_fwd(b, ...) ((b)->ops->topk_fwd((b), __VA_ARGS__))
+#define nn_linear_fixed(b, ...) ((b)->ops->linear_fixed((b), __VA_ARGS__))
 #define nn_free(b, p) ((b)->ops->free((b), (p)))
 #define nn_sync(b, e) ((b)->ops->synchronize((b), (e)))
 #define nn_backend_close(b) ((b)->ops->destroy(b))
@@ -658,6 +665,328 @@ static void test_optim_rng(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the fixed-order linear layer (the sampler's product)                     */
+/* ------------------------------------------------------------------------ */
+
+/* Packs w on b: the validating wrapper when giant_nn is here, else the
+ * vtable as nn_pack_weight would call it. */
+static int fx_pack(nn_backend *b, nn_tensor w, nn_packed *out)
+{
+#ifdef GIANT_TEST_WITH_NN
+    return nn_pack_weight(b, w, out, &err);
+#else
+    memset(out, 0, sizeof *out);
+    out->bytes = b->ops->pack_bytes(b, w.rows, w.cols, w.dtype);
+    out->dtype = w.dtype;
+    out->n = w.rows;
+    out->k = w.cols;
+    int rc = b->ops->alloc(b, out->bytes, &out->data, &err);
+    return rc ? rc : b->ops->pack_weight(b, out, w, &err);
+#endif
+}
+
+static void fx_unpack(nn_backend *b, nn_packed *p)
+{
+#ifdef GIANT_TEST_WITH_NN
+    nn_packed_free(b, p);
+#else
+    if (p->data)
+        b->ops->free(b, p->data);
+    memset(p, 0, sizeof *p);
+#endif
+}
+
+/* Rows [r0, r0 + m) of a dense or strided view, sharing its storage. */
+static nn_tensor fx_rows(nn_tensor t, int r0, int m)
+{
+    t.data = (char *)t.data + (size_t)r0 * t.ld * nn_dtype_size(t.dtype);
+    t.rows = m;
+    return t;
+}
+
+/* The operands of one comparison: x (M x K) and W (N x K) of dtype dt on
+ * both sides, from fp32 values (bf16 through the bit-identical cast), and
+ * W packed on both sides.  ld_x > K stores x with a wider row pitch. */
+typedef struct fx_ops {
+    nn_dtype dt;
+    int ld_x;
+    pair x, w, xb, wb;
+    nn_packed pk[2];
+    int ok;
+} fx_ops;
+
+static void fx_ops_make(fx_ops *o, int M, int N, int K, int ld_x, nn_dtype dt, float wscale)
+{
+    memset(o, 0, sizeof *o);
+    o->dt = dt;
+    o->ld_x = ld_x;
+    o->x = pnew(M, ld_x);
+    o->w = pnew(N, K);
+    prand(&o->x, -1, 1);
+    prand(&o->w, -wscale, wscale);
+    if (dt == NN_BF16) {
+        o->xb = pnew_t(M, ld_x, NN_BF16);
+        o->wb = pnew_t(N, K, NN_BF16);
+        poison(&o->xb);
+    }
+    o->ok = 1;
+    BOTH
+    {
+        nn_tensor W = T(o->w);
+        if (dt == NN_BF16) {
+            nn_tensor X = T(o->x), XB = T(o->xb);
+            X.cols = XB.cols = K;
+            OK(nn_cast_bf16(b, XB, X, &err));
+            OK(nn_cast_bf16(b, T(o->wb), W, &err));
+            W = T(o->wb);
+        }
+        if (K == 0)
+            W.ld = 1;   /* the wrappers want ld >= 1 */
+        int rc = fx_pack(b, W, &o->pk[side]);
+        CHECK_MSG(rc == GT_OK, "pack_weight %s on %s: %s", nn_dtype_name(dt), b->name,
+                  err.message);
+        if (rc)
+            o->ok = 0;
+    }
+}
+
+/* x as the op sees it on one side: M x K, row pitch ld_x */
+static nn_tensor fx_x(fx_ops *o, int side, int K)
+{
+    pair *p = o->dt == NN_BF16 ? &o->xb : &o->x;
+    nn_tensor t = side ? pg(p) : pc(p);
+    t.cols = K;
+    if (t.ld < 1)
+        t.ld = 1;
+    return t;
+}
+
+static void fx_ops_free(fx_ops *o)
+{
+    fx_unpack(CPU, &o->pk[0]);
+    fx_unpack(GPU, &o->pk[1]);
+    pfree(&o->x);
+    pfree(&o->w);
+    if (o->dt == NN_BF16) {
+        pfree(&o->xb);
+        pfree(&o->wb);
+    }
+}
+
+/* linear_fixed on both backends against each other, every epilogue. */
+static void test_linear_fixed(int M, int N, int K, nn_dtype dt)
+{
+    printf("linear_fixed %s m=%d n=%d k=%d\n", nn_dtype_name(dt), M, N, K);
+#ifdef GIANT_TEST_WITH_NN
+    if (nn_cpu_fixed_kernel(CPU, dt))
+        printf("  (cpu kernel: %s)\n", nn_cpu_fixed_kernel(CPU, dt));
+#endif
+    /* inputs are the same fp32 / bf16 values on both sides: only the
+     * summation order differs (K == 0: the epilogue alone) */
+    double tol = K == 0 ? TOL_EW : dt == NN_BF16 ? TOL_BF16 : TOL_RED;
+    /* the reference in the GPU's place follows the CPU contract exactly */
+    int exact = !cuda_backend_is(GPU);
+    fx_ops o;
+    fx_ops_make(&o, M, N, K, K, dt, 0.3f);
+    pair y = pnew(M, N), y0 = pnew(M, N), bias = pnew(1, N);
+    prand(&y0, -1, 1);
+    prand(&bias, -1, 1);
+    static const struct {
+        const char *name;
+        int bias, silu, acc;
+    } modes[] = {
+        {"plain", 0, 0, 0},           {"bias", 1, 0, 0}, {"bias+silu", 1, 1, 0},
+        {"silu", 0, 1, 0},            {"bias+accumulate", 1, 0, 1},
+        {"accumulate", 0, 0, 1},
+    };
+    for (size_t i = 0; o.ok && i < sizeof modes / sizeof modes[0]; i++) {
+        if (modes[i].acc)
+            BOTH OK(nn_copy_d2d(b, P(y), P(y0), y.n * sizeof(float), &err));
+        else
+            poison(&y);
+        BOTH OK(nn_linear_fixed(b, T(y), fx_x(&o, side, K), &o.pk[side],
+                                modes[i].bias ? (const float *)P(bias) : NULL,
+                                modes[i].silu ? NN_ACT_SILU : NN_ACT_NONE, modes[i].acc, &err));
+        char what[64];
+        snprintf(what, sizeof what, "fixed %s %s", nn_dtype_name(dt), modes[i].name);
+        pcmp(&y, what, tol);
+        if (exact) {
+            snprintf(what, sizeof what, "fixed %s %s = CPU", nn_dtype_name(dt), modes[i].name);
+            pcmp_exact(&y, what);
+        }
+    }
+    pfree(&y);
+    pfree(&y0);
+    pfree(&bias);
+    fx_ops_free(&o);
+}
+
+/* One backend's rows [r0, r0+m) of x computed alone against the same rows
+ * of one big call, byte for byte.  Returns the sub-batches that differ. */
+static int fx_rows_check(nn_backend *b, const float *hall, nn_tensor X, const nn_packed *pk,
+                         pair *ysub, pair *yold, int side, const float *bias, nn_act act,
+                         int acc, int m, int r0, int y_at_r0, const char *what)
+{
+    int N = ysub->cols;
+    size_t n = (size_t)m * N;
+    float *ys = (float *)P(*ysub) + (y_at_r0 ? (size_t)r0 * N : 0);
+    nn_tensor Y = nn_f32(ys, m, N);
+    if (acc)
+        OK(nn_copy_d2d(b, ys, (float *)P(*yold) + (size_t)r0 * N, n * sizeof(float), &err));
+    else
+        OK(nn_memset(b, ys, 0xFF, n * sizeof(float), &err));
+    int rc = nn_linear_fixed(b, Y, fx_rows(X, r0, m), pk, bias, act, acc, &err);
+    CHECK_MSG(rc == GT_OK, "%s on %s, m=%d r0=%d: %s", what, b->name, m, r0, err.message);
+    if (rc)
+        return 1;
+    float *h = malloc(n * sizeof(float));
+    OK(nn_copy_d2h(b, h, ys, n * sizeof(float), &err));
+    int bad = memcmp(h, hall + (size_t)r0 * N, n * sizeof(float)) != 0;
+    if (bad) {
+        size_t at = 0;
+        while (at < n && !memcmp(&h[at], &hall[(size_t)r0 * N + at], sizeof(float)))
+            at++;
+        CHECK_MSG(0, "%s on %s: rows [%d, %d) alone differ from the big call at row %d col %d "
+                  "(%.9g vs %.9g)",
+                  what, b->name, r0, r0 + m, r0 + (int)(at / N), (int)(at % N), h[at],
+                  hall[(size_t)r0 * N + at]);
+    }
+    free(h);
+    return bad;
+}
+
+/* Row invariance: a row's bytes do not depend on m, on its position or on
+ * the rows computed with it, on either backend.  On the GPU also: no plan
+ * after the first call, a captured call replays the eager bytes, a row
+ * count not run before capture is refused inside it, and a weaker row
+ * pitch gives the same bytes or GT_EUNSUPPORTED (never another algorithm). */
+static void test_linear_fixed_rows(nn_dtype dt)
+{
+    printf("linear_fixed row invariance %s\n", nn_dtype_name(dt));
+    const int MT = 1300, N = 72, K = 136;
+    int ms[27], nm = 0;
+    for (int m = 1; m <= 24; m++)
+        ms[nm++] = m;
+    ms[nm++] = 64;
+    ms[nm++] = 256;
+    ms[nm++] = 1000;
+    fx_ops o, ow;
+    fx_ops_make(&o, MT, N, K, K, dt, 0.2f);
+    /* the first 64 rows again with a row pitch of K + 1 elements */
+    fx_ops_make(&ow, 64, N, K, K + 1, dt, 0.2f);
+    for (int i = 0; i < 64; i++)
+        memcpy(ow.x.h + (size_t)i * (K + 1), o.x.h + (size_t)i * K, K * sizeof(float));
+    pput(&ow.x);
+    BOTH if (dt == NN_BF16)
+    {
+        nn_tensor X = T(ow.x), XB = T(ow.xb);
+        X.cols = XB.cols = K;
+        OK(nn_cast_bf16(b, XB, X, &err));
+    }
+    pair bias = pnew(1, N), yold = pnew(MT, N), yall = pnew(MT, N), ysub = pnew(MT, N);
+    prand(&bias, -1, 1);
+    prand(&yold, -1, 1);
+    for (int mode = 0; o.ok && ow.ok && mode < 2; mode++) {
+        nn_act act = mode == 0 ? NN_ACT_SILU : NN_ACT_NONE;
+        int acc = mode == 1;
+        char what[64];
+        snprintf(what, sizeof what, "rows %s %s", nn_dtype_name(dt),
+                 mode == 0 ? "bias+silu" : "bias+accumulate");
+        BOTH
+        {
+            const float *bs = (const float *)P(bias);
+            nn_tensor X = fx_x(&o, side, K);
+            size_t nall = (size_t)MT * N;
+            if (acc)
+                OK(nn_copy_d2d(b, P(yall), P(yold), nall * sizeof(float), &err));
+            else
+                OK(nn_memset(b, P(yall), 0xFF, nall * sizeof(float), &err));
+            int rc = nn_linear_fixed(b, T(yall), X, &o.pk[side], bs, act, acc, &err);
+            CHECK_MSG(rc == GT_OK, "%s on %s, m=%d: %s", what, b->name, MT, err.message);
+            if (rc)
+                continue;
+            float *hall = malloc(nall * sizeof(float));
+            OK(nn_copy_d2h(b, hall, P(yall), nall * sizeof(float), &err));
+            size_t plans = b->plan_count;
+            int calls = 0, bad = 0;
+            for (int i = 0; i < nm; i++) {
+                int m = ms[i];
+                const int offs[4] = {0, 1, 5, MT - m};
+                for (int j = 0; j < 4; j++, calls++)
+                    bad += fx_rows_check(b, hall, X, &o.pk[side], &ysub, &yold, side, bs, act,
+                                         acc, m, offs[j], j & 1, what);
+            }
+            /* x with a wider, less aligned row pitch: the first 64 rows */
+            nn_tensor XW = fx_x(&ow, side, K);
+            rc = GT_OK;
+            if (acc)
+                OK(nn_copy_d2d(b, P(ysub), P(yold), (size_t)64 * N * sizeof(float), &err));
+            rc = nn_linear_fixed(b, nn_f32((float *)P(ysub), 64, N), XW, &o.pk[side], bs, act,
+                                 acc, &err);
+            if (rc == GT_EUNSUPPORTED && cuda_backend_is(b)) {
+                CHECK_MSG(strstr(err.message, "m=64") && strstr(err.message, "k="),
+                          "the refusal names m, n, k: %s", err.message);
+                printf("  %-28s refused (%s)\n", "row pitch k+1", err.message);
+            } else {
+                CHECK_MSG(rc == GT_OK, "%s, row pitch %d on %s: %s", what, K + 1, b->name,
+                          err.message);
+                if (rc == GT_OK) {
+                    size_t n64 = (size_t)64 * N;
+                    float *h = malloc(n64 * sizeof(float));
+                    OK(nn_copy_d2h(b, h, P(ysub), n64 * sizeof(float), &err));
+                    int same = !memcmp(h, hall, n64 * sizeof(float));
+                    CHECK_MSG(same, "%s on %s: row pitch %d changes the bytes", what, b->name,
+                              K + 1);
+                    bad += !same;
+                    calls++;
+                    free(h);
+                }
+            }
+            if (cuda_backend_is(b)) {
+                CHECK_EQ_INT(b->plan_count, plans);
+                if (!acc) {
+                    /* captured: m = 24 from row 1 replays the eager bytes;
+                     * m = 25 was never run, so capture refuses it */
+                    cuda_graph *g = NULL;
+                    gt_error e2;
+                    nn_tensor Y = nn_f32((float *)P(ysub), 24, N);
+                    OK(cuda_graph_begin(b, &err));
+                    int rc1 = nn_linear_fixed(b, Y, fx_rows(X, 1, 24), &o.pk[side], bs, act, 0,
+                                              &err);
+                    CHECK_MSG(rc1 == GT_OK, "captured linear_fixed: %s", err.message);
+                    int rc2 = nn_linear_fixed(b, nn_f32((float *)P(ysub), 25, N),
+                                              fx_rows(X, 1, 25), &o.pk[side], bs, act, 0, &e2);
+                    CHECK_MSG(rc2 == GT_EINVAL, "an unseen m inside capture gave %d: %s", rc2,
+                              rc2 ? e2.message : "ok");
+                    rc = cuda_graph_end(b, &g, &e2);
+                    CHECK_MSG(rc == GT_OK, "cuda_graph_end: %s", e2.message);
+                    if (g) {
+                        OK(nn_memset(b, P(ysub), 0xFF, (size_t)24 * N * sizeof(float), &err));
+                        OK(cuda_graph_launch(b, g, &err));
+                        OK(nn_sync(b, &err));
+                        float *h = malloc((size_t)24 * N * sizeof(float));
+                        OK(nn_copy_d2h(b, h, P(ysub), (size_t)24 * N * sizeof(float), &err));
+                        CHECK_MSG(!memcmp(h, hall + N, (size_t)24 * N * sizeof(float)),
+                                  "%s: the replayed call differs from the eager one", what);
+                        free(h);
+                    }
+                    cuda_graph_destroy(g);
+                    CHECK_EQ_INT(b->plan_count, plans);
+                }
+            }
+            printf("  %-28s %s: %d of %d sub-batches differ\n", what, b->name, bad, calls);
+            free(hall);
+        }
+    }
+    pfree(&bias);
+    pfree(&yold);
+    pfree(&yall);
+    pfree(&ysub);
+    fx_ops_free(&o);
+    fx_ops_free(&ow);
+}
+
+/* ------------------------------------------------------------------------ */
 /* whole steps                                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -727,6 +1056,40 @@ static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
         cmp_f("trunk params after AdamW", hc, hg, n, tol);
         free(hc);
         free(hg);
+        /* the sampler's forward: packed weights, the fixed-order layer;
+         * rows [5, 12) alone must be the bytes of the same rows of the
+         * whole batch on each backend */
+        int packed = 1;
+        BOTH
+        {
+            int rc = nn_trunk_pack(t[side], &err);
+            CHECK_MSG(rc == GT_OK, "trunk pack on %s: %s", b->name, err.message);
+            packed &= rc == GT_OK;
+        }
+        if (packed) {
+            poison(&out);
+            BOTH OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 0, &err));
+            pcmp(&out, "packed trunk forward", tol);
+            const int r0 = 5, m = 7;
+            BOTH
+            {
+                size_t nall = (size_t)B * 40, nsub = (size_t)m * 40;
+                float *hall = malloc(nall * sizeof(float)), *hs = malloc(nsub * sizeof(float));
+                OK(nn_copy_d2h(b, hall, P(out), nall * sizeof(float), &err));
+                OK(nn_memset(b, P(out), 0xFF, nall * sizeof(float), &err));
+                OK(nn_trunk_forward(t[side], nn_f32((float *)P(x) + r0 * 40, m, 40),
+                                    nn_f32((float *)P(cond) + r0 * 2, m, 2),
+                                    nn_f32((float *)P(out), m, 40), 0, &err));
+                OK(nn_copy_d2h(b, hs, P(out), nsub * sizeof(float), &err));
+                int same = !memcmp(hs, hall + (size_t)r0 * 40, nsub * sizeof(float));
+                CHECK_MSG(same, "packed trunk on %s: rows [%d, %d) alone differ from the batch",
+                          b->name, r0, r0 + m);
+                printf("  %-28s %s: %s\n", "packed rows alone", b->name,
+                       same ? "bit-identical" : "DIFFER");
+                free(hall);
+                free(hs);
+            }
+        }
     }
     for (int s = 0; s < 2; s++) {
         if (t[s]) {
@@ -1005,6 +1368,16 @@ int main(void)
     test_softmax_route(100);
     test_stick();
     test_optim_rng();
+    test_linear_fixed(67, 45, 33, NN_F32);
+    test_linear_fixed(256, 384, 512, NN_F32);
+    test_linear_fixed(5, 16, 0, NN_F32);
+    if (bf16) {
+        test_linear_fixed(67, 45, 33, NN_BF16);
+        test_linear_fixed(256, 384, 520, NN_BF16);
+    }
+    test_linear_fixed_rows(NN_F32);
+    if (bf16)
+        test_linear_fixed_rows(NN_BF16);
 #ifdef GIANT_TEST_WITH_NN
     test_bad_input();
     test_trunk(NN_TRUNK_EXPERT, NN_F32);
