@@ -1,6 +1,7 @@
 #include "store.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,24 +24,218 @@ static int sql_fail(gt_error *err, sqlite3 *db, const char *what)
     return gt_error_set(err, GT_EIO, "%s: %s", what, db ? sqlite3_errmsg(db) : "no database");
 }
 
-/* Runs a statement that returns at most one text value (PRAGMA x = y). */
-static int exec_text(sqlite3 *db, const char *sql, char *out, size_t cap, gt_error *err)
+/* ---------------------------------------------------------------------------
+ * Statements
+ * ------------------------------------------------------------------------- */
+
+static void bind(sqlite3_stmt *st, int i, const store_val *v)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(err, db, sql);
+    switch (v->kind) {
+    case STORE_V_INT: sqlite3_bind_int64(st, i, v->i); return;
+    case STORE_V_REAL:
+        /* SQLite stores NaN as NULL anyway; infinities too, so that every
+         * non-finite value reads back the same way. */
+        if (isfinite(v->r))
+            sqlite3_bind_double(st, i, v->r);
+        else
+            sqlite3_bind_null(st, i);
+        return;
+    case STORE_V_TEXT:
+        if (v->p)
+            sqlite3_bind_text(st, i, v->p, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_null(st, i);
+        return;
+    case STORE_V_BLOB: sqlite3_bind_blob64(st, i, v->p, v->n, SQLITE_STATIC); return;
+    case STORE_V_NULL: sqlite3_bind_null(st, i); return;
+    }
+}
+
+int store_query(store *s, const char *what, const char *sql, const store_val *args, int nargs,
+                sqlite3_stmt **st, gt_error *err)
+{
+    *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(*st);
+        *st = NULL;
+        return sql_fail(err, s->db, what);
+    }
+    for (int i = 0; i < nargs; i++)
+        bind(*st, i + 1, &args[i]);
+    return GT_OK;
+}
+
+int store_step(store *s, sqlite3_stmt *st, const char *what, gt_error *err)
+{
+    /* Extended result codes are on: the step's own code says which
+     * constraint, whatever another thread does on the connection meanwhile. */
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        sql_fail(err, db, sql);
-        sqlite3_finalize(st);
-        return GT_EIO;
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+        gt_error_set(err, GT_EINVAL, "%s: %s", what, sqlite3_errmsg(s->db));
+    else
+        sql_fail(err, s->db, what);
+    return -1;
+}
+
+/* The code of the failure store_step reported in err. */
+static int step_failure(const gt_error *err)
+{
+    return err && err->code ? err->code : GT_EIO;
+}
+
+int store_exec(store *s, const char *what, const char *sql, const store_val *args, int nargs,
+               gt_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = store_query(s, what, sql, args, nargs, &st, err), r;
+    if (rc)
+        return rc;
+    gt_error mine = {0};
+    while ((r = store_step(s, st, what, &mine)) == 1)
+        ;
+    sqlite3_finalize(st);
+    if (r < 0) {
+        if (err)
+            *err = mine;
+        return step_failure(&mine);
     }
-    if (out && cap) {
-        const unsigned char *t = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
-        snprintf(out, cap, "%s", t ? (const char *)t : "");
-    }
+    return GT_OK;
+}
+
+/* Prepares, binds and steps to the first row: GT_OK with *st on it (the
+ * caller finalizes), GT_ENOTFOUND (err untouched) or a failure. */
+static int first_row(store *s, const char *what, const char *sql, const store_val *args,
+                     int nargs, sqlite3_stmt **st, gt_error *err)
+{
+    int rc = store_query(s, what, sql, args, nargs, st, err);
+    if (rc)
+        return rc;
+    gt_error mine = {0};
+    int r = store_step(s, *st, what, &mine);
+    if (r == 1)
+        return GT_OK;
+    sqlite3_finalize(*st);
+    *st = NULL;
+    if (r == 0)
+        return GT_ENOTFOUND;
+    if (err)
+        *err = mine;
+    return step_failure(&mine);
+}
+
+int store_int64(store *s, const char *what, const char *sql, const store_val *args, int nargs,
+                int64_t *out, gt_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = first_row(s, what, sql, args, nargs, &st, err);
+    if (rc)
+        return rc;
+    *out = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return GT_OK;
+}
+
+int store_string(store *s, const char *what, const char *sql, const store_val *args, int nargs,
+                 char **out, gt_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = first_row(s, what, sql, args, nargs, &st, err);
+    if (rc)
+        return rc;
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    *out = strdup(t ? t : "");
+    sqlite3_finalize(st);
+    return *out ? GT_OK : gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
+}
+
+json_t *store_column_json(sqlite3_stmt *st, int i)
+{
+    json_t *v = NULL;
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER: v = json_integer(sqlite3_column_int64(st, i)); break;
+    case SQLITE_FLOAT: v = json_real(sqlite3_column_double(st, i)); break;
+    case SQLITE_TEXT: v = json_string((const char *)sqlite3_column_text(st, i)); break;
+    default: break;
+    }
+    return v ? v : json_null();
+}
+
+static json_t *row_json(sqlite3_stmt *st)
+{
+    json_t *o = json_object();
+    int n = sqlite3_column_count(st);
+    for (int i = 0; o && i < n; i++)
+        json_object_set_new(o, sqlite3_column_name(st, i), store_column_json(st, i));
+    return o;
+}
+
+int store_row_json(store *s, const char *what, const char *sql, const store_val *args,
+                   int nargs, json_t **out, gt_error *err)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    int rc = first_row(s, what, sql, args, nargs, &st, err);
+    if (rc)
+        return rc;
+    *out = row_json(st);
+    sqlite3_finalize(st);
+    return *out ? GT_OK : gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
+}
+
+int store_rows_json(store *s, const char *what, const char *sql, const store_val *args,
+                    int nargs, json_t **out, gt_error *err)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    int rc = store_query(s, what, sql, args, nargs, &st, err), r;
+    if (rc)
+        return rc;
+    json_t *rows = json_array();
+    while ((r = store_step(s, st, what, err)) == 1)
+        if (json_array_append_new(rows, row_json(st)) != 0) {
+            r = -1;
+            gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
+            break;
+        }
+    sqlite3_finalize(st);
+    if (r < 0) {
+        json_decref(rows);
+        return step_failure(err);
+    }
+    *out = rows;
+    return GT_OK;
+}
+
+static int exec_script(store *s, const char *sql, const char *what, gt_error *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        gt_error_set(err, GT_EIO, "%s: %s", what, msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return GT_EIO;
+    }
+    return GT_OK;
+}
+
+int store_begin(store *s, gt_error *err)
+{
+    return exec_script(s, "BEGIN IMMEDIATE", "BEGIN IMMEDIATE", err);
+}
+
+int store_commit(store *s, gt_error *err)
+{
+    return exec_script(s, "COMMIT", "COMMIT", err);
+}
+
+void store_rollback(store *s)
+{
+    /* A failed statement may already have ended the transaction. */
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
 int store_open(store **out, const char *path, gt_error *err)
@@ -67,20 +262,30 @@ int store_open(store **out, const char *path, gt_error *err)
     /* journal_mode answers with the mode now in force: a file that is not a
      * database fails here, and a file system without shared memory (where
      * WAL is impossible) answers something else, which we refuse rather than
-     * run with different durability than documented. */
-    char mode[32];
-    if ((rc = exec_text(s->db, "PRAGMA journal_mode = WAL", mode, sizeof mode, err)) != GT_OK)
-        goto fail;
-    if (strcmp(mode, "wal") != 0) {
-        rc = gt_error_set(err, GT_EIO, "database %s: WAL mode refused (journal_mode is '%s')",
-                          path, mode);
+     * run with different durability than documented.  An in-memory database
+     * answers "memory": it has no file to be durable in. */
+    char *mode = NULL;
+    const char *want = strcmp(path, ":memory:") == 0 ? "memory" : "wal";
+    if ((rc = store_string(s, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode = WAL",
+                           STORE_NO_ARGS, &mode, err)) != GT_OK) {
+        if (rc == GT_ENOTFOUND)
+            rc = gt_error_set(err, GT_EIO, "database %s: journal_mode gave no answer", path);
         goto fail;
     }
+    if (strcmp(mode, want) != 0) {
+        rc = gt_error_set(err, GT_EIO, "database %s: WAL mode refused (journal_mode is '%s')",
+                          path, mode);
+        free(mode);
+        goto fail;
+    }
+    free(mode);
     /* NORMAL in WAL mode: a committed transaction survives a crash of the
      * process (kill -9); only a power cut can lose the last commits, and
      * never corrupts the file. It saves one fsync per commit. */
-    if ((rc = exec_text(s->db, "PRAGMA synchronous = NORMAL", NULL, 0, err)) != GT_OK ||
-        (rc = exec_text(s->db, "PRAGMA foreign_keys = ON", NULL, 0, err)) != GT_OK)
+    if ((rc = store_exec(s, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = NORMAL",
+                         STORE_NO_ARGS, err)) != GT_OK ||
+        (rc = store_exec(s, "PRAGMA foreign_keys = ON", "PRAGMA foreign_keys = ON",
+                         STORE_NO_ARGS, err)) != GT_OK)
         goto fail;
     *out = s;
     return GT_OK;
@@ -159,37 +364,34 @@ static const char schema_migrations_sql[] =
 int store_schema_version(store *s, int *version, gt_error *err)
 {
     *version = 0;
-    char text[32];
     /* An empty database has no bookkeeping table yet: that is version 0. */
-    int exists = 0;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND "
-                           "name = 'schema_migrations'", -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(err, s->db, "reading schema version");
-    int rc = sqlite3_step(st);
-    exists = rc == SQLITE_ROW;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return sql_fail(err, s->db, "reading schema version");
-    if (!exists)
+    int64_t v = 0;
+    int rc = store_int64(s, "reading schema version",
+                         "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND"
+                         " name = 'schema_migrations'",
+                         STORE_NO_ARGS, &v, err);
+    if (rc == GT_ENOTFOUND)
         return GT_OK;
-    if ((rc = exec_text(s->db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", text,
-                        sizeof text, err)) != GT_OK)
-        return rc;
-    *version = atoi(text);
-    return GT_OK;
+    if (rc == GT_OK)
+        rc = store_int64(s, "reading schema version",
+                         "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+                         STORE_NO_ARGS, &v, err);
+    if (rc == GT_OK)
+        *version = (int)v;
+    return rc;
 }
 
 /* Checks every recorded migration against list: same checksum, known. */
 static int verify_applied(store *s, const store_migration *list, int n, gt_error *err)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT version, name, checksum FROM schema_migrations "
-                                  "ORDER BY version", -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(err, s->db, "reading schema_migrations");
-    int rc = GT_OK, step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    static const char what[] = "reading schema_migrations";
+    sqlite3_stmt *st;
+    int rc = store_query(s, what, "SELECT version, name, checksum FROM schema_migrations"
+                                  " ORDER BY version",
+                         STORE_NO_ARGS, &st, err), step;
+    if (rc)
+        return rc;
+    while ((step = store_step(s, st, what, err)) == 1) {
         int v = sqlite3_column_int(st, 0);
         const char *name = (const char *)sqlite3_column_text(st, 1);
         const char *sum = (const char *)sqlite3_column_text(st, 2);
@@ -213,10 +415,8 @@ static int verify_applied(store *s, const store_migration *list, int n, gt_error
             break;
         }
     }
-    if (rc == GT_OK && step != SQLITE_DONE)
-        rc = sql_fail(err, s->db, "reading schema_migrations");
     sqlite3_finalize(st);
-    return rc;
+    return rc == GT_OK && step < 0 ? GT_EIO : rc;
 }
 
 /* Applies one migration in its own IMMEDIATE transaction; re-checks inside
@@ -224,58 +424,38 @@ static int verify_applied(store *s, const store_migration *list, int n, gt_error
 static int apply_one(store *s, const store_migration *m, int *done, gt_error *err)
 {
     *done = 0;
-    char *msg = NULL;
-    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
-        gt_error_set(err, GT_EIO, "migration %s: BEGIN: %s", m->name, msg ? msg : "?");
-        sqlite3_free(msg);
-        return GT_EIO;
+    int rc = store_begin(s, err);
+    if (rc) {
+        gt_error_wrap(err, "migration %s", m->name);
+        return rc;
     }
-    sqlite3_stmt *st = NULL;
-    int rc = GT_OK;
-    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM schema_migrations WHERE version = ?", -1, &st,
-                           NULL) != SQLITE_OK) {
-        rc = sql_fail(err, s->db, "checking migration");
-        goto rollback;
-    }
-    sqlite3_bind_int(st, 1, m->version);
-    int step = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (step == SQLITE_ROW) {
-        sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    int64_t one;
+    rc = store_int64(s, "checking migration", "SELECT 1 FROM schema_migrations WHERE version = ?",
+                     STORE_ARGS(STORE_INT(m->version)), &one, err);
+    if (rc == GT_OK) {
+        store_commit(s, NULL);
         return GT_OK;                 /* someone else applied it meanwhile */
     }
-    if (sqlite3_exec(s->db, m->sql, NULL, NULL, &msg) != SQLITE_OK) {
-        rc = gt_error_set(err, GT_EIO, "migration %s: %s", m->name, msg ? msg : "?");
-        sqlite3_free(msg);
+    if (rc != GT_ENOTFOUND)
         goto rollback;
-    }
+    char what[300];
+    snprintf(what, sizeof what, "migration %s", m->name);
     char sum[17];
     store_checksum_text(m->sql, sum);
-    if (sqlite3_prepare_v2(s->db, "INSERT INTO schema_migrations(version, name, checksum) "
-                                  "VALUES (?, ?, ?)", -1, &st, NULL) != SQLITE_OK) {
-        rc = sql_fail(err, s->db, "recording migration");
+    if ((rc = exec_script(s, m->sql, what, err)) ||
+        (rc = store_exec(s, "recording migration",
+                         "INSERT INTO schema_migrations(version, name, checksum) VALUES (?, ?, ?)",
+                         STORE_ARGS(STORE_INT(m->version), STORE_TEXT(m->name), STORE_TEXT(sum)),
+                         err)))
         goto rollback;
-    }
-    sqlite3_bind_int(st, 1, m->version);
-    sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, sum, -1, SQLITE_TRANSIENT);
-    step = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (step != SQLITE_DONE) {
-        rc = sql_fail(err, s->db, "recording migration");
-        goto rollback;
-    }
-    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
-        rc = gt_error_set(err, GT_EIO, "migration %s: COMMIT: %s", m->name, msg ? msg : "?");
-        sqlite3_free(msg);
+    if ((rc = store_commit(s, err))) {
+        gt_error_wrap(err, "migration %s", m->name);
         goto rollback;
     }
     *done = 1;
     return GT_OK;
 rollback:
-    /* A migration may itself have ended the transaction on error. */
-    if (!sqlite3_get_autocommit(s->db))
-        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    store_rollback(s);
     return rc;
 }
 
@@ -289,13 +469,9 @@ int store_migrate(store *s, const store_migration *list, int n, int *applied, gt
         if (list[i].version <= list[i - 1].version)
             return gt_error_set(err, GT_EINVAL, "store_migrate: migrations out of order at %s",
                                 list[i].name);
-    char *msg = NULL;
-    if (sqlite3_exec(s->db, schema_migrations_sql, NULL, NULL, &msg) != SQLITE_OK) {
-        gt_error_set(err, GT_EIO, "creating schema_migrations: %s", msg ? msg : "?");
-        sqlite3_free(msg);
-        return GT_EIO;
-    }
     int current, rc;
+    if ((rc = exec_script(s, schema_migrations_sql, "creating schema_migrations", err)))
+        return rc;
     if ((rc = store_schema_version(s, &current, err)) != GT_OK)
         return rc;
     int latest = n ? list[n - 1].version : 0;
