@@ -145,7 +145,7 @@ int cmd_sample(int argc, char **argv)
             goto out;
         run = id;
     }
-    if (runs_get(db, run, &config_text, NULL, &err) ||
+    if (runs_config(db, run, &config_text, &err) ||
         model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field, &err) ||
         runs_load_checkpoint(db, run, 1, 1, &ck1, &l1, NULL, &err) ||
         runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, &err))

@@ -156,7 +156,7 @@ int cmd_train(int argc, char **argv)
         goto out;
     if (resume) {
         char st[16];
-        if (runs_get(db, run, &config_text, st, &err) ||
+        if (runs_config(db, run, &config_text, &err) || runs_status(db, run, st, &err) ||
             model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field, &err))
             goto out;
         if (strcmp(st, "succeeded") == 0) {

@@ -17,6 +17,109 @@
 #include "model_data.h"
 #include "synth.h"
 
+/* ---------------------------------------------------------------------------
+ * The table
+ * ------------------------------------------------------------------------- */
+
+#define DATASET_COLUMNS                                                                     \
+    "id, name, kind, geometry, path, spec, n_showers, n_voxels, size_bytes, status, progress," \
+    " error, e_min_mev, e_max_mev, created_at"
+
+int datasets_get(store *db, int64_t id, json_t **row, gt_error *err)
+{
+    int rc = store_row_json(db, "reading a dataset",
+                            "SELECT " DATASET_COLUMNS " FROM datasets WHERE id = ?",
+                            STORE_ARGS(STORE_INT(id)), row, err);
+    return rc == GT_ENOTFOUND
+               ? gt_error_set(err, GT_ENOTFOUND, "dataset %lld does not exist", (long long)id)
+               : rc;
+}
+
+int datasets_list(store *db, int limit, json_t **rows, gt_error *err)
+{
+    return store_rows_json(db, "listing datasets",
+                           "SELECT " DATASET_COLUMNS " FROM datasets ORDER BY id DESC LIMIT ?",
+                           STORE_ARGS(STORE_INT(limit)), rows, err);
+}
+
+int datasets_add(store *db, const datasets_new *d, int64_t *id, gt_error *err)
+{
+    const store_val null = {.kind = STORE_V_NULL};
+    int range = d->e_min_mev > 0 && d->e_max_mev >= d->e_min_mev;
+    int rc = store_int64(
+        db, "adding a dataset",
+        "INSERT INTO datasets (name, kind, geometry, path, spec, n_showers, n_voxels, size_bytes,"
+        " status, progress, e_min_mev, e_max_mev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
+        STORE_ARGS(STORE_TEXT(d->name), STORE_TEXT(d->kind), STORE_TEXT(d->geometry),
+                   STORE_TEXT(d->path), STORE_TEXT(d->spec),
+                   d->n_showers >= 0 ? STORE_INT(d->n_showers) : null,
+                   d->n_voxels > 0 ? STORE_INT(d->n_voxels) : null,
+                   d->size_bytes >= 0 ? STORE_INT(d->size_bytes) : null, STORE_TEXT(d->status),
+                   STORE_REAL(strcmp(d->status, "ready") == 0 ? 1.0 : 0.0),
+                   range ? STORE_REAL(d->e_min_mev) : null,
+                   range ? STORE_REAL(d->e_max_mev) : null),
+        id, err);
+    if (rc == GT_EINVAL)
+        return gt_error_set(err, GT_EINVAL, "a dataset named '%s' exists", d->name);
+    return rc;
+}
+
+int datasets_ensure_default(store *db, long n, gt_error *err)
+{
+    if (n <= 0)
+        return GT_OK;
+    char spec[256];
+    snprintf(spec, sizeof spec,
+             "{\"n\":%ld,\"seed\":1,\"energy\":{\"dist\":\"log-uniform\",\"min_mev\":1000,"
+             "\"max_mev\":1000000}}",
+             n);
+    return store_exec(db, "default dataset",
+                      "INSERT INTO datasets (name, kind, geometry, path, spec, status, progress)"
+                      " SELECT 'default-dataset-2', 'synthetic', 'dataset_2',"
+                      " 'default-dataset-2.h5', ?, 'pending', 0"
+                      " WHERE NOT EXISTS (SELECT 1 FROM datasets)",
+                      STORE_ARGS(STORE_TEXT(spec)), err);
+}
+
+/* The worker's own statements. */
+
+static int next_pending(store *db, json_t **row, gt_error *err)
+{
+    return store_row_json(db, "finding a pending dataset",
+                          "SELECT id, path, geometry, spec FROM datasets WHERE status = 'pending'"
+                          " ORDER BY id LIMIT 1",
+                          STORE_NO_ARGS, row, err);
+}
+
+static void set_progress(store *db, int64_t id, double progress)
+{
+    store_exec(db, "dataset progress", "UPDATE datasets SET progress = ? WHERE id = ?",
+               STORE_ARGS(STORE_REAL(progress), STORE_INT(id)), NULL);
+}
+
+static void set_ready(store *db, int64_t id, long long n, int voxels, long long size, double emin,
+                      double emax)
+{
+    store_exec(db, "dataset ready",
+               "UPDATE datasets SET status = 'ready', progress = 1, n_showers = ?,"
+               " n_voxels = ?, size_bytes = ?, e_min_mev = ?, e_max_mev = ? WHERE id = ?",
+               STORE_ARGS(STORE_INT(n), STORE_INT(voxels), STORE_INT(size), STORE_REAL(emin),
+                          STORE_REAL(emax), STORE_INT(id)),
+               NULL);
+}
+
+static void set_failed(store *db, int64_t id, const char *error)
+{
+    store_exec(db, "dataset failed",
+               "UPDATE datasets SET status = 'failed', progress = 0, error = ? WHERE id = ?",
+               STORE_ARGS(STORE_TEXT(error), STORE_INT(id)), NULL);
+}
+
+/* ---------------------------------------------------------------------------
+ * The worker
+ * ------------------------------------------------------------------------- */
+
 #define DATASETS_BLOCK 256         /* showers simulated between progress updates */
 
 struct datasets {
@@ -28,22 +131,6 @@ struct datasets {
     int kicked;
     atomic_int stopping;
 };
-
-static int exec1(store *db, const char *sql, int64_t id, double x, const char *text)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db), sql, -1, &st, NULL) != SQLITE_OK)
-        return -1;
-    sqlite3_bind_double(st, 1, x);
-    if (text)
-        sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 2);
-    sqlite3_bind_int64(st, 3, id);
-    int ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_finalize(st);
-    return ok ? 0 : -1;
-}
 
 /* Makes one pending dataset; returns GT_ECANCELLED when stopped. */
 static int make_one(datasets *d, int64_t id, const char *path, const char *geometry,
@@ -106,8 +193,7 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
         if ((rc = synth_generate(&det, &geo, &sc, first, m, NULL, e, s, err)) ||
             (rc = calo_h5_append(&w, e, s, m, err)))
             goto out;
-        exec1(d->db, "UPDATE datasets SET progress = ?1 WHERE id = ?3 AND ?2 IS NULL", id,
-              (double)(first + m) / (double)n, NULL);
+        set_progress(d->db, id, (double)(first + m) / (double)n);
     }
     have_w = 0;
     if ((rc = calo_h5_finish(&w, err)))
@@ -118,20 +204,8 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
     }
     struct stat stt;
     long long size = stat(full, &stt) == 0 ? (long long)stt.st_size : 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(d->db),
-                           "UPDATE datasets SET status = 'ready', progress = 1, n_showers = ?,"
-                           " n_voxels = ?, size_bytes = ?, e_min_mev = ?, e_max_mev = ? WHERE id = ?",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, n);
-        sqlite3_bind_int(st, 2, geo.n_voxels);
-        sqlite3_bind_int64(st, 3, size);
-        sqlite3_bind_double(st, 4, emin);
-        sqlite3_bind_double(st, 5, sc.energy_mode == SYNTH_ENERGY_FIXED ? emin : emax);
-        sqlite3_bind_int64(st, 6, id);
-        sqlite3_step(st);
-        sqlite3_finalize(st);
-    }
+    set_ready(d->db, id, n, geo.n_voxels, size, emin,
+              sc.energy_mode == SYNTH_ENERGY_FIXED ? emin : emax);
 out:
     if (have_w)
         calo_h5_finish(&w, NULL);
@@ -151,24 +225,8 @@ static void *worker_main(void *arg)
 {
     datasets *d = arg;
     while (!atomic_load(&d->stopping)) {
-        sqlite3_stmt *st;
-        int64_t id = 0;
-        char path[1100] = "", geometry[1100] = "", *spec = NULL;
-        if (sqlite3_prepare_v2(store_db(d->db),
-                               "SELECT id, path, geometry, spec FROM datasets WHERE status ="
-                               " 'pending' ORDER BY id LIMIT 1",
-                               -1, &st, NULL) == SQLITE_OK) {
-            if (sqlite3_step(st) == SQLITE_ROW) {
-                id = sqlite3_column_int64(st, 0);
-                snprintf(path, sizeof path, "%s", (const char *)sqlite3_column_text(st, 1));
-                snprintf(geometry, sizeof geometry, "%s",
-                         (const char *)sqlite3_column_text(st, 2));
-                spec = strdup((const char *)sqlite3_column_text(st, 3));
-            }
-            sqlite3_finalize(st);
-        }
-        if (!id || !spec) {
-            free(spec);
+        json_t *row = NULL;
+        if (next_pending(d->db, &row, NULL) != GT_OK) {
             pthread_mutex_lock(&d->mu);
             if (!d->kicked && !atomic_load(&d->stopping)) {
                 struct timespec until;
@@ -180,15 +238,20 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&d->mu);
             continue;
         }
+        int64_t id = json_integer_value(json_object_get(row, "id"));
+        const char *path = json_string_value(json_object_get(row, "path"));
+        if (!path)
+            path = "";
         log_msg(LOG_INFO, "dataset", "id=%lld status=making path=%s", (long long)id, path);
         gt_error err = {0};
-        int rc = make_one(d, id, path, geometry, spec, &err);
-        free(spec);
+        int rc = make_one(d, id, path,
+                          json_string_value(json_object_get(row, "geometry")),
+                          json_string_value(json_object_get(row, "spec")), &err);
+        json_decref(row);
         if (rc == GT_ECANCELLED)
             break;
         if (rc) {
-            exec1(d->db, "UPDATE datasets SET status = 'failed', progress = ?1, error = ?2"
-                  " WHERE id = ?3", id, 0.0, err.message);
+            set_failed(d->db, id, err.message);
             log_msg(LOG_WARN, "dataset", "id=%lld status=failed error=\"%s\"", (long long)id,
                     err.message);
         } else {
@@ -231,31 +294,6 @@ void datasets_kick(datasets *d)
     d->kicked = 1;
     pthread_cond_signal(&d->cv);
     pthread_mutex_unlock(&d->mu);
-}
-
-int datasets_ensure_default(store *db, long n, gt_error *err)
-{
-    if (n <= 0)
-        return GT_OK;
-    char spec[256];
-    snprintf(spec, sizeof spec,
-             "{\"n\":%ld,\"seed\":1,\"energy\":{\"dist\":\"log-uniform\",\"min_mev\":1000,"
-             "\"max_mev\":1000000}}",
-             n);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db),
-                           "INSERT INTO datasets (name, kind, geometry, path, spec, status,"
-                           " progress) SELECT 'default-dataset-2', 'synthetic', 'dataset_2',"
-                           " 'default-dataset-2.h5', ?, 'pending', 0"
-                           " WHERE NOT EXISTS (SELECT 1 FROM datasets)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt_error_set(err, GT_EIO, "default dataset: %s", sqlite3_errmsg(store_db(db)));
-    sqlite3_bind_text(st, 1, spec, -1, SQLITE_TRANSIENT);
-    int ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_finalize(st);
-    if (!ok)
-        return gt_error_set(err, GT_EIO, "default dataset: %s", sqlite3_errmsg(store_db(db)));
-    return GT_OK;
 }
 
 void datasets_stop(datasets *d)

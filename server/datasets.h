@@ -1,18 +1,65 @@
-/* datasets: synthetic datasets made in the background.
+/* datasets: the owner of the datasets table, and the worker that makes
+ * synthetic datasets in the background.
  *
- * A worker thread with its own database connection takes datasets whose
- * status is 'pending' (oldest first), simulates their showers with the
- * engine's synth_ into DATA_DIR/<name>.h5 in blocks, updating progress,
+ * The table: every SQL statement on it is in datasets.c.  Reads return
+ * rows as Jansson objects keyed by column name (SQL NULL is null), as in
+ * runs.h: the column list and its reader stay together here and the routes
+ * reshape them into the documented objects.
+ *
+ * The worker: a thread with its own database connection takes datasets
+ * whose status is 'pending' (oldest first), simulates their showers with
+ * the engine's synth_ into DATA_DIR/<name>.h5 in blocks, updating progress,
  * and marks them ready (with count, size and energy range) or failed.
  * Pending datasets left by a crash are simply made again at start.
- * Depends on store, log and the engine's synth / calo_h5 / geo. */
+ *
+ * One module for both: the worker is the table's main writer and the table
+ * has one row shape, so the two fit in one file a reader takes in at once.
+ * Depends on store, log, Jansson and the engine's synth / calo_h5 / geo /
+ * model_data. */
 #ifndef DATASETS_H
 #define DATASETS_H
 
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "gt_error.h"
 #include "store.h"
+
+/* ---------------------------------------------------------------------------
+ * The table
+ * ------------------------------------------------------------------------- */
+
+/* A dataset row: id, name, kind, geometry, path, spec (JSON text),
+ * n_showers, n_voxels, size_bytes, status, progress, error, e_min_mev,
+ * e_max_mev, created_at.  GT_ENOTFOUND when there is none. */
+int datasets_get(store *db, int64_t id, json_t **row, gt_error *err);
+
+/* Up to limit dataset rows, newest first. */
+int datasets_list(store *db, int limit, json_t **rows, gt_error *err);
+
+/* What a new row holds.  Unknown (NULL): n_showers and size_bytes when
+ * negative, n_voxels when not positive, the energy range unless
+ * 0 < e_min_mev <= e_max_mev. */
+typedef struct datasets_new {
+    const char *name, *kind, *geometry, *path, *spec, *status;
+    long long n_showers;
+    int n_voxels;
+    long long size_bytes;
+    double e_min_mev, e_max_mev;
+} datasets_new;
+
+/* Adds a row (progress 1 when ready, else 0).  GT_EINVAL when the name is
+ * taken. */
+int datasets_add(store *db, const datasets_new *d, int64_t *id, gt_error *err);
+
+/* Queues the first-start dataset (synthetic dataset-2, n showers) when the
+ * table is empty; n == 0 does nothing. */
+int datasets_ensure_default(store *db, long n, gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * The worker
+ * ------------------------------------------------------------------------- */
 
 typedef struct datasets datasets;
 
@@ -20,10 +67,6 @@ int datasets_start(datasets **out, const char *db_path, const char *data_dir, gt
 
 /* Wakes the worker (a dataset was queued). */
 void datasets_kick(datasets *d);
-
-/* Queues the first-start dataset (synthetic dataset-2, n showers) when the
- * table is empty; n == 0 does nothing. */
-int datasets_ensure_default(store *db, long n, gt_error *err);
 
 /* Stops at the next block and joins (NULL is fine); an unfinished dataset
  * stays pending and is made again at the next start. */

@@ -7,6 +7,7 @@
 #include "build_info.h"
 #include "embed.h"
 #include "routes_runs.h"
+#include "runs.h"
 #include "sampling.h"
 #include "sched.h"
 
@@ -156,15 +157,8 @@ static void route_metrics(http_request *req, void *ctx)
     static const char *const statuses[] = {"queued", "running", "succeeded", "failed",
                                            "cancelled"};
     for (size_t i = 0; i < 5; i++) {
-        sqlite3_stmt *st;
         long long c = 0;
-        if (sqlite3_prepare_v2(store_db(a->db), "SELECT COUNT(*) FROM runs WHERE status = ?", -1,
-                               &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_text(st, 1, statuses[i], -1, SQLITE_STATIC);
-            if (sqlite3_step(st) == SQLITE_ROW)
-                c = sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-        }
+        runs_count(a->db, statuses[i], &c, NULL);      /* 0 when unreadable */
         EMIT("giant_runs{status=\"%s\"} %lld\n", statuses[i], c);
     }
     sampling_stats ss;

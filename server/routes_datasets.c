@@ -16,48 +16,34 @@
 #include "routes_runs.h"
 #include "synth.h"
 
-#define DATASET_COLUMNS                                                                     \
-    "id, name, kind, geometry, path, spec, n_showers, n_voxels, size_bytes, status, progress," \
-    " error, e_min_mev, e_max_mev, created_at"
-
-static json_t *col(sqlite3_stmt *st, int i)
+/* The API's dataset object (api/openapi.json) from a datasets row. */
+static json_t *dataset_object(json_t *row)
 {
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
-    case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
-    case SQLITE_TEXT: return json_string((const char *)sqlite3_column_text(st, i));
-    default: return json_null();
-    }
-}
-
-static json_t *dataset_row(sqlite3_stmt *st)
-{
-    json_t *spec = json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o},"
-                     " s:o}",
-                     "id", col(st, 0), "name", col(st, 1), "kind", col(st, 2), "geometry",
-                     col(st, 3), "path", col(st, 4), "spec", spec ? spec : json_object(),
-                     "n_showers", col(st, 6), "n_voxels", col(st, 7), "size_bytes", col(st, 8),
-                     "status", col(st, 9), "progress", col(st, 10), "error", col(st, 11),
-                     "energy_range_mev", "min", col(st, 12), "max", col(st, 13), "created_at",
-                     col(st, 14));
+#define COL(name) json_object_get(row, name)
+    json_t *spec = json_loads(json_string_value(COL("spec")), 0, NULL);
+    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:O, s:O, s:O, s:{s:O, s:O},"
+                     " s:O}",
+                     "id", COL("id"), "name", COL("name"), "kind", COL("kind"), "geometry",
+                     COL("geometry"), "path", COL("path"), "spec", spec ? spec : json_object(),
+                     "n_showers", COL("n_showers"), "n_voxels", COL("n_voxels"), "size_bytes",
+                     COL("size_bytes"), "status", COL("status"), "progress", COL("progress"),
+                     "error", COL("error"), "energy_range_mev", "min", COL("e_min_mev"), "max",
+                     COL("e_max_mev"), "created_at", COL("created_at"));
+#undef COL
 }
 
 static void reply_dataset(http_request *req, app *a, int64_t id, unsigned status)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db), "SELECT " DATASET_COLUMNS " FROM datasets WHERE id = ?",
-                           -1, &st, NULL) != SQLITE_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", sqlite3_errmsg(store_db(a->db)));
-        return;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        http_reply_json(req, status, dataset_row(st));
+    json_t *row = NULL;
+    gt_error err = {0};
+    int rc = datasets_get(a->db, id, &row, &err);
+    if (rc == GT_OK)
+        http_reply_json(req, status, dataset_object(row));
+    else if (rc == GT_ENOTFOUND)
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
     else
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "dataset %lld does not exist",
-                         (long long)id);
-    sqlite3_finalize(st);
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+    json_decref(row);
 }
 
 /* Names become file names: letters, digits, '-', '_', '.', no leading dot. */
@@ -73,59 +59,16 @@ static int name_ok(const char *s)
     return 1;
 }
 
-static int insert(http_request *req, app *a, const char *name, const char *kind,
-                  const char *geometry, const char *path, const char *spec, long long n,
-                  int voxels, long long size, const char *status, double emin, double emax,
-                  int64_t *id)
+/* Adds the row; replies (409 for a taken name) and returns 0 on failure. */
+static int insert(http_request *req, app *a, const datasets_new *d, int64_t *id)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "INSERT INTO datasets (name, kind, geometry, path, spec, n_showers,"
-                           " n_voxels, size_bytes, status, progress, e_min_mev, e_max_mev)"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           -1, &st, NULL) != SQLITE_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", sqlite3_errmsg(store_db(a->db)));
-        return 0;
-    }
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, geometry, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, path, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, spec, -1, SQLITE_STATIC);
-    if (n >= 0)
-        sqlite3_bind_int64(st, 6, n);
-    else
-        sqlite3_bind_null(st, 6);
-    if (voxels > 0)
-        sqlite3_bind_int(st, 7, voxels);
-    else
-        sqlite3_bind_null(st, 7);
-    if (size >= 0)
-        sqlite3_bind_int64(st, 8, size);
-    else
-        sqlite3_bind_null(st, 8);
-    sqlite3_bind_text(st, 9, status, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 10, strcmp(status, "ready") == 0 ? 1.0 : 0.0);
-    if (emin > 0 && emax >= emin) {
-        sqlite3_bind_double(st, 11, emin);
-        sqlite3_bind_double(st, 12, emax);
-    } else {
-        sqlite3_bind_null(st, 11);
-        sqlite3_bind_null(st, 12);
-    }
-    int r = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (r != SQLITE_DONE) {
-        if (sqlite3_extended_errcode(store_db(a->db)) == SQLITE_CONSTRAINT_UNIQUE)
-            http_reply_error(req, 409, HTTP_E_CONFLICT, "name", "a dataset named '%s' exists",
-                             name);
-        else
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s",
-                             sqlite3_errmsg(store_db(a->db)));
-        return 0;
-    }
-    *id = sqlite3_last_insert_rowid(store_db(a->db));
-    return 1;
+    gt_error err = {0};
+    int rc = datasets_add(a->db, d, id, &err);
+    if (rc == GT_EINVAL)
+        http_reply_error(req, 409, HTTP_E_CONFLICT, "name", "%s", err.message);
+    else if (rc)
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+    return rc == GT_OK;
 }
 
 static void register_file(http_request *req, app *a, const char *name, const char *path,
@@ -187,8 +130,9 @@ static void register_file(http_request *req, app *a, const char *name, const cha
     struct stat stt;
     long long size = stat(real, &stt) == 0 ? (long long)stt.st_size : -1;
     int64_t id;
-    if (insert(req, a, name, "file", geometry, real + rl + 1, "{}", n, voxels, size, "ready",
-               emin, emax, &id))
+    datasets_new d = {name, "file", geometry, real + rl + 1, "{}", "ready", n, voxels, size,
+                      emin, emax};
+    if (insert(req, a, &d, &id))
         reply_dataset(req, a, id, 201);
 }
 
@@ -246,8 +190,8 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
     char path[160];
     snprintf(path, sizeof path, "%s.h5", name);
     int64_t id;
-    if (text && insert(req, a, name, "synthetic", geometry, path, text, -1, 0, -1, "pending",
-                       0, 0, &id)) {
+    datasets_new d = {name, "synthetic", geometry, path, text, "pending", -1, 0, -1, 0, 0};
+    if (text && insert(req, a, &d, &id)) {
         datasets_kick(a->datasets);
         reply_dataset(req, a, id, 202);
     } else if (!text) {
@@ -308,17 +252,17 @@ static void route_datasets_create(http_request *req, void *ctx)
 static void route_datasets_list(http_request *req, void *ctx)
 {
     app *a = ctx;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "SELECT " DATASET_COLUMNS " FROM datasets ORDER BY id DESC LIMIT 1000",
-                           -1, &st, NULL) != SQLITE_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", sqlite3_errmsg(store_db(a->db)));
+    json_t *rows = NULL;
+    gt_error err = {0};
+    if (datasets_list(a->db, 1000, &rows, &err) != GT_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
         return;
     }
     json_t *items = json_array();
-    while (sqlite3_step(st) == SQLITE_ROW)
-        json_array_append_new(items, dataset_row(st));
-    sqlite3_finalize(st);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) json_array_append_new(items, dataset_object(row));
+    json_decref(rows);
     http_reply_json(req, 200, json_pack("{s:o}", "items", items));
 }
 

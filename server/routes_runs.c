@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "app.h"
+#include "datasets.h"
 #include "calo_h5.h"
 #include "geo.h"
 #include "log.h"
@@ -59,142 +60,92 @@ static long long query_ll(http_request *req, const char *name, long long def, lo
     return x;
 }
 
-static int reply_db_error(http_request *req, store *db, const char *what)
+/* A database failure (or anything else unexpected) as a 500. */
+static void reply_failure(http_request *req, const gt_error *err)
 {
-    return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s: %s", what,
-                            sqlite3_errmsg(store_db(db)));
-}
-
-static json_t *column_json(sqlite3_stmt *st, int i)
-{
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
-    case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
-    case SQLITE_TEXT: return json_string((const char *)sqlite3_column_text(st, i));
-    default: return json_null();
-    }
+    http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err->message);
 }
 
 /* ---------------------------------------------------------------------------
  * A run as JSON
  * ------------------------------------------------------------------------- */
 
-#define RUN_COLUMNS                                                                          \
-    "id, name, status, config, stage, device, precision, progress, step, total_steps, error," \
-    " cancel_requested, attempts, created_at, started_at, finished_at, updated_at,"          \
-    " (julianday('now') - julianday(started_at)) * 86400.0"
-
-static json_t *best_json(store *db, int64_t id)
+/* Sets o[key] to row[key] (shared, not copied). */
+static void keep(json_t *o, json_t *row, const char *key)
 {
-    json_t *best = json_object();
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db),
-                           "SELECT stage, id, step, val_loss FROM checkpoints WHERE run_id = ?"
-                           " AND is_best = 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return best;
-    sqlite3_bind_int64(st, 1, id);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *o = json_pack("{s:o, s:o, s:o}", "checkpoint_id", column_json(st, 1), "step",
-                              column_json(st, 2), "val_loss", column_json(st, 3));
-        json_object_set_new(best, (const char *)sqlite3_column_text(st, 0), o);
-    }
-    sqlite3_finalize(st);
-    return best;
+    json_t *v = json_object_get(row, key);
+    json_object_set(o, key, v ? v : json_null());
 }
 
-/* Builds the run object from a row selected with RUN_COLUMNS. */
-static json_t *run_row_json(store *db, sqlite3_stmt *st, int with_config)
+/* The API's run object from a runs row (runs_get, runs_list) and its best
+ * checkpoints; NULL with err set when those cannot be read. */
+static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err)
 {
-    int64_t id = sqlite3_column_int64(st, 0);
+    int64_t id = json_integer_value(json_object_get(row, "id"));
+    json_t *best;
+    if (runs_best(db, id, &best, err) != GT_OK)
+        return NULL;
     json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(id));
-    json_object_set_new(o, "name", column_json(st, 1));
-    json_object_set_new(o, "status", column_json(st, 2));
+    keep(o, row, "id");
+    keep(o, row, "name");
+    keep(o, row, "status");
     if (with_config) {
-        json_t *cfg = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
+        json_t *cfg = json_loads(json_string_value(json_object_get(row, "config")), 0, NULL);
         json_object_set_new(o, "config", cfg ? cfg : json_null());
     }
-    json_object_set_new(o, "device", column_json(st, 5));
-    json_object_set_new(o, "precision", column_json(st, 6));
-    double progress = sqlite3_column_double(st, 7);
-    long long total = sqlite3_column_int64(st, 9);
+    keep(o, row, "device");
+    keep(o, row, "precision");
+    double progress = json_number_value(json_object_get(row, "progress"));
+    long long total = json_integer_value(json_object_get(row, "total_steps"));
     json_t *pr = json_object();
-    json_object_set_new(pr, "stage", column_json(st, 4));
-    json_object_set_new(pr, "step", column_json(st, 8));
+    keep(pr, row, "stage");
+    keep(pr, row, "step");
     json_object_set_new(pr, "done_steps", json_integer((json_int_t)llround(progress * total)));
     json_object_set_new(pr, "total_steps", json_integer(total));
     json_object_set_new(pr, "fraction", json_real(progress));
     /* ETA from the elapsed time of this attempt and the fraction done. */
-    const char *status = (const char *)sqlite3_column_text(st, 2);
-    double elapsed = sqlite3_column_double(st, 17);
+    const char *status = json_string_value(json_object_get(row, "status"));
+    json_t *elapsed = json_object_get(row, "elapsed_s");
     if (status && strcmp(status, "running") == 0 && progress > 0 && progress < 1 &&
-        sqlite3_column_type(st, 17) != SQLITE_NULL)
-        json_object_set_new(pr, "eta_s", json_real(elapsed * (1 - progress) / progress));
+        json_is_number(elapsed))
+        json_object_set_new(pr, "eta_s",
+                            json_real(json_number_value(elapsed) * (1 - progress) / progress));
     else
         json_object_set_new(pr, "eta_s", json_null());
     json_object_set_new(o, "progress", pr);
-    json_object_set_new(o, "error", column_json(st, 10));
-    json_object_set_new(o, "cancel_requested", json_boolean(sqlite3_column_int(st, 11)));
-    json_object_set_new(o, "attempts", column_json(st, 12));
-    json_object_set_new(o, "created_at", column_json(st, 13));
-    json_object_set_new(o, "started_at", column_json(st, 14));
-    json_object_set_new(o, "finished_at", column_json(st, 15));
-    json_object_set_new(o, "updated_at", column_json(st, 16));
-    json_object_set_new(o, "best", best_json(db, id));
-    return o;
-}
-
-/* The run, or NULL with *found = 0 when it does not exist (-1: db error). */
-static json_t *run_json(store *db, int64_t id, int *found)
-{
-    sqlite3_stmt *st;
-    *found = -1;
-    if (sqlite3_prepare_v2(store_db(db), "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return NULL;
-    sqlite3_bind_int64(st, 1, id);
-    json_t *o = NULL;
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) {
-        o = run_row_json(db, st, 1);
-        *found = 1;
-    } else if (r == SQLITE_DONE) {
-        *found = 0;
-    }
-    sqlite3_finalize(st);
+    keep(o, row, "error");
+    json_object_set_new(o, "cancel_requested",
+                        json_boolean(json_integer_value(json_object_get(row, "cancel_requested"))));
+    keep(o, row, "attempts");
+    keep(o, row, "created_at");
+    keep(o, row, "started_at");
+    keep(o, row, "finished_at");
+    keep(o, row, "updated_at");
+    json_object_set_new(o, "best", best);
     return o;
 }
 
 /* Replies with the run (status) or 404. */
 static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
 {
-    int found;
-    json_t *o = run_json(db, id, &found);
-    if (found == 1)
+    json_t *row = NULL, *o = NULL;
+    gt_error err = {0};
+    int rc = runs_get(db, id, &row, &err);
+    if (rc == GT_OK && (o = run_object(db, row, 1, &err)) != NULL)
         http_reply_json(req, status, o);
-    else if (found == 0)
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "run %lld does not exist",
-                         (long long)id);
+    else if (rc == GT_ENOTFOUND)
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
     else
-        reply_db_error(req, db, "reading a run");
+        reply_failure(req, &err);
+    json_decref(row);
 }
 
 /* The run id of the path, or 0 after a 404 reply. */
 static int64_t path_run(http_request *req, store *db)
 {
     int64_t id = parse_id(http_param(req, "id"));
-    if (id > 0) {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(store_db(db), "SELECT 1 FROM runs WHERE id = ?", -1, &st, NULL) ==
-            SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, id);
-            int r = sqlite3_step(st);
-            sqlite3_finalize(st);
-            if (r == SQLITE_ROW)
-                return id;
-        }
-    }
+    if (id > 0 && runs_exists(db, id, NULL) == GT_OK)
+        return id;
     http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "run '%s' does not exist",
                      http_param(req, "id"));
     return 0;
@@ -215,22 +166,19 @@ static int resolve_dataset_id(http_request *req, store *db, json_t *body)
                          "dataset_id must be a positive integer");
         return 0;
     }
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db),
-                           "SELECT path, status, geometry FROM datasets WHERE id = ?", -1, &st,
-                           NULL) != SQLITE_OK) {
-        reply_db_error(req, db, "reading a dataset");
-        return 0;
-    }
-    sqlite3_bind_int64(st, 1, json_integer_value(did));
-    int ok = 0;
-    if (sqlite3_step(st) != SQLITE_ROW) {
+    json_t *row = NULL;
+    gt_error err = {0};
+    int rc = datasets_get(db, json_integer_value(did), &row, &err), ok = 0;
+    const char *status = json_string_value(json_object_get(row, "status"));
+    if (rc == GT_ENOTFOUND) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id", "dataset %lld does not exist",
                          (long long)json_integer_value(did));
-    } else if (strcmp((const char *)sqlite3_column_text(st, 1), "ready") != 0) {
+    } else if (rc) {
+        reply_failure(req, &err);
+    } else if (!status || strcmp(status, "ready") != 0) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id",
                          "dataset %lld is not ready (%s)", (long long)json_integer_value(did),
-                         (const char *)sqlite3_column_text(st, 1));
+                         status ? status : "");
     } else {
         json_t *ds = json_object_get(body, "dataset");
         if (!ds) {
@@ -240,33 +188,15 @@ static int resolve_dataset_id(http_request *req, store *db, json_t *body)
         if (!json_is_object(ds)) {
             http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset", "dataset must be an object");
         } else {
-            json_object_set_new(ds, "path", json_string((const char *)sqlite3_column_text(st, 0)));
+            json_object_set(ds, "path", json_object_get(row, "path"));
             if (!json_object_get(ds, "geometry"))
-                json_object_set_new(ds, "geometry",
-                                    json_string((const char *)sqlite3_column_text(st, 2)));
+                json_object_set(ds, "geometry", json_object_get(row, "geometry"));
             json_object_del(body, "dataset_id");
             ok = 1;
         }
     }
-    sqlite3_finalize(st);
+    json_decref(row);
     return ok;
-}
-
-/* The run holding an idempotency key: 1 found (id, config), 0 none, -1 error. */
-static int find_by_key(store *db, const char *key, int64_t *id, char **config)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db), "SELECT id, config FROM runs WHERE idempotency_key = ?",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -1;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st), found = r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : -1;
-    if (found == 1) {
-        *id = sqlite3_column_int64(st, 0);
-        *config = strdup((const char *)sqlite3_column_text(st, 1));
-    }
-    sqlite3_finalize(st);
-    return found;
 }
 
 /* Whether a bf16 run can train where the service will put it, as far as
@@ -344,13 +274,13 @@ static void route_runs_create(http_request *req, void *ctx)
     for (int attempt = 0; attempt < 2; attempt++) {
         if (key) {
             char *prev = NULL;
-            int found = find_by_key(a->db, key, &id, &prev);
-            if (found < 0) {
+            int found = runs_find_by_key(a->db, key, &id, &prev, &err);
+            if (found != GT_OK && found != GT_ENOTFOUND) {
                 free(text);
-                reply_db_error(req, a->db, "looking up the idempotency key");
+                reply_failure(req, &err);
                 return;
             }
-            if (found) {
+            if (found == GT_OK) {
                 int same = prev && strcmp(prev, text) == 0;
                 free(prev);
                 free(text);
@@ -413,37 +343,31 @@ static void route_runs_list(http_request *req, void *ctx)
         http_reply_error(req, 422, HTTP_E_VALIDATION, "cursor", "cursor is not valid");
         return;
     }
-    sqlite3_stmt *st;
-    /* Keyset paging on id: stable however many runs are added meanwhile. */
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "SELECT " RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR status = ?1)"
-                           " AND (?2 = 0 OR id < ?2) ORDER BY id DESC LIMIT ?3",
-                           -1, &st, NULL) != SQLITE_OK) {
-        reply_db_error(req, a->db, "listing runs");
+    /* Keyset paging on id: one row more than asked says whether more follow. */
+    json_t *rows = NULL;
+    gt_error err = {0};
+    if (runs_list(a->db, status, cursor, (int)limit + 1, &rows, &err) != GT_OK) {
+        reply_failure(req, &err);
         return;
     }
-    if (status)
-        sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 1);
-    sqlite3_bind_int64(st, 2, cursor);
-    sqlite3_bind_int64(st, 3, limit + 1);
     json_t *items = json_array();
-    int n = 0;
     int64_t last = 0;
-    int more = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == limit) {
-            more = 1;
-            break;
+    size_t n = json_array_size(rows);
+    for (size_t i = 0; i < n && i < (size_t)limit; i++) {
+        json_t *row = json_array_get(rows, i);
+        json_t *o = run_object(a->db, row, 0, &err);
+        if (!o) {
+            json_decref(items);
+            json_decref(rows);
+            reply_failure(req, &err);
+            return;
         }
-        last = sqlite3_column_int64(st, 0);
-        json_array_append_new(items, run_row_json(a->db, st, 0));
-        n++;
+        last = json_integer_value(json_object_get(row, "id"));
+        json_array_append_new(items, o);
     }
-    sqlite3_finalize(st);
+    json_decref(rows);
     json_t *body = json_pack("{s:o}", "items", items);
-    if (more) {
+    if (n > (size_t)limit) {
         char c[32];
         snprintf(c, sizeof c, "%lld", (long long)last);
         json_object_set_new(body, "next_cursor", json_string(c));
@@ -485,93 +409,6 @@ static void route_runs_cancel(http_request *req, void *ctx)
  * GET /v1/runs/{id}/metrics: bucket averages, bounded memory
  * ------------------------------------------------------------------------- */
 
-typedef struct bucketer {
-    json_t *points;            /* [[step, mean, min, max], ...]             */
-    long long per;             /* rows per bucket                           */
-    long long n, last_step;
-    double sum, lo, hi;
-    int finite;
-} bucketer;
-
-static void bucket_flush(bucketer *b)
-{
-    if (b->n == 0)
-        return;
-    json_t *p = json_array();
-    json_array_append_new(p, json_integer(b->last_step));
-    if (b->finite) {
-        json_array_append_new(p, json_real(b->sum / b->finite));
-        json_array_append_new(p, json_real(b->lo));
-        json_array_append_new(p, json_real(b->hi));
-    } else {
-        for (int i = 0; i < 3; i++)
-            json_array_append_new(p, json_null());
-    }
-    json_array_append_new(b->points, p);
-    b->n = 0;
-    b->finite = 0;
-    b->sum = 0;
-}
-
-static void bucket_add(bucketer *b, long long step, int has, double v)
-{
-    if (has) {
-        if (!b->finite || v < b->lo)
-            b->lo = v;
-        if (!b->finite || v > b->hi)
-            b->hi = v;
-        b->sum += v;
-        b->finite++;
-    }
-    b->last_step = step;
-    if (++b->n == b->per)
-        bucket_flush(b);
-}
-
-/* One series: rows (step, value) of a query bound with run, stage, name,
- * since; count rows first so the bucket size is known before reading. */
-static json_t *series_json(store *db, const char *table, int64_t run, const char *stage,
-                           const char *name, long long since, long long max_points)
-{
-    char sql[512];
-    int val = strcmp(table, "val_losses") == 0;
-    snprintf(sql, sizeof sql,
-             val ? "SELECT COUNT(*) FROM val_losses WHERE run_id = ?1 AND stage = ?2 AND step >= ?4"
-                   " AND ?3 = 'val_loss'"
-                 : "SELECT COUNT(*) FROM metrics WHERE run_id = ?1 AND stage = ?2 AND name = ?3"
-                   " AND step >= ?4");
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db), sql, -1, &st, NULL) != SQLITE_OK)
-        return NULL;
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_text(st, 2, stage, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, since);
-    long long count = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_finalize(st);
-    snprintf(sql, sizeof sql,
-             val ? "SELECT step, loss FROM val_losses WHERE run_id = ?1 AND stage = ?2"
-                   " AND step >= ?4 AND ?3 = 'val_loss' ORDER BY step"
-                 : "SELECT step, value FROM metrics WHERE run_id = ?1 AND stage = ?2 AND name = ?3"
-                   " AND step >= ?4 ORDER BY step");
-    if (sqlite3_prepare_v2(store_db(db), sql, -1, &st, NULL) != SQLITE_OK)
-        return NULL;
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_text(st, 2, stage, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, since);
-    bucketer b = {json_array(), (count + max_points - 1) / max_points, 0, 0, 0, 0, 0, 0};
-    if (b.per < 1)
-        b.per = 1;
-    while (sqlite3_step(st) == SQLITE_ROW)
-        bucket_add(&b, sqlite3_column_int64(st, 0), sqlite3_column_type(st, 1) != SQLITE_NULL,
-                   sqlite3_column_double(st, 1));
-    bucket_flush(&b);
-    sqlite3_finalize(st);
-    return json_pack("{s:s, s:s, s:I, s:I, s:o}", "stage", stage, "name", name, "count",
-                     (json_int_t)count, "bucket", (json_int_t)b.per, "points", b.points);
-}
-
 static void route_runs_metrics(http_request *req, void *ctx)
 {
     app *a = ctx;
@@ -596,44 +433,36 @@ static void route_runs_metrics(http_request *req, void *ctx)
         return;
     }
     /* The series that exist (distinct names are few: read them first). */
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "SELECT DISTINCT stage, name FROM metrics WHERE run_id = ?1"
-                           " AND (?2 IS NULL OR name = ?2) ORDER BY stage, name",
-                           -1, &st, NULL) != SQLITE_OK) {
-        reply_db_error(req, a->db, "listing metrics");
-        return;
+    json_t *names = NULL, *series = json_array(), *one;
+    gt_error err = {0};
+    int rc = runs_series_names(a->db, id, name, &names, &err);
+    size_t i;
+    json_t *row;
+    json_array_foreach(names, i, row) {
+        if (rc)
+            break;
+        rc = runs_series(a->db, id, json_string_value(json_object_get(row, "stage")),
+                         json_string_value(json_object_get(row, "name")), since, max_points,
+                         &one, &err);
+        if (rc == GT_OK)
+            json_array_append_new(series, one);
     }
-    sqlite3_bind_int64(st, 1, id);
-    if (name)
-        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 2);
-    char names[64][2][72];
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW && n < 64) {
-        snprintf(names[n][0], 72, "%s", (const char *)sqlite3_column_text(st, 0));
-        snprintf(names[n][1], 72, "%s", (const char *)sqlite3_column_text(st, 1));
-        n++;
-    }
-    sqlite3_finalize(st);
-    json_t *series = json_array();
-    for (int i = 0; i < n; i++) {
-        json_t *s = series_json(a->db, "metrics", id, names[i][0], names[i][1], since, max_points);
-        if (s)
-            json_array_append_new(series, s);
-    }
+    json_decref(names);
     /* Validation losses (fp32) as the series "val_loss" of each stage. */
     if (!name || strcmp(name, "val_loss") == 0) {
         static const char *const stages[] = {"energy", "shower"};
-        for (int i = 0; i < 2; i++) {
-            json_t *s = series_json(a->db, "val_losses", id, stages[i], "val_loss", since,
-                                    max_points);
-            if (s && json_integer_value(json_object_get(s, "count")) > 0)
-                json_array_append_new(series, s);
-            else
-                json_decref(s);
+        for (int k = 0; k < 2 && rc == GT_OK; k++) {
+            rc = runs_series(a->db, id, stages[k], "val_loss", since, max_points, &one, &err);
+            if (rc == GT_OK && json_integer_value(json_object_get(one, "count")) > 0)
+                json_array_append_new(series, one);
+            else if (rc == GT_OK)
+                json_decref(one);
         }
+    }
+    if (rc) {
+        json_decref(series);
+        reply_failure(req, &err);
+        return;
     }
     http_reply_json(req, 200,
                     json_pack("{s:I, s:I, s:o}", "run_id", (json_int_t)id, "max_points",
@@ -682,34 +511,30 @@ static void sse_append(sse *s, const char *text, size_t n)
 /* Reads the next events into pending; returns how many. */
 static int sse_fetch(sse *s)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(s->a->db),
-                           "SELECT id, kind, data FROM run_events WHERE run_id = ? AND id > ?"
-                           " ORDER BY id LIMIT 64",
-                           -1, &st, NULL) != SQLITE_OK)
+    json_t *events = NULL;
+    if (runs_events_after(s->a->db, s->run, s->last, 64, &events, NULL) != GT_OK)
         return 0;
-    sqlite3_bind_int64(st, 1, s->run);
-    sqlite3_bind_int64(st, 2, s->last);
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
         char head[128];
-        s->last = sqlite3_column_int64(st, 0);
+        s->last = json_integer_value(json_object_get(e, "id"));
         int k = snprintf(head, sizeof head, "id: %lld\nevent: %s\ndata: ", (long long)s->last,
-                         (const char *)sqlite3_column_text(st, 1));
+                         json_string_value(json_object_get(e, "kind")));
         sse_append(s, head, (size_t)k);
-        const char *data = (const char *)sqlite3_column_text(st, 2);
+        const char *data = json_string_value(json_object_get(e, "data"));
         sse_append(s, data, strlen(data));
         sse_append(s, "\n\n", 2);
-        n++;
     }
-    sqlite3_finalize(st);
+    int n = (int)json_array_size(events);
+    json_decref(events);
     return n;
 }
 
 static int run_finished(store *db, int64_t run)
 {
     char st[16] = "";
-    if (runs_get(db, run, NULL, st, NULL) != GT_OK)
+    if (runs_status(db, run, st, NULL) != GT_OK)
         return 1;
     return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
            strcmp(st, "cancelled") == 0;
@@ -794,26 +619,28 @@ static void route_ckpt_list(http_request *req, void *ctx)
     int64_t id = path_run(req, a->db);
     if (!id)
         return;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "SELECT id, stage, step, val_loss, is_best, precision, size_bytes,"
-                           " checksum, created_at FROM checkpoints WHERE run_id = ?"
-                           " ORDER BY stage = 'shower', step",
-                           -1, &st, NULL) != SQLITE_OK) {
-        reply_db_error(req, a->db, "listing checkpoints");
+    json_t *rows = NULL;
+    gt_error err = {0};
+    if (runs_checkpoints(a->db, id, &rows, &err) != GT_OK) {
+        reply_failure(req, &err);
         return;
     }
-    sqlite3_bind_int64(st, 1, id);
     json_t *items = json_array();
-    while (sqlite3_step(st) == SQLITE_ROW)
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
         json_array_append_new(
-            items, json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "id",
-                             column_json(st, 0), "stage", column_json(st, 1), "step",
-                             column_json(st, 2), "val_loss", column_json(st, 3), "best",
-                             sqlite3_column_int(st, 4), "precision", column_json(st, 5),
-                             "size_bytes", column_json(st, 6), "sha256", column_json(st, 7),
-                             "created_at", column_json(st, 8)));
-    sqlite3_finalize(st);
+            items, json_pack("{s:O, s:O, s:O, s:O, s:b, s:O, s:O, s:O, s:O}", "id",
+                             json_object_get(r, "id"), "stage", json_object_get(r, "stage"),
+                             "step", json_object_get(r, "step"), "val_loss",
+                             json_object_get(r, "val_loss"), "best",
+                             (int)json_integer_value(json_object_get(r, "is_best")), "precision",
+                             json_object_get(r, "precision"), "size_bytes",
+                             json_object_get(r, "size_bytes"), "sha256",
+                             json_object_get(r, "checksum"), "created_at",
+                             json_object_get(r, "created_at")));
+    }
+    json_decref(rows);
     http_reply_json(req, 200, json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "items", items));
 }
 
@@ -824,39 +651,24 @@ static void route_ckpt_get(http_request *req, void *ctx)
     if (!id)
         return;
     int64_t ck = parse_id(http_param(req, "ckpt"));
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "SELECT stage, step, checksum, blob FROM checkpoints WHERE id = ?"
-                           " AND run_id = ?",
-                           -1, &st, NULL) != SQLITE_OK) {
-        reply_db_error(req, a->db, "reading a checkpoint");
-        return;
-    }
-    sqlite3_bind_int64(st, 1, ck);
-    sqlite3_bind_int64(st, 2, id);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        sqlite3_finalize(st);
+    runs_blob b;
+    gt_error err = {0};
+    int rc = runs_checkpoint_blob(a->db, id, ck, &b, &err);
+    if (rc == GT_ENOTFOUND) {
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL,
                          "run %lld has no checkpoint '%s' (it may have been pruned)",
                          (long long)id, http_param(req, "ckpt"));
         return;
     }
-    size_t n = (size_t)sqlite3_column_bytes(st, 3);
-    void *buf = malloc(n ? n : 1);
-    char sum[80], disp[160];
-    snprintf(sum, sizeof sum, "%s", (const char *)sqlite3_column_text(st, 2));
-    snprintf(disp, sizeof disp, "attachment; filename=\"run%lld-%s-step%lld.ckpt\"",
-             (long long)id, (const char *)sqlite3_column_text(st, 0),
-             (long long)sqlite3_column_int64(st, 1));
-    if (buf)
-        memcpy(buf, sqlite3_column_blob(st, 3), n);
-    sqlite3_finalize(st);
-    if (!buf) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    if (rc) {
+        reply_failure(req, &err);
         return;
     }
-    const char *headers[] = {"X-Checksum-SHA256", sum, "Content-Disposition", disp, NULL};
-    http_reply_buffer(req, 200, "application/octet-stream", buf, n, headers);
+    char disp[160];
+    snprintf(disp, sizeof disp, "attachment; filename=\"run%lld-%s-step%lld.ckpt\"",
+             (long long)id, b.stage, b.step);
+    const char *headers[] = {"X-Checksum-SHA256", b.sha256, "Content-Disposition", disp, NULL};
+    http_reply_buffer(req, 200, "application/octet-stream", b.data, b.len, headers);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1161,34 +973,24 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
  * and returns 0 otherwise. */
 static int sample_ready(http_request *req, app *a, int64_t id, sample_call *c)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(a->db),
-                           "SELECT (SELECT COUNT(*) FROM checkpoints WHERE run_id = ?1 AND"
-                           " is_best = 1), json_extract(config, '$.dataset.geometry'),"
-                           " (SELECT group_concat(id) FROM checkpoints WHERE run_id = ?1 AND"
-                           " is_best = 1) FROM runs WHERE id = ?1",
-                           -1, &st, NULL) != SQLITE_OK) {
-        reply_db_error(req, a->db, "reading a run");
-        return 0;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 2;
-    if (ok) {
-        snprintf(c->geometry, sizeof c->geometry, "%s",
-                 sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
-        /* The version of the best pair: ids only grow, so their sum moves
-         * whenever either best checkpoint is replaced. */
-        const char *ids = (const char *)sqlite3_column_text(st, 2);
-        int64_t a = 0, b = 0;
-        if (ids)
-            sscanf(ids, "%" SCNd64 ",%" SCNd64, &a, &b);
-        c->job.version = a + b;
-    }
-    sqlite3_finalize(st);
-    if (!ok)
+    gt_error err = {0};
+    char *config = NULL;
+    int rc = runs_best_pair(a->db, id, &c->job.version, &err);
+    if (rc == GT_ENOTFOUND) {
         http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
                          "run %lld has no best checkpoint of both stages yet", (long long)id);
-    return ok;
+        return 0;
+    }
+    if (rc || (rc = runs_config(a->db, id, &config, &err))) {
+        reply_failure(req, &err);
+        return 0;
+    }
+    json_t *cfg = json_loads(config, 0, NULL);
+    const char *g = json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
+    snprintf(c->geometry, sizeof c->geometry, "%s", g ? g : "");
+    json_decref(cfg);
+    free(config);
+    return 1;
 }
 
 static void route_samples(http_request *req, void *ctx)

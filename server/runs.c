@@ -7,6 +7,15 @@
 #include <string.h>
 #include <sys/time.h>
 
+/* The ISO-8601 UTC time SQLite writes into the *_at columns. */
+#define NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+/* The columns of a run row (runs_get, runs_list). */
+#define RUN_COLUMNS                                                                          \
+    "id, name, status, config, stage, device, precision, progress, step, total_steps, error," \
+    " cancel_requested, attempts, created_at, started_at, finished_at, updated_at,"          \
+    " (julianday('now') - julianday(started_at)) * 86400.0 AS elapsed_s"
+
 const char *runs_stage_name(int stage) { return stage == 1 ? "energy" : "shower"; }
 
 static double unix_now(void)
@@ -16,111 +25,56 @@ static double unix_now(void)
     return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
 }
 
-static int sql_fail(store *s, gt_error *err, const char *what)
+static int no_run(gt_error *err, int64_t id)
 {
-    return gt_error_set(err, GT_EIO, "%s: %s", what, sqlite3_errmsg(store_db(s)));
+    return gt_error_set(err, GT_ENOTFOUND, "run %lld does not exist", (long long)id);
 }
 
-static int prepare(store *s, const char *sql, sqlite3_stmt **st, gt_error *err)
-{
-    if (sqlite3_prepare_v2(store_db(s), sql, -1, st, NULL) != SQLITE_OK)
-        return sql_fail(s, err, "preparing a statement");
-    return GT_OK;
-}
-
-static int exec(store *s, const char *sql, gt_error *err)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(store_db(s), sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int rc = gt_error_set(err, GT_EIO, "%s: %s", sql, msg ? msg : "?");
-        sqlite3_free(msg);
-        return rc;
-    }
-    return GT_OK;
-}
-
-/* Binds a float as REAL, or NULL when not finite (SQLite has no NaN). */
-static void bind_real(sqlite3_stmt *st, int i, double v)
-{
-    if (isfinite(v))
-        sqlite3_bind_double(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
-}
+/* ---------------------------------------------------------------------------
+ * Writes
+ * ------------------------------------------------------------------------- */
 
 static int event(store *s, int64_t id, const char *kind, const char *data, gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(s, "INSERT INTO run_events (run_id, kind, data) VALUES (?, ?, ?)", &st, err);
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, data, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(st) == SQLITE_DONE ? GT_OK : sql_fail(s, err, "recording an event");
-    sqlite3_finalize(st);
-    return rc;
+    return store_exec(s, "recording an event",
+                      "INSERT INTO run_events (run_id, kind, data) VALUES (?, ?, ?)",
+                      STORE_ARGS(STORE_INT(id), STORE_TEXT(kind), STORE_TEXT(data)), err);
 }
 
 int runs_create(store *s, const char *name, const char *config_json, const char *precision,
                 const char *idempotency_key, long long total_steps, int64_t *id, gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(s,
-                     "INSERT INTO runs (name, config, precision, idempotency_key, total_steps)"
-                     " VALUES (?, ?, ?, ?, ?)",
-                     &st, err);
-    if (rc)
-        return rc;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, config_json, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, precision, -1, SQLITE_STATIC);
-    if (idempotency_key)
-        sqlite3_bind_text(st, 4, idempotency_key, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 4);
-    sqlite3_bind_int64(st, 5, total_steps);
-    rc = sqlite3_step(st) == SQLITE_DONE ? GT_OK : sql_fail(s, err, "creating a run");
-    sqlite3_finalize(st);
-    if (rc == GT_OK) {
-        *id = sqlite3_last_insert_rowid(store_db(s));
-        rc = event(s, *id, "status", "{\"status\":\"queued\"}", err);
-    }
-    return rc;
+    /* RETURNING: the id of this insert, whatever other threads insert on
+     * the shared connection meanwhile. */
+    int rc = store_int64(s, "creating a run",
+                         "INSERT INTO runs (name, config, precision, idempotency_key, total_steps)"
+                         " VALUES (?, ?, ?, ?, ?) RETURNING id",
+                         STORE_ARGS(STORE_TEXT(name), STORE_TEXT(config_json),
+                                    STORE_TEXT(precision), STORE_TEXT(idempotency_key),
+                                    STORE_INT(total_steps)),
+                         id, err);
+    return rc ? rc : event(s, *id, "status", "{\"status\":\"queued\"}", err);
 }
 
 int runs_set_status(store *s, int64_t id, const char *status, const char *error,
                     const char *device, gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(
-        s,
+    int64_t changed;
+    int rc = store_int64(
+        s, "updating a run",
         "UPDATE runs SET status = ?1, error = ?2, device = COALESCE(?3, device),"
         " attempts = attempts + (?1 = 'running'),"
         " started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL"
-        "   THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE started_at END,"
+        "   THEN " NOW " ELSE started_at END,"
         " finished_at = CASE WHEN ?1 IN ('succeeded', 'failed', 'cancelled')"
-        "   THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE NULL END,"
-        " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?4",
-        &st, err);
+        "   THEN " NOW " ELSE NULL END,"
+        " updated_at = " NOW " WHERE id = ?4 RETURNING id",
+        STORE_ARGS(STORE_TEXT(status), STORE_TEXT(error), STORE_TEXT(device), STORE_INT(id)),
+        &changed, err);
+    if (rc == GT_ENOTFOUND)
+        return no_run(err, id);
     if (rc)
         return rc;
-    sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    if (error)
-        sqlite3_bind_text(st, 2, error, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 2);
-    if (device)
-        sqlite3_bind_text(st, 3, device, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 3);
-    sqlite3_bind_int64(st, 4, id);
-    rc = sqlite3_step(st) == SQLITE_DONE ? GT_OK : sql_fail(s, err, "updating a run");
-    sqlite3_finalize(st);
-    if (rc)
-        return rc;
-    if (sqlite3_changes(store_db(s)) == 0)
-        return gt_error_set(err, GT_ENOTFOUND, "run %lld does not exist", (long long)id);
     char data[700];
     if (error) {
         /* The reason goes through Jansson-free escaping: quote and backslash. */
@@ -142,39 +96,22 @@ int runs_set_status(store *s, int64_t id, const char *status, const char *error,
 int runs_set_progress(store *s, int64_t id, int stage, long long step, long long done_steps,
                       long long total_steps, gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(s,
-                     "UPDATE runs SET stage = ?, step = ?, total_steps = ?, progress = ?,"
-                     " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
-                     &st, err);
-    if (rc)
-        return rc;
     double progress = total_steps > 0 ? (double)done_steps / (double)total_steps : 0.0;
     if (progress > 1)
         progress = 1;
-    sqlite3_bind_text(st, 1, runs_stage_name(stage), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, step);
-    sqlite3_bind_int64(st, 3, total_steps);
-    sqlite3_bind_double(st, 4, progress);
-    sqlite3_bind_int64(st, 5, id);
-    rc = sqlite3_step(st) == SQLITE_DONE ? GT_OK : sql_fail(s, err, "updating progress");
-    sqlite3_finalize(st);
-    return rc;
+    return store_exec(s, "updating progress",
+                      "UPDATE runs SET stage = ?, step = ?, total_steps = ?, progress = ?,"
+                      " updated_at = " NOW " WHERE id = ?",
+                      STORE_ARGS(STORE_TEXT(runs_stage_name(stage)), STORE_INT(step),
+                                 STORE_INT(total_steps), STORE_REAL(progress), STORE_INT(id)),
+                      err);
 }
 
 int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error *err)
 {
-    int rc = exec(s, "BEGIN IMMEDIATE", err);
+    int rc = store_begin(s, err);
     if (rc)
         return rc;
-    sqlite3_stmt *st;
-    if ((rc = prepare(s,
-                      "INSERT OR REPLACE INTO metrics (run_id, stage, name, step, value, time)"
-                      " VALUES (?, ?, ?, ?, ?, ?)",
-                      &st, err))) {
-        exec(s, "ROLLBACK", NULL);
-        return rc;
-    }
     double now = unix_now();
     struct {
         const char *name;
@@ -194,18 +131,14 @@ int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error 
             m[n].name = names[e], m[n++].v = r->load[e];
         }
     }
-    for (int i = 0; i < n && rc == GT_OK; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_text(st, 2, runs_stage_name(r->stage), -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, m[i].name, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 4, r->step);
-        bind_real(st, 5, m[i].v);
-        sqlite3_bind_double(st, 6, now);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            rc = sql_fail(s, err, "recording a metric");
-    }
-    sqlite3_finalize(st);
+    for (int i = 0; i < n && rc == GT_OK; i++)
+        rc = store_exec(s, "recording a metric",
+                        "INSERT OR REPLACE INTO metrics (run_id, stage, name, step, value, time)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(r->stage)),
+                                   STORE_TEXT(m[i].name), STORE_INT(r->step), STORE_REAL(m[i].v),
+                                   STORE_REAL(now)),
+                        err);
     if (rc == GT_OK) {
         char data[256];
         snprintf(data, sizeof data,
@@ -215,30 +148,23 @@ int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error 
         rc = event(s, id, "metric", data, err);
     }
     if (rc) {
-        exec(s, "ROLLBACK", NULL);
+        store_rollback(s);
         return rc;
     }
-    return exec(s, "COMMIT", err);
+    return store_commit(s, err);
 }
 
 int runs_record_validation(store *s, int64_t id, int stage, long long step, float loss,
                            int n_samples, gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(s,
-                     "INSERT OR REPLACE INTO val_losses (run_id, stage, step, loss, n_samples,"
-                     " time) VALUES (?, ?, ?, ?, ?, ?)",
-                     &st, err);
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, runs_stage_name(stage), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, step);
-    bind_real(st, 4, loss);
-    sqlite3_bind_int(st, 5, n_samples > 0 ? n_samples : 1);
-    sqlite3_bind_double(st, 6, unix_now());
-    rc = sqlite3_step(st) == SQLITE_DONE ? GT_OK : sql_fail(s, err, "recording a val loss");
-    sqlite3_finalize(st);
+    int rc = store_exec(s, "recording a val loss",
+                        "INSERT OR REPLACE INTO val_losses (run_id, stage, step, loss, n_samples,"
+                        " time) VALUES (?, ?, ?, ?, ?, ?)",
+                        STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(stage)),
+                                   STORE_INT(step), STORE_REAL(loss),
+                                   STORE_INT(n_samples > 0 ? n_samples : 1),
+                                   STORE_REAL(unix_now())),
+                        err);
     if (rc)
         return rc;
     char data[160];
@@ -257,6 +183,30 @@ void runs_sha256_hex(const void *buf, size_t len, char out[65])
     out[64] = '\0';
 }
 
+/* Whether a checkpoint of val_loss at step becomes the stage's best: the
+ * lowest finite validation loss wins, only when strictly lower, so the
+ * earliest of equal losses stays. */
+static int checkpoint_is_best(store *s, int64_t id, const char *stage, long long step,
+                              float val_loss, int *best, gt_error *err)
+{
+    json_t *cur = NULL;
+    int rc = store_row_json(s, "reading the best checkpoint",
+                            "SELECT val_loss FROM checkpoints WHERE run_id = ? AND stage = ?"
+                            " AND is_best = 1 AND step != ?",
+                            STORE_ARGS(STORE_INT(id), STORE_TEXT(stage), STORE_INT(step)), &cur,
+                            err);
+    if (rc == GT_ENOTFOUND) {
+        *best = 1;
+        return GT_OK;
+    }
+    if (rc)
+        return rc;
+    json_t *v = json_object_get(cur, "val_loss");
+    *best = isfinite(val_loss) && (json_is_null(v) || val_loss < json_number_value(v));
+    json_decref(cur);
+    return GT_OK;
+}
+
 int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, float val_loss,
                            const char *precision, const void *blob, size_t len, int keep,
                            int *is_best, gt_error *err)
@@ -264,184 +214,400 @@ int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, floa
     char sum[65];
     runs_sha256_hex(blob, len, sum);
     const char *sname = runs_stage_name(stage);
-    int rc = exec(s, "BEGIN IMMEDIATE", err);
+    int rc = store_begin(s, err), best = 0;
     if (rc)
         return rc;
-    sqlite3_stmt *st = NULL;
-    int best = 0;
-    /* Best = lowest finite validation loss of the stage (the new one wins
-     * only when strictly lower, so the earliest of equal losses stays). */
-    if ((rc = prepare(s,
-                      "SELECT val_loss FROM checkpoints WHERE run_id = ? AND stage = ?"
-                      " AND is_best = 1 AND step != ?",
-                      &st, err)))
+    if ((rc = checkpoint_is_best(s, id, sname, step, val_loss, &best, err)))
         goto fail;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, sname, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, step);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) {
-        int has = sqlite3_column_type(st, 0) != SQLITE_NULL;
-        double cur = sqlite3_column_double(st, 0);
-        best = isfinite(val_loss) && (!has || val_loss < cur);
-    } else if (r == SQLITE_DONE) {
-        best = 1;
-    } else {
-        rc = sql_fail(s, err, "reading the best checkpoint");
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (rc)
+    if (best && (rc = store_exec(s, "clearing the best flag",
+                                 "UPDATE checkpoints SET is_best = 0 WHERE run_id = ? AND stage = ?",
+                                 STORE_ARGS(STORE_INT(id), STORE_TEXT(sname)), err)))
         goto fail;
-    if (best && (rc = prepare(s,
-                              "UPDATE checkpoints SET is_best = 0 WHERE run_id = ? AND stage = ?",
-                              &st, err)) == GT_OK) {
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_text(st, 2, sname, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            rc = sql_fail(s, err, "clearing the best flag");
-        sqlite3_finalize(st);
-        st = NULL;
-    }
-    if (rc)
-        goto fail;
-    if ((rc = prepare(s,
-                      "INSERT OR REPLACE INTO checkpoints (run_id, stage, step, val_loss, is_best,"
-                      " precision, checksum, size_bytes, blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      &st, err)))
-        goto fail;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, sname, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, step);
-    bind_real(st, 4, val_loss);
-    sqlite3_bind_int(st, 5, best);
-    sqlite3_bind_text(st, 6, precision, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, sum, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 8, (sqlite3_int64)len);
-    sqlite3_bind_blob64(st, 9, blob, len, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE)
-        rc = sql_fail(s, err, "storing a checkpoint");
-    sqlite3_finalize(st);
-    st = NULL;
-    if (rc)
+    if ((rc = store_exec(s, "storing a checkpoint",
+                         "INSERT OR REPLACE INTO checkpoints (run_id, stage, step, val_loss,"
+                         " is_best, precision, checksum, size_bytes, blob)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         STORE_ARGS(STORE_INT(id), STORE_TEXT(sname), STORE_INT(step),
+                                    STORE_REAL(val_loss), STORE_INT(best), STORE_TEXT(precision),
+                                    STORE_TEXT(sum), STORE_INT((int64_t)len),
+                                    STORE_BLOB(blob, len)),
+                         err)))
         goto fail;
     /* Retention: keep the best and the newest `keep` of the stage. */
-    if ((rc = prepare(s,
-                      "DELETE FROM checkpoints WHERE run_id = ?1 AND stage = ?2 AND is_best = 0"
-                      " AND id NOT IN (SELECT id FROM checkpoints WHERE run_id = ?1 AND stage = ?2"
-                      " ORDER BY step DESC LIMIT ?3)",
-                      &st, err)))
-        goto fail;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, sname, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, keep > 0 ? keep : 1);
-    if (sqlite3_step(st) != SQLITE_DONE)
-        rc = sql_fail(s, err, "pruning checkpoints");
-    sqlite3_finalize(st);
-    st = NULL;
-    if (rc)
+    if ((rc = store_exec(s, "pruning checkpoints",
+                         "DELETE FROM checkpoints WHERE run_id = ?1 AND stage = ?2 AND is_best = 0"
+                         " AND id NOT IN (SELECT id FROM checkpoints WHERE run_id = ?1"
+                         " AND stage = ?2 ORDER BY step DESC LIMIT ?3)",
+                         STORE_ARGS(STORE_INT(id), STORE_TEXT(sname),
+                                    STORE_INT(keep > 0 ? keep : 1)),
+                         err)))
         goto fail;
     char data[200];
     snprintf(data, sizeof data, "{\"stage\":\"%s\",\"step\":%lld,\"best\":%s,\"size\":%zu}",
              sname, step, best ? "true" : "false", len);
-    if ((rc = event(s, id, "checkpoint", data, err)))
-        goto fail;
-    if ((rc = exec(s, "COMMIT", err)))
+    if ((rc = event(s, id, "checkpoint", data, err)) || (rc = store_commit(s, err)))
         goto fail;
     if (is_best)
         *is_best = best;
     return GT_OK;
 fail:
-    exec(s, "ROLLBACK", NULL);
+    store_rollback(s);
     return rc;
+}
+
+int runs_request_cancel(store *s, int64_t id, gt_error *err)
+{
+    return store_exec(s, "cancelling a run",
+                      "UPDATE runs SET cancel_requested = 1 WHERE id = ?"
+                      " AND status IN ('queued', 'running')",
+                      STORE_ARGS(STORE_INT(id)), err);
+}
+
+int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err)
+{
+    /* Conditional: a run the worker took meanwhile is left to the worker. */
+    int64_t changed;
+    *cancelled = 0;
+    int rc = store_int64(s, "cancelling a run",
+                         "UPDATE runs SET status = 'cancelled', error = 'cancelled on request',"
+                         " finished_at = " NOW ", updated_at = " NOW
+                         " WHERE id = ? AND status = 'queued' RETURNING id",
+                         STORE_ARGS(STORE_INT(id)), &changed, err);
+    if (rc == GT_ENOTFOUND)
+        return GT_OK;
+    if (rc)
+        return rc;
+    *cancelled = 1;
+    /* The run is cancelled even if its event could not be written. */
+    event(s, id, "status", "{\"status\":\"cancelled\"}", NULL);
+    return GT_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Reads for the workers and commands
+ * ------------------------------------------------------------------------- */
+
+int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
+{
+    int rc = store_string(s, "reading a run", "SELECT config FROM runs WHERE id = ?",
+                          STORE_ARGS(STORE_INT(id)), config_json, err);
+    return rc == GT_ENOTFOUND ? no_run(err, id) : rc;
+}
+
+int runs_status(store *s, int64_t id, char status[16], gt_error *err)
+{
+    char *text = NULL;
+    int rc = store_string(s, "reading a run", "SELECT status FROM runs WHERE id = ?",
+                          STORE_ARGS(STORE_INT(id)), &text, err);
+    if (rc == GT_ENOTFOUND)
+        return no_run(err, id);
+    if (rc == GT_OK)
+        snprintf(status, 16, "%s", text);
+    free(text);
+    return rc;
+}
+
+int runs_cancel_requested(store *s, int64_t id)
+{
+    int64_t yes = 0;
+    return store_int64(s, "reading a run", "SELECT cancel_requested FROM runs WHERE id = ?",
+                       STORE_ARGS(STORE_INT(id)), &yes, NULL) == GT_OK &&
+           yes == 1;
+}
+
+int runs_oldest(store *s, const char *status, int64_t *id, gt_error *err)
+{
+    int rc = store_int64(s, "finding the oldest run",
+                         "SELECT id FROM runs WHERE status = ? ORDER BY id LIMIT 1",
+                         STORE_ARGS(STORE_TEXT(status)), id, err);
+    return rc == GT_ENOTFOUND ? gt_error_set(err, GT_ENOTFOUND, "no run is %s", status) : rc;
+}
+
+int runs_latest_succeeded(store *s, int64_t *id, gt_error *err)
+{
+    int rc = store_int64(s, "finding the latest run",
+                         "SELECT id FROM runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1",
+                         STORE_NO_ARGS, id, err);
+    return rc == GT_ENOTFOUND ? gt_error_set(err, GT_ENOTFOUND, "no run has succeeded yet") : rc;
+}
+
+int runs_find_by_key(store *s, const char *key, int64_t *id, char **config_json, gt_error *err)
+{
+    json_t *row = NULL;
+    int rc = store_row_json(s, "looking up the idempotency key",
+                            "SELECT id, config FROM runs WHERE idempotency_key = ?",
+                            STORE_ARGS(STORE_TEXT(key)), &row, err);
+    if (rc == GT_ENOTFOUND)
+        return gt_error_set(err, GT_ENOTFOUND, "no run holds idempotency key '%s'", key);
+    if (rc)
+        return rc;
+    *id = json_integer_value(json_object_get(row, "id"));
+    const char *config = json_string_value(json_object_get(row, "config"));
+    *config_json = strdup(config ? config : "");
+    json_decref(row);
+    return *config_json ? GT_OK : gt_error_set(err, GT_ENOMEM, "out of memory");
+}
+
+/* One checkpoint row (stage, step, checksum, blob) into out. */
+static int read_checkpoint(store *s, const char *sql, const store_val *args, int nargs,
+                           runs_blob *out, gt_error *err)
+{
+    static const char what[] = "reading a checkpoint";
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    int rc = store_query(s, what, sql, args, nargs, &st, err);
+    if (rc)
+        return rc;
+    int r = store_step(s, st, what, err);
+    if (r == 1) {
+        size_t n = (size_t)sqlite3_column_bytes(st, 3);
+        const char *stage = (const char *)sqlite3_column_text(st, 0);
+        const char *sum = (const char *)sqlite3_column_text(st, 2);
+        snprintf(out->stage, sizeof out->stage, "%s", stage ? stage : "");
+        out->step = sqlite3_column_int64(st, 1);
+        snprintf(out->sha256, sizeof out->sha256, "%s", sum ? sum : "");
+        out->data = malloc(n ? n : 1);
+        out->len = n;
+        if (out->data)
+            memcpy(out->data, sqlite3_column_blob(st, 3), n);
+        else
+            rc = gt_error_set(err, GT_ENOMEM, "out of memory for a checkpoint");
+    }
+    sqlite3_finalize(st);
+    if (r < 0)
+        return GT_EIO;
+    return r == 0 ? GT_ENOTFOUND : rc;
 }
 
 int runs_load_checkpoint(store *s, int64_t id, int stage, int best, void **blob, size_t *len,
                          long long *step, gt_error *err)
 {
-    sqlite3_stmt *st;
-    const char *sql = best ? "SELECT step, checksum, blob FROM checkpoints WHERE run_id = ?"
-                             " AND stage = ? AND is_best = 1"
-                           : "SELECT step, checksum, blob FROM checkpoints WHERE run_id = ?"
-                             " AND stage = ? ORDER BY step DESC LIMIT 1";
-    int rc = prepare(s, sql, &st, err);
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, runs_stage_name(stage), -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_DONE) {
-        sqlite3_finalize(st);
+    const char *sql = best ? "SELECT stage, step, checksum, blob FROM checkpoints"
+                             " WHERE run_id = ? AND stage = ? AND is_best = 1"
+                           : "SELECT stage, step, checksum, blob FROM checkpoints"
+                             " WHERE run_id = ? AND stage = ? ORDER BY step DESC LIMIT 1";
+    runs_blob b;
+    int rc = read_checkpoint(s, sql, STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(stage))),
+                             &b, err);
+    if (rc == GT_ENOTFOUND)
         return gt_error_set(err, GT_ENOTFOUND, "run %lld has no %s checkpoint for stage %s",
                             (long long)id, best ? "best" : "", runs_stage_name(stage));
-    }
-    if (r != SQLITE_ROW) {
-        rc = sql_fail(s, err, "reading a checkpoint");
-        sqlite3_finalize(st);
+    if (rc)
         return rc;
-    }
-    size_t n = (size_t)sqlite3_column_bytes(st, 2);
-    const void *p = sqlite3_column_blob(st, 2);
-    char want[65], got[65];
-    snprintf(want, sizeof want, "%s", (const char *)sqlite3_column_text(st, 1));
-    if (step)
-        *step = sqlite3_column_int64(st, 0);
-    *blob = malloc(n ? n : 1);
-    if (!*blob) {
-        sqlite3_finalize(st);
-        return gt_error_set(err, GT_ENOMEM, "out of memory");
-    }
-    memcpy(*blob, p, n);
-    *len = n;
-    sqlite3_finalize(st);
-    runs_sha256_hex(*blob, n, got);
-    if (strcmp(want, got) != 0) {
-        free(*blob);
-        *blob = NULL;
+    char got[65];
+    runs_sha256_hex(b.data, b.len, got);
+    if (strcmp(b.sha256, got) != 0) {
+        free(b.data);
         return gt_error_set(err, GT_ECHECKSUM, "checkpoint of run %lld stage %s is corrupt",
                             (long long)id, runs_stage_name(stage));
     }
+    *blob = b.data;
+    *len = b.len;
+    if (step)
+        *step = b.step;
     return GT_OK;
 }
 
-int runs_get(store *s, int64_t id, char **config_json, char *status, gt_error *err)
+int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *out,
+                         gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(s, "SELECT config, status FROM runs WHERE id = ?", &st, err);
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    int r = sqlite3_step(st);
-    if (r != SQLITE_ROW) {
-        sqlite3_finalize(st);
-        return r == SQLITE_DONE
-                   ? gt_error_set(err, GT_ENOTFOUND, "run %lld does not exist", (long long)id)
-                   : sql_fail(s, err, "reading a run");
-    }
-    if (config_json) {
-        *config_json = strdup((const char *)sqlite3_column_text(st, 0));
-        if (!*config_json)
-            rc = gt_error_set(err, GT_ENOMEM, "out of memory");
-    }
-    if (status)
-        snprintf(status, 16, "%s", (const char *)sqlite3_column_text(st, 1));
-    sqlite3_finalize(st);
+    int rc = read_checkpoint(s,
+                             "SELECT stage, step, checksum, blob FROM checkpoints WHERE id = ?"
+                             " AND run_id = ?",
+                             STORE_ARGS(STORE_INT(checkpoint), STORE_INT(id)), out, err);
+    if (rc == GT_ENOTFOUND)
+        return gt_error_set(err, GT_ENOTFOUND, "run %lld has no checkpoint %lld", (long long)id,
+                            (long long)checkpoint);
     return rc;
 }
 
-int runs_latest_succeeded(store *s, int64_t *id, gt_error *err)
+int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err)
 {
-    sqlite3_stmt *st;
-    int rc = prepare(s, "SELECT id FROM runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1",
-                     &st, err);
+    json_t *row = NULL;
+    int rc = store_row_json(s, "reading a run",
+                            "SELECT COUNT(*) AS n, SUM(id) AS version FROM checkpoints"
+                            " WHERE run_id = ? AND is_best = 1",
+                            STORE_ARGS(STORE_INT(id)), &row, err);
     if (rc)
         return rc;
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW)
-        *id = sqlite3_column_int64(st, 0);
-    else
-        rc = r == SQLITE_DONE ? gt_error_set(err, GT_ENOTFOUND, "no run has succeeded yet")
-                              : sql_fail(s, err, "finding the latest run");
-    sqlite3_finalize(st);
+    int both = json_integer_value(json_object_get(row, "n")) == 2;
+    *version = json_integer_value(json_object_get(row, "version"));
+    json_decref(row);
+    return both ? GT_OK
+                : gt_error_set(err, GT_ENOTFOUND,
+                               "run %lld has no best checkpoint of both stages yet",
+                               (long long)id);
+}
+
+int runs_count(store *s, const char *status, long long *n, gt_error *err)
+{
+    int64_t c = 0;
+    int rc = store_int64(s, "counting runs", "SELECT COUNT(*) FROM runs WHERE status = ?",
+                         STORE_ARGS(STORE_TEXT(status)), &c, err);
+    *n = rc ? 0 : (long long)c;
     return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Reads the HTTP API shows
+ * ------------------------------------------------------------------------- */
+
+int runs_exists(store *s, int64_t id, gt_error *err)
+{
+    int64_t one;
+    int rc = store_int64(s, "reading a run", "SELECT 1 FROM runs WHERE id = ?",
+                         STORE_ARGS(STORE_INT(id)), &one, err);
+    return rc == GT_ENOTFOUND ? no_run(err, id) : rc;
+}
+
+int runs_get(store *s, int64_t id, json_t **row, gt_error *err)
+{
+    int rc = store_row_json(s, "reading a run", "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?",
+                            STORE_ARGS(STORE_INT(id)), row, err);
+    return rc == GT_ENOTFOUND ? no_run(err, id) : rc;
+}
+
+int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t **rows,
+              gt_error *err)
+{
+    return store_rows_json(s, "listing runs",
+                           "SELECT " RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR status = ?1)"
+                           " AND (?2 = 0 OR id < ?2) ORDER BY id DESC LIMIT ?3",
+                           STORE_ARGS(STORE_TEXT(status), STORE_INT(before_id), STORE_INT(limit)),
+                           rows, err);
+}
+
+int runs_best(store *s, int64_t id, json_t **best, gt_error *err)
+{
+    json_t *rows = NULL;
+    int rc = store_rows_json(s, "reading the best checkpoints",
+                             "SELECT stage, id AS checkpoint_id, step, val_loss FROM checkpoints"
+                             " WHERE run_id = ? AND is_best = 1",
+                             STORE_ARGS(STORE_INT(id)), &rows, err);
+    if (rc)
+        return rc;
+    *best = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
+        json_t *stage = json_object_get(r, "stage");
+        json_incref(stage);
+        json_object_del(r, "stage");
+        json_object_set(*best, json_string_value(stage), r);
+        json_decref(stage);
+    }
+    json_decref(rows);
+    return GT_OK;
+}
+
+int runs_checkpoints(store *s, int64_t id, json_t **rows, gt_error *err)
+{
+    return store_rows_json(s, "listing checkpoints",
+                           "SELECT id, stage, step, val_loss, is_best, precision, size_bytes,"
+                           " checksum, created_at FROM checkpoints WHERE run_id = ?"
+                           " ORDER BY stage = 'shower', step",
+                           STORE_ARGS(STORE_INT(id)), rows, err);
+}
+
+int runs_events_after(store *s, int64_t id, int64_t after, int limit, json_t **rows,
+                      gt_error *err)
+{
+    return store_rows_json(s, "reading events",
+                           "SELECT id, kind, data FROM run_events WHERE run_id = ? AND id > ?"
+                           " ORDER BY id LIMIT ?",
+                           STORE_ARGS(STORE_INT(id), STORE_INT(after), STORE_INT(limit)), rows,
+                           err);
+}
+
+int runs_series_names(store *s, int64_t id, const char *name, json_t **rows, gt_error *err)
+{
+    return store_rows_json(s, "listing metrics",
+                           "SELECT DISTINCT stage, name FROM metrics WHERE run_id = ?1"
+                           " AND (?2 IS NULL OR name = ?2) ORDER BY stage, name LIMIT 64",
+                           STORE_ARGS(STORE_INT(id), STORE_TEXT(name)), rows, err);
+}
+
+/* Averages rows (step, value) into buckets of `per` rows. */
+typedef struct bucketer {
+    json_t *points;            /* [[step, mean, min, max], ...]             */
+    long long per;             /* rows per bucket                           */
+    long long n, last_step;
+    double sum, lo, hi;
+    int finite;
+} bucketer;
+
+static void bucket_flush(bucketer *b)
+{
+    if (b->n == 0)
+        return;
+    json_t *p = json_array();
+    json_array_append_new(p, json_integer(b->last_step));
+    if (b->finite) {
+        json_array_append_new(p, json_real(b->sum / b->finite));
+        json_array_append_new(p, json_real(b->lo));
+        json_array_append_new(p, json_real(b->hi));
+    } else {
+        for (int i = 0; i < 3; i++)
+            json_array_append_new(p, json_null());
+    }
+    json_array_append_new(b->points, p);
+    b->n = 0;
+    b->finite = 0;
+    b->sum = 0;
+}
+
+static void bucket_add(bucketer *b, long long step, int has, double v)
+{
+    if (has) {
+        if (!b->finite || v < b->lo)
+            b->lo = v;
+        if (!b->finite || v > b->hi)
+            b->hi = v;
+        b->sum += v;
+        b->finite++;
+    }
+    b->last_step = step;
+    if (++b->n == b->per)
+        bucket_flush(b);
+}
+
+int runs_series(store *s, int64_t id, const char *stage, const char *name, long long since_step,
+                long long max_points, json_t **series, gt_error *err)
+{
+    static const char what[] = "reading a metric series";
+    int val = strcmp(name, "val_loss") == 0;
+    /* Counted first, so the bucket size is known before the rows are read. */
+    const char *count_sql =
+        val ? "SELECT COUNT(*) FROM val_losses WHERE run_id = ? AND stage = ? AND step >= ?"
+            : "SELECT COUNT(*) FROM metrics WHERE run_id = ? AND stage = ? AND step >= ?"
+              " AND name = ?";
+    const char *rows_sql =
+        val ? "SELECT step, loss FROM val_losses WHERE run_id = ? AND stage = ? AND step >= ?"
+              " ORDER BY step"
+            : "SELECT step, value FROM metrics WHERE run_id = ? AND stage = ? AND step >= ?"
+              " AND name = ? ORDER BY step";
+    const store_val args[] = {STORE_INT(id), STORE_TEXT(stage), STORE_INT(since_step),
+                              STORE_TEXT(name)};
+    int nargs = val ? 3 : 4;
+    int64_t count = 0;
+    sqlite3_stmt *st;
+    int rc = store_int64(s, what, count_sql, args, nargs, &count, err);
+    if (rc || (rc = store_query(s, what, rows_sql, args, nargs, &st, err)))
+        return rc;
+    bucketer b = {json_array(), (count + max_points - 1) / max_points, 0, 0, 0, 0, 0, 0};
+    if (b.per < 1)
+        b.per = 1;
+    int r;
+    while ((r = store_step(s, st, what, err)) == 1)
+        bucket_add(&b, sqlite3_column_int64(st, 0), sqlite3_column_type(st, 1) != SQLITE_NULL,
+                   sqlite3_column_double(st, 1));
+    sqlite3_finalize(st);
+    if (r < 0) {
+        json_decref(b.points);
+        return GT_EIO;
+    }
+    bucket_flush(&b);
+    *series = json_pack("{s:s, s:s, s:I, s:I, s:o}", "stage", stage, "name", name, "count",
+                        (json_int_t)count, "bucket", (json_int_t)b.per, "points", b.points);
+    return *series ? GT_OK : gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
 }

@@ -1,16 +1,34 @@
-/* runs: training runs, their metrics, validation losses and checkpoints in
- * SQLite (tables of migrations/0001_init.sql).  Used by the offline `giant
- * train` / `giant sample` commands and by the service's scheduler.
+/* runs: the owner of the runs, metrics, val_losses, checkpoints and
+ * run_events tables (migrations/0001_init.sql): every SQL statement on them
+ * is in runs.c.  Used by the routes, the scheduler, the sampling worker and
+ * the offline `giant train` / `giant sample` commands.
+ *
+ * What reads return, one rule:
+ * - what the HTTP API shows (a run, a page of runs, the best checkpoints,
+ *   checkpoint listings, events, metric series) comes back as Jansson
+ *   values built from whole rows: object keys are the column names, SQL
+ *   NULL is null.  The column list and its reader stay together here; the
+ *   routes only reshape them into the documented objects.
+ * - what the workers and commands act on (ids, a status, config text,
+ *   checkpoint bytes) comes back as C values.
+ * Every function returns a gt_status: GT_ENOTFOUND, with a message saying
+ * what is missing, when the run (or the thing asked for) does not exist;
+ * GT_EIO when the database fails.
  *
  * Writes are idempotent where a resumed run may repeat them: a metric,
  * validation loss or checkpoint recorded again for the same (run, stage,
  * step) replaces the first, so a run resumed after a crash never holds
- * duplicates.  Stage names in the database: 1 = "energy", 2 = "shower". */
+ * duplicates.  runs_record_* run transactions: call them on a connection no
+ * other thread uses (the scheduler's, giant train's).  Stage names in the
+ * database: 1 = "energy", 2 = "shower".
+ * Depends on store, OpenSSL (SHA-256), Jansson and the engine's model_stage. */
 #ifndef RUNS_H
 #define RUNS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "gt_error.h"
 #include "model_stage.h"
@@ -18,6 +36,12 @@
 
 const char *runs_stage_name(int stage);
 
+/* ---------------------------------------------------------------------------
+ * Writes
+ * ------------------------------------------------------------------------- */
+
+/* A new queued run (and its "queued" event).  A taken idempotency key is
+ * GT_EINVAL. */
 int runs_create(store *s, const char *name, const char *config_json, const char *precision,
                 const char *idempotency_key, long long total_steps, int64_t *id, gt_error *err);
 
@@ -45,17 +69,104 @@ int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, floa
                            const char *precision, const void *blob, size_t len, int keep,
                            int *is_best, gt_error *err);
 
+/* Sets cancel_requested on a queued or running run (the worker polls it
+ * between steps); a finished run is left alone. */
+int runs_request_cancel(store *s, int64_t id, gt_error *err);
+
+/* Cancels the run now if it is still queued, with its "cancelled" event;
+ * *cancelled says whether it was (0: it had left the queue). */
+int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Reads for the workers and commands: C values
+ * ------------------------------------------------------------------------- */
+
+/* The run's config, malloc'ed JSON text. */
+int runs_config(store *s, int64_t id, char **config_json, gt_error *err);
+
+/* The run's status (up to 15 characters). */
+int runs_status(store *s, int64_t id, char status[16], gt_error *err);
+
+/* Whether the run asked to be cancelled (0 also when it cannot be read). */
+int runs_cancel_requested(store *s, int64_t id);
+
+/* The oldest run with this status (the queue is FIFO by id). */
+int runs_oldest(store *s, const char *status, int64_t *id, gt_error *err);
+
+/* The newest run that succeeded. */
+int runs_latest_succeeded(store *s, int64_t *id, gt_error *err);
+
+/* The run that holds an idempotency key: its id and config (malloc'ed). */
+int runs_find_by_key(store *s, const char *key, int64_t *id, char **config_json, gt_error *err);
+
 /* The best (best = 1) or newest (best = 0) checkpoint of a stage; *blob is
- * malloc'ed.  GT_ENOTFOUND when there is none.  The stored checksum is
- * verified (GT_ECHECKSUM on mismatch). */
+ * malloc'ed.  The stored checksum is verified (GT_ECHECKSUM on mismatch). */
 int runs_load_checkpoint(store *s, int64_t id, int stage, int best, void **blob, size_t *len,
                          long long *step, gt_error *err);
 
-/* The run's config (malloc'ed JSON text) and status (up to 16 chars). */
-int runs_get(store *s, int64_t id, char **config_json, char *status, gt_error *err);
+/* A checkpoint's bytes and what names them, as stored. */
+typedef struct runs_blob {
+    void *data;                /* malloc'ed                                  */
+    size_t len;
+    char stage[8];             /* "energy" | "shower"                        */
+    long long step;
+    char sha256[65];           /* hex, as recorded with the bytes            */
+} runs_blob;
 
-/* The newest run that succeeded; GT_ENOTFOUND when none. */
-int runs_latest_succeeded(store *s, int64_t *id, gt_error *err);
+/* Checkpoint `checkpoint` of run `id` (GT_ENOTFOUND also when pruned). */
+int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *out,
+                         gt_error *err);
+
+/* When both stages have a best checkpoint: GT_OK and *version, a number
+ * that changes whenever either is replaced (ids only grow: their sum).
+ * GT_ENOTFOUND otherwise. */
+int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
+
+/* Runs with this status. */
+int runs_count(store *s, const char *status, long long *n, gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Reads the HTTP API shows: Jansson values (new references)
+ * ------------------------------------------------------------------------- */
+
+int runs_exists(store *s, int64_t id, gt_error *err);
+
+/* The run's row: id, name, status, config (text), stage, device, precision,
+ * progress, step, total_steps, error, cancel_requested, attempts,
+ * created_at, started_at, finished_at, updated_at, and elapsed_s (seconds
+ * since started_at, null before). */
+int runs_get(store *s, int64_t id, json_t **row, gt_error *err);
+
+/* Up to limit run rows, newest first: status NULL for any, before_id 0 for
+ * the newest (keyset paging: stable however many runs are added). */
+int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t **rows,
+              gt_error *err);
+
+/* The best checkpoint of each stage that has one:
+ * {"energy": {"checkpoint_id", "step", "val_loss"}, "shower": {...}}. */
+int runs_best(store *s, int64_t id, json_t **best, gt_error *err);
+
+/* Checkpoint rows (no bytes), energy first, by step: id, stage, step,
+ * val_loss, is_best, precision, size_bytes, checksum, created_at. */
+int runs_checkpoints(store *s, int64_t id, json_t **rows, gt_error *err);
+
+/* Up to limit event rows after event id `after`, oldest first: id, kind,
+ * data (JSON text). */
+int runs_events_after(store *s, int64_t id, int64_t after, int limit, json_t **rows,
+                      gt_error *err);
+
+/* The metric series a run has: rows {stage, name}, by stage and name, at
+ * most 64; name NULL for all, else only that name. */
+int runs_series_names(store *s, int64_t id, const char *name, json_t **rows, gt_error *err);
+
+/* One series from since_step on, averaged into at most max_points buckets
+ * of equal row counts (memory bounded by the buckets, not the rows):
+ * {"stage", "name", "count": rows, "bucket": rows per bucket,
+ *  "points": [[last step, mean, min, max], ...]} (null statistics for a
+ * bucket without finite values).  The name "val_loss" is the fp32
+ * validation loss (val_losses); any other name a training metric. */
+int runs_series(store *s, int64_t id, const char *stage, const char *name, long long since_step,
+                long long max_points, json_t **series, gt_error *err);
 
 /* Hex SHA-256 of a buffer (65 bytes with the NUL). */
 void runs_sha256_hex(const void *buf, size_t len, char out[65]);

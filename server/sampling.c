@@ -83,7 +83,7 @@ static int cache_get(sampling *s, int64_t run, int64_t version, cached **out, gt
     nn_backend *b = NULL;
     model_sampler *smp = NULL;
     int rc;
-    if ((rc = runs_get(s->db, run, &config_text, NULL, err)) ||
+    if ((rc = runs_config(s->db, run, &config_text, err)) ||
         (rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
                                  err)) ||
         (rc = runs_load_checkpoint(s->db, run, 1, 1, &ck1, &l1, NULL, err)) ||

@@ -84,12 +84,11 @@ int sched_train_run(store *db, int64_t run, const char *data_dir, const char *de
 {
     char *config_text = NULL;
     char field[128] = "";
-    char status[16];
     model_config cfg;
     nn_backend *b = NULL;
     void *ck1 = NULL, *ck2 = NULL;
     size_t l1 = 0, l2 = 0;
-    int rc = runs_get(db, run, &config_text, status, err);
+    int rc = runs_config(db, run, &config_text, err);
     if (rc)
         return rc;
     if ((rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
@@ -159,42 +158,6 @@ struct sched {
     int64_t current;           /* run being trained, 0 = none (under mu) */
 };
 
-static int sql_fail(store *db, gt_error *err, const char *what)
-{
-    return gt_error_set(err, GT_EIO, "%s: %s", what, sqlite3_errmsg(store_db(db)));
-}
-
-/* The oldest queued run: 1 found, 0 none, -1 database error. */
-static int next_queued(store *db, int64_t *id)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db),
-                           "SELECT id FROM runs WHERE status = 'queued' ORDER BY id LIMIT 1", -1,
-                           &st, NULL) != SQLITE_OK)
-        return -1;
-    int r = sqlite3_step(st), found = 0;
-    if (r == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
-        found = 1;
-    } else if (r != SQLITE_DONE) {
-        found = -1;
-    }
-    sqlite3_finalize(st);
-    return found;
-}
-
-static int cancel_requested(store *db, int64_t id)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db), "SELECT cancel_requested FROM runs WHERE id = ?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_int64(st, 1, id);
-    int yes = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
-    sqlite3_finalize(st);
-    return yes;
-}
-
 typedef struct worker_obs {
     sched *s;
     int64_t run;
@@ -206,7 +169,7 @@ static int worker_should_stop(void *user)
     worker_obs *w = user;
     if (atomic_load(&w->s->stopping))
         return 1;
-    if (cancel_requested(w->s->db, w->run)) {
+    if (runs_cancel_requested(w->s->db, w->run)) {
         w->cancel = 1;
         return 1;
     }
@@ -224,10 +187,11 @@ static void *worker_main(void *arg)
     sched *s = arg;
     while (!atomic_load(&s->stopping)) {
         int64_t run = 0;
-        int found = next_queued(s->db, &run);
-        if (found <= 0) {
-            if (found < 0)
-                log_msg(LOG_ERROR, "sched", "error=\"%s\"", sqlite3_errmsg(store_db(s->db)));
+        gt_error qerr = {0};
+        int found = runs_oldest(s->db, "queued", &run, &qerr);
+        if (found != GT_OK) {
+            if (found != GT_ENOTFOUND)
+                log_msg(LOG_ERROR, "sched", "error=\"%s\"", qerr.message);
             /* Woken by sched_kick; the timeout is a safety net only. */
             pthread_mutex_lock(&s->mu);
             if (!s->kicked && !atomic_load(&s->stopping)) {
@@ -246,7 +210,7 @@ static void *worker_main(void *arg)
         /* sched_cancel holds mu while it cancels a queued run, so after
          * this re-read either the run is ours or it was cancelled. */
         char st_now[16] = "";
-        if (runs_get(s->db, run, NULL, st_now, NULL) != GT_OK || strcmp(st_now, "queued") != 0) {
+        if (runs_status(s->db, run, st_now, NULL) != GT_OK || strcmp(st_now, "queued") != 0) {
             pthread_mutex_lock(&s->mu);
             s->current = 0;
             pthread_mutex_unlock(&s->mu);
@@ -266,7 +230,7 @@ static void *worker_main(void *arg)
             log_msg(LOG_INFO, "run", "id=%lld status=queued reason=shutdown", (long long)run);
         } else if (rc != GT_OK) {
             char st[16] = "";
-            runs_get(s->db, run, NULL, st, NULL);
+            runs_status(s->db, run, st, NULL);
             /* A database failure may have left it running: never retried forever. */
             if (strcmp(st, "running") == 0 || strcmp(st, "queued") == 0)
                 runs_set_status(s->db, run, "failed", err.message, NULL, NULL);
@@ -294,26 +258,16 @@ int sched_start(sched **out, const char *db_path, const char *data_dir, const ch
         return orc;
     /* Runs a crash left 'running' go back to the queue (FIFO keeps their
      * place: they are older than anything queued since). */
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db), "SELECT id FROM runs WHERE status = 'running'", -1, &st,
-                           NULL) != SQLITE_OK)
-    {
-        int rc = sql_fail(db, err, "finding interrupted runs");
+    int64_t id;
+    int rc;
+    while ((rc = runs_oldest(db, "running", &id, err)) == GT_OK) {
+        if ((rc = runs_set_status(db, id, "queued", NULL, NULL, err)))
+            break;
+        log_msg(LOG_INFO, "run", "id=%lld status=queued reason=recovered", (long long)id);
+    }
+    if (rc != GT_ENOTFOUND) {
         store_close(db, NULL);
         return rc;
-    }
-    int64_t ids[256];
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW && n < 256)
-        ids[n++] = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    for (int i = 0; i < n; i++) {
-        int rc = runs_set_status(db, ids[i], "queued", NULL, NULL, err);
-        if (rc) {
-            store_close(db, NULL);
-            return rc;
-        }
-        log_msg(LOG_INFO, "run", "id=%lld status=queued reason=recovered", (long long)ids[i]);
     }
     sched *s = calloc(1, sizeof *s);
     if (!s) {
@@ -350,67 +304,29 @@ void sched_kick(sched *s)
 
 int sched_cancel(sched *s, store *db, int64_t run, char *status, gt_error *err)
 {
-    /* One statement each, so a run the worker picks up meanwhile still
-     * sees cancel_requested at its first step. */
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(store_db(db),
-                           "UPDATE runs SET cancel_requested = 1 WHERE id = ?"
-                           " AND status IN ('queued', 'running')",
-                           -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(db, err, "cancelling a run");
-    sqlite3_bind_int64(st, 1, run);
-    int ok = sqlite3_step(st) == SQLITE_DONE;
-    sqlite3_finalize(st);
-    if (!ok)
-        return sql_fail(db, err, "cancelling a run");
+    /* Flag first, so a run the worker picks up meanwhile still sees
+     * cancel_requested at its first step. */
     char st_now[16] = "";
-    int rc = runs_get(db, run, NULL, st_now, err);
-    if (rc)
+    int rc = runs_request_cancel(db, run, err);
+    if (rc || (rc = runs_status(db, run, st_now, err)))
         return rc;
     if (strcmp(st_now, "queued") == 0) {
-        int busy = 0;
+        /* Not picked up: cancelled now.  The worker holds mu while it takes
+         * a run, and the update is conditional on 'queued', so a run it has
+         * just taken is left to it (it sees the flag). */
+        int busy = 0, cancelled = 0;
         if (s) {
             pthread_mutex_lock(&s->mu);
             busy = s->current == run;
         }
-        if (busy) {
+        if (!busy)
+            rc = runs_cancel_queued(db, run, &cancelled, err);
+        if (s)
             pthread_mutex_unlock(&s->mu);
-        } else {
-            /* Not picked up: cancelled now, unless the worker just took it
-             * (the conditional update then changes nothing). */
-            if (sqlite3_prepare_v2(store_db(db),
-                                   "UPDATE runs SET status = 'cancelled', error = 'cancelled on"
-                                   " request', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ',"
-                                   " 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-                                   " WHERE id = ? AND status = 'queued'",
-                                   -1, &st, NULL) != SQLITE_OK) {
-                if (s)
-                    pthread_mutex_unlock(&s->mu);
-                return sql_fail(db, err, "cancelling a run");
-            }
-            sqlite3_bind_int64(st, 1, run);
-            ok = sqlite3_step(st) == SQLITE_DONE;
-            int changed = sqlite3_changes(store_db(db));
-            sqlite3_finalize(st);
-            if (!ok) {
-                if (s)
-                    pthread_mutex_unlock(&s->mu);
-                return sql_fail(db, err, "cancelling a run");
-            }
-            if (changed) {
-                if (sqlite3_prepare_v2(store_db(db),
-                                       "INSERT INTO run_events (run_id, kind, data) VALUES (?,"
-                                       " 'status', '{\"status\":\"cancelled\"}')",
-                                       -1, &st, NULL) == SQLITE_OK) {
-                    sqlite3_bind_int64(st, 1, run);
-                    sqlite3_step(st);
-                    sqlite3_finalize(st);
-                }
-                snprintf(st_now, sizeof st_now, "cancelled");
-            }
-            if (s)
-                pthread_mutex_unlock(&s->mu);
-        }
+        if (rc)
+            return rc;
+        if (cancelled)
+            snprintf(st_now, sizeof st_now, "cancelled");
     }
     if (status)
         snprintf(status, 16, "%s", st_now);
