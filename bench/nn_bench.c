@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 
+#include "cpu_backend.h"
 #include "nn_adamw.h"
 #include "nn_trunk.h"
 
@@ -246,10 +247,10 @@ int main(int argc, char **argv)
     if (batch < 1 || iters < 1)
         DIE("bad --batch or --iters");
     nn_backend *b;
-    TRYB(nn_backend_open("cpu", &b, &err));
+    TRYB(cpu_backend_create(&b, &err));
     printf("# backend %s: bf16 %s; fixed-order sampling kernels: fp32 %s, bf16 %s\n", b->name,
            b->has_bf16 ? "native (oneDNN, AVX512-BF16)" : "emulated",
-           nn_cpu_fixed_kernel(b, NN_F32), nn_cpu_fixed_kernel(b, NN_BF16));
+           cpu_backend_fixed_kernel(b, NN_F32), cpu_backend_fixed_kernel(b, NN_BF16));
     if (strstr(precs, "fp32")) {
         cfg.precision = NN_F32;
         bench_trunk(b, &cfg, batch, iters);

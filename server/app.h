@@ -27,7 +27,7 @@ typedef struct app {
     int ndevices;
     int engine_ok;             /* devices were listed without error          */
     char cpu_kernel[2][16];    /* the CPU's fixed-order sampling kernels,
-                                  fp32 and bf16 (nn_cpu_fixed_kernel)        */
+                                  fp32 and bf16 (model_backend_cpu_kernel)   */
     char engine_error[512];    /* why not, for /readyz                        */
     struct sched *sched;       /* training worker (own locking)               */
     struct sampling *sampling; /* sampling worker (own locking)               */

@@ -19,6 +19,7 @@
 #include "sched.h"
 #include "http.h"
 #include "log.h"
+#include "model_backend.h"
 #include "nn_backend.h"
 #include "routes.h"
 #include "settings.h"
@@ -61,9 +62,9 @@ static void engine_init(app *a)
     }
     a->engine_ok = 1;
     nn_backend *cpu = NULL;
-    if (nn_backend_open("cpu", &cpu, &err) == GT_OK) {
+    if (model_backend_open("cpu", &cpu, &err) == GT_OK) {
         for (int i = 0; i < 2; i++) {
-            const char *k = nn_cpu_fixed_kernel(cpu, i ? NN_BF16 : NN_F32);
+            const char *k = model_backend_cpu_kernel(cpu, i ? NN_BF16 : NN_F32);
             snprintf(a->cpu_kernel[i], sizeof a->cpu_kernel[i], "%s", k ? k : "none");
         }
         nn_backend_close(cpu);

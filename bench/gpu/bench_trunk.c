@@ -1,4 +1,7 @@
-/* bench_trunk: times the baseline trunk on the CUDA backend.
+/* bench_trunk: times engine/nn's baseline expert trunk on the CUDA backend:
+ * the training step (eager; its gradient part also as one graph, since
+ * AdamW reads the gradient norm back for clipping), the sampler's packed
+ * forward and a 20-step Euler sampler, eager and as graphs.
  *
  *   bench_trunk [--quick] [--device N] [--sample-batch N] [--steps N]
  *
@@ -13,8 +16,8 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_backend.h"
-#include "gpu_model.h"
-#include "nn_rng.h"
+#include "nn_adamw.h"
+#include "nn_trunk.h"
 
 #define TRY(x)                                                                 \
     do {                                                                       \
@@ -65,16 +68,16 @@ static int bench_gemm(int n, nn_dtype dt, int reps)
 {
     size_t nn = (size_t)n * n;
     void *a = NULL, *bb = NULL, *af = NULL, *c = NULL;
-    TRY(B->ops->alloc(B, nn * sizeof(float), &af, &err));
-    TRY(B->ops->alloc(B, nn * sizeof(float), &c, &err));
-    TRY(B->ops->rand_fill(B, af, nn, NN_DIST_NORMAL, 0.0f, 1.0f, 1, 0, 0, &err));
+    TRY(nn_alloc(B, nn * sizeof(float), &af, &err));
+    TRY(nn_alloc(B, nn * sizeof(float), &c, &err));
+    TRY(nn_rand_fill(B, af, nn, NN_DIST_NORMAL, 0.0f, 1.0f, 1, 0, 0, &err));
     nn_tensor A, Bt, C = nn_tensor_make(c, NN_F32, n, n);
     if (dt == NN_BF16) {
-        TRY(B->ops->alloc(B, nn * 2, &a, &err));
-        TRY(B->ops->alloc(B, nn * 2, &bb, &err));
-        TRY(B->ops->cast_bf16(B, nn_tensor_make(a, NN_BF16, n, n),
+        TRY(nn_alloc(B, nn * 2, &a, &err));
+        TRY(nn_alloc(B, nn * 2, &bb, &err));
+        TRY(nn_cast_bf16(B, nn_tensor_make(a, NN_BF16, n, n),
                               nn_tensor_make(af, NN_F32, n, n), &err));
-        TRY(B->ops->cast_bf16(B, nn_tensor_make(bb, NN_BF16, n, n),
+        TRY(nn_cast_bf16(B, nn_tensor_make(bb, NN_BF16, n, n),
                               nn_tensor_make(af, NN_F32, n, n), &err));
         A = nn_tensor_make(a, NN_BF16, n, n);
         Bt = nn_tensor_make(bb, NN_BF16, n, n);
@@ -83,157 +86,226 @@ static int bench_gemm(int n, nn_dtype dt, int reps)
         Bt = nn_tensor_make(af, NN_F32, n, n);
     }
     for (int i = 0; i < 3; i++)
-        TRY(B->ops->matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
+        TRY(nn_matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
     timer t;
     if (timer_start(&t))
         return 1;
     for (int i = 0; i < reps; i++)
-        TRY(B->ops->matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
+        TRY(nn_matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
     double ms = timer_stop(&t) / reps;
     char name[64];
     snprintf(name, sizeof name, "gemm_%s_%d", dt == NN_BF16 ? "bf16" : "fp32", n);
     result(name, ms, 2.0 * n * (double)n * n, 0);
-    B->ops->free(B, a);
-    B->ops->free(B, bb);
-    B->ops->free(B, af);
-    B->ops->free(B, c);
+    nn_free(B, a);
+    nn_free(B, bb);
+    nn_free(B, af);
+    nn_free(B, c);
     return 0;
 }
 
 /* ------------------------------------------------------------------------ */
-/* training and sampling                                                    */
+/* training and sampling, on engine/nn's expert trunk                       */
 /* ------------------------------------------------------------------------ */
 
-static int fill_inputs(gpu_model *m, int rows, const gpu_model_config *c)
+typedef struct run {
+    nn_trunk *t;
+    nn_adamw_opt opt;
+    float *x, *c, *tgt, *out, *dout, *loss;
+    int rows, in, out_dim, cond;
+} run;
+
+static int run_open(run *r, nn_dtype dt, int batch)
 {
-    TRY(B->ops->rand_fill(B, gpu_model_x(m), (size_t)rows * c->in_dim, NN_DIST_NORMAL, 0, 1,
-                          3, 0, 0, &err));
-    TRY(B->ops->rand_fill(B, gpu_model_cond(m), (size_t)rows * c->cond_dim, NN_DIST_UNIFORM, 0,
-                          1, 3, 1, 0, &err));
-    TRY(B->ops->rand_fill(B, gpu_model_target(m), (size_t)rows * c->out_dim, NN_DIST_NORMAL, 0,
-                          1, 3, 2, 0, &err));
+    nn_trunk_config c;
+    nn_trunk_config_default(&c);
+    c.precision = dt;
+    memset(r, 0, sizeof *r);
+    r->rows = batch;
+    r->in = c.in_dim;
+    r->out_dim = c.out_dim;
+    r->cond = c.cond_dim;
+    TRY(nn_trunk_create(B, &c, &r->t, &err));
+    nn_trunk_set_input_check(r->t, 0);   /* no read-back: graphs can hold a step */
+    TRY(nn_trunk_init(r->t, 1, 1.0f, &err));
+    TRY(nn_trunk_plan(r->t, batch, &err));
+    nn_adamw_config ac;
+    nn_adamw_config_default(&ac);
+    ac.lr = 1e-4f;
+    TRY(nn_adamw_create(&r->opt, nn_trunk_params(r->t), &ac, &err));
+    size_t nx = (size_t)batch * r->in, no = (size_t)batch * r->out_dim;
+    TRY(nn_alloc(B, nx * 4, (void **)&r->x, &err));
+    TRY(nn_alloc(B, (size_t)batch * r->cond * 4, (void **)&r->c, &err));
+    TRY(nn_alloc(B, no * 4, (void **)&r->tgt, &err));
+    TRY(nn_alloc(B, no * 4, (void **)&r->out, &err));
+    TRY(nn_alloc(B, no * 4, (void **)&r->dout, &err));
+    TRY(nn_alloc(B, 256, (void **)&r->loss, &err));
+    TRY(nn_rand_fill(B, r->x, nx, NN_DIST_NORMAL, 0, 1, 3, 0, 0, &err));
+    TRY(nn_rand_fill(B, r->c, (size_t)batch * r->cond, NN_DIST_UNIFORM, 0, 1, 3, 1, 0, &err));
+    TRY(nn_rand_fill(B, r->tgt, no, NN_DIST_NORMAL, 0, 1, 3, 2, 0, &err));
+    return 0;
+}
+
+static void run_close(run *r)
+{
+    float *bufs[] = {r->x, r->c, r->tgt, r->out, r->dout, r->loss};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        nn_free(B, bufs[i]);
+    nn_adamw_destroy(&r->opt);
+    nn_trunk_destroy(r->t);
+}
+
+/* Zero grads, forward, mse, backward: the part of a step a graph can hold
+ * (AdamW reads the gradient norm back to the host for clipping). */
+static int grad_step(run *r)
+{
+    nn_tensor X = nn_f32(r->x, r->rows, r->in), C = nn_f32(r->c, r->rows, r->cond);
+    nn_tensor O = nn_f32(r->out, r->rows, r->out_dim), Y = nn_f32(r->tgt, r->rows, r->out_dim);
+    nn_tensor D = nn_f32(r->dout, r->rows, r->out_dim);
+    TRY(nn_params_zero_grad(nn_trunk_params(r->t), &err));
+    TRY(nn_trunk_forward(r->t, X, C, O, 1, &err));
+    TRY(nn_mse_fwd(B, r->loss, O, Y, &err));
+    TRY(nn_mse_bwd(B, D, 1.0f, O, Y, 0, &err));
+    TRY(nn_trunk_backward(r->t, D, nn_f32(NULL, r->rows, r->in), &err));
+    return 0;
+}
+
+static int train_step(run *r)
+{
+    if (grad_step(r))
+        return 1;
+    TRY(nn_adamw_step(&r->opt, NULL, &err));
+    return 0;
+}
+
+static int forward(run *r)
+{
+    TRY(nn_trunk_forward(r->t, nn_f32(r->x, r->rows, r->in), nn_f32(r->c, r->rows, r->cond),
+                         nn_f32(r->out, r->rows, r->out_dim), 0, &err));
+    return 0;
+}
+
+/* Times fn(r) eagerly (reps after 3 warm-ups) and, when graph, as one
+ * captured graph replayed reps times. */
+static int time_both(const char *name, int (*fn)(run *), run *r, int graph, int reps,
+                     double flops)
+{
+    timer t;
+    char full[96];
+    for (int i = 0; i < 3; i++)
+        if (fn(r))
+            return 1;
+    if (timer_start(&t))
+        return 1;
+    for (int i = 0; i < reps; i++)
+        if (fn(r))
+            return 1;
+    double ms = timer_stop(&t) / reps;
+    snprintf(full, sizeof full, "%s_eager", name);
+    result(full, ms, flops, r->rows / (ms * 1e-3));
+    if (!graph)
+        return 0;
+    cuda_graph *g = NULL;
+    gt_error e2;
+    TRY(cuda_graph_begin(B, &err));
+    int rc = fn(r);
+    if (cuda_graph_end(B, &g, &e2) != GT_OK || rc) {
+        fprintf(stderr, "bench_trunk: capture of %s failed: %s / %s\n", name, err.message,
+                e2.message);
+        return 1;
+    }
+    for (int i = 0; i < 3; i++)
+        TRY(cuda_graph_launch(B, g, &err));
+    if (timer_start(&t))
+        return 1;
+    for (int i = 0; i < reps; i++)
+        TRY(cuda_graph_launch(B, g, &err));
+    ms = timer_stop(&t) / reps;
+    snprintf(full, sizeof full, "%s_graph", name);
+    result(full, ms, flops, r->rows / (ms * 1e-3));
+    cuda_graph_destroy(g);
     return 0;
 }
 
 static int bench_train(nn_dtype dt, int batch, int reps)
 {
     const char *p = dt == NN_BF16 ? "bf16" : "fp32";
-    gpu_model_config c;
-    gpu_model_config_default(&c);
-    c.precision = dt;
-    c.batch = batch;
-    gpu_model *m = NULL;
-    TRY(gpu_model_create(B, &c, &m, &err));
-    TRY(gpu_model_init(m, 1, &err));
-    if (fill_inputs(m, batch, &c))
+    run r;
+    if (run_open(&r, dt, batch))
         return 1;
-    nn_adamw_hp hp = nn_adamw_hp_make(1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f);
-    double fl = gpu_model_train_flops(m, batch), ff = gpu_model_forward_flops(m, batch);
+    double ff = nn_trunk_forward_flops(r.t, batch);
+    /* backward: weight grads (= fwd) and data grads (fwd minus the input
+     * projection's, not computed) */
+    const nn_trunk_config *c = nn_trunk_get_config(r.t);
+    double inproj = 2.0 * batch * (double)c->hidden * (c->in_dim + c->cond_dim * c->emb_dim);
+    double fl = 3.0 * ff - inproj;
     char name[64];
-    timer t;
-
-    /* training step, eager */
-    for (int i = 0; i < 3; i++)
-        TRY(gpu_model_train_step(m, batch, &hp, &err));
-    if (timer_start(&t))
+    snprintf(name, sizeof name, "train_%s", p);
+    if (time_both(name, train_step, &r, 0, reps, fl))
         return 1;
-    for (int i = 0; i < reps; i++)
-        TRY(gpu_model_train_step(m, batch, &hp, &err));
-    double ms = timer_stop(&t) / reps;
-    snprintf(name, sizeof name, "train_%s_eager", p);
-    result(name, ms, fl, batch / (ms * 1e-3));
-
-    /* training step, one graph */
-    cuda_graph *g = NULL;
-    TRY(cuda_graph_begin(B, &err));
-    int rc = gpu_model_train_step(m, batch, &hp, &err);
-    gt_error e2;
-    if (cuda_graph_end(B, &g, &e2) != GT_OK || rc != GT_OK) {
-        fprintf(stderr, "bench_trunk: capture failed: %s / %s\n", err.message, e2.message);
+    snprintf(name, sizeof name, "grad_%s", p);
+    if (time_both(name, grad_step, &r, 1, reps, fl))
         return 1;
+    /* the sampler's forward: packed weights, the fixed-order product */
+    TRY(nn_trunk_pack(r.t, &err));
+    snprintf(name, sizeof name, "fwd_%s", p);
+    if (time_both(name, forward, &r, 1, reps, ff))
+        return 1;
+    run_close(&r);
+    return 0;
+}
+
+/* A `steps`-step Euler sampler on the packed trunk, x += dt v(x, [t, E]):
+ * eager and as one graph. */
+static int sampler_steps;
+static float *s_cond, *s_ones, *s_dts;
+
+static int euler(run *r)
+{
+    nn_tensor X = nn_f32(r->x, r->rows, r->in), V = nn_f32(r->out, r->rows, r->out_dim);
+    for (int k = 0; k < sampler_steps; k++) {
+        TRY(nn_trunk_forward(r->t, X, nn_f32(s_cond + (size_t)k * r->rows * 2, r->rows, 2), V, 0,
+                             &err));
+        TRY(nn_axpby_rows(B, X, s_ones, X, s_dts, V, &err));
     }
-    for (int i = 0; i < 3; i++)
-        TRY(cuda_graph_launch(B, g, &err));
-    if (timer_start(&t))
-        return 1;
-    for (int i = 0; i < reps; i++)
-        TRY(cuda_graph_launch(B, g, &err));
-    ms = timer_stop(&t) / reps;
-    snprintf(name, sizeof name, "train_%s_graph", p);
-    result(name, ms, fl, batch / (ms * 1e-3));
-    cuda_graph_destroy(g);
-
-    /* sampling forward step (no grad), eager and graph */
-    for (int i = 0; i < 3; i++)
-        TRY(gpu_model_forward(m, batch, 0, &err));
-    if (timer_start(&t))
-        return 1;
-    for (int i = 0; i < reps; i++)
-        TRY(gpu_model_forward(m, batch, 0, &err));
-    ms = timer_stop(&t) / reps;
-    snprintf(name, sizeof name, "fwd_%s_eager", p);
-    result(name, ms, ff, batch / (ms * 1e-3));
-    g = NULL;
-    TRY(cuda_graph_begin(B, &err));
-    rc = gpu_model_forward(m, batch, 0, &err);
-    if (cuda_graph_end(B, &g, &e2) != GT_OK || rc != GT_OK) {
-        fprintf(stderr, "bench_trunk: capture failed: %s / %s\n", err.message, e2.message);
-        return 1;
-    }
-    for (int i = 0; i < 3; i++)
-        TRY(cuda_graph_launch(B, g, &err));
-    if (timer_start(&t))
-        return 1;
-    for (int i = 0; i < reps; i++)
-        TRY(cuda_graph_launch(B, g, &err));
-    ms = timer_stop(&t) / reps;
-    snprintf(name, sizeof name, "fwd_%s_graph", p);
-    result(name, ms, ff, batch / (ms * 1e-3));
-    cuda_graph_destroy(g);
-    gpu_model_destroy(m);
     return 0;
 }
 
 static int bench_sampler(nn_dtype dt, int batch, int steps, int reps)
 {
     const char *p = dt == NN_BF16 ? "bf16" : "fp32";
-    gpu_model_config c;
-    gpu_model_config_default(&c);
-    c.precision = dt;
-    c.batch = batch;
-    gpu_model *m = NULL;
-    TRY(gpu_model_create(B, &c, &m, &err));
-    TRY(gpu_model_init(m, 1, &err));
-    TRY(gpu_model_sample_prepare(m, steps, &err));
-    double fl = steps * gpu_model_forward_flops(m, batch);
-    char name[64];
-    timer t;
-    TRY(gpu_model_sample(m, batch, 1, &err));
-    if (timer_start(&t))
+    run r;
+    if (run_open(&r, dt, batch))
         return 1;
-    for (int i = 0; i < reps; i++)
-        TRY(gpu_model_sample(m, batch, (uint64_t)i + 2, &err));
-    double ms = timer_stop(&t) / reps;
-    snprintf(name, sizeof name, "sample%d_%s_eager", steps, p);
-    result(name, ms, fl, batch / (ms * 1e-3));
-    cuda_graph *g = NULL;
-    gt_error e2;
-    TRY(cuda_graph_begin(B, &err));
-    int rc = gpu_model_sample(m, batch, 7, &err);
-    if (cuda_graph_end(B, &g, &e2) != GT_OK || rc != GT_OK) {
-        fprintf(stderr, "bench_trunk: capture failed: %s / %s\n", err.message, e2.message);
+    TRY(nn_trunk_pack(r.t, &err));
+    sampler_steps = steps;
+    size_t nc = (size_t)steps * batch * 2;
+    float *h = malloc(nc * sizeof(float));
+    float *hd = malloc((size_t)batch * 2 * sizeof(float));
+    if (!h || !hd)
         return 1;
+    for (int k = 0; k < steps; k++)
+        for (int i = 0; i < batch; i++) {
+            h[((size_t)k * batch + i) * 2] = (float)k / steps;
+            h[((size_t)k * batch + i) * 2 + 1] = (float)(i % 1000) / 1000.0f;
+        }
+    for (int i = 0; i < batch; i++) {
+        hd[i] = 1.0f;
+        hd[batch + i] = 1.0f / steps;
     }
-    TRY(cuda_graph_launch(B, g, &err));
-    if (timer_start(&t))
+    TRY(nn_alloc(B, nc * sizeof(float), (void **)&s_cond, &err));
+    TRY(nn_alloc(B, (size_t)batch * 2 * sizeof(float), (void **)&s_ones, &err));
+    s_dts = s_ones + batch;
+    TRY(nn_copy_h2d(B, s_cond, h, nc * sizeof(float), &err));
+    TRY(nn_copy_h2d(B, s_ones, hd, (size_t)batch * 2 * sizeof(float), &err));
+    free(h);
+    free(hd);
+    char name[64];
+    snprintf(name, sizeof name, "sample%d_%s", steps, p);
+    if (time_both(name, euler, &r, 1, reps, steps * nn_trunk_forward_flops(r.t, batch)))
         return 1;
-    for (int i = 0; i < reps; i++)
-        TRY(cuda_graph_launch(B, g, &err));
-    ms = timer_stop(&t) / reps;
-    snprintf(name, sizeof name, "sample%d_%s_graph", steps, p);
-    result(name, ms, fl, batch / (ms * 1e-3));
-    cuda_graph_destroy(g);
-    gpu_model_destroy(m);
+    nn_free(B, s_cond);
+    nn_free(B, s_ones);
+    run_close(&r);
     return 0;
 }
 
@@ -276,6 +348,6 @@ int main(int argc, char **argv)
         return 1;
     if (B->has_bf16 && bench_sampler(NN_BF16, sbatch, steps, quick ? 2 : 5))
         return 1;
-    B->ops->destroy(B);
+    nn_backend_close(B);
     return 0;
 }

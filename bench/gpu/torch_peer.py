@@ -1,6 +1,6 @@
 """The baseline trunk in PyTorch: the peer bench_trunk is compared with.
 
-Same model as bench/gpu/gpu_model.c (x ++ sinusoidal(cond) -> linear ->
+Same model as engine/nn's expert trunk (x ++ sinusoidal(cond) -> linear ->
 6 x {h += W2 SiLU(W1 LN(h) + b1) + b2} -> LN -> linear), timed in eager mode
 in fp32 (TF32 off) and under bf16 autocast: a training step (forward, MSE,
 backward, AdamW) at batch 4096, a no-grad forward at batch 4096, and a

@@ -258,4 +258,17 @@ static int cuda_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err
     return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, vec, err);
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_act_ops(nn_backend_ops *o)
+{
+    o->silu_fwd = ON_DEV(cuda_silu_fwd);
+    o->silu_bwd = ON_DEV(cuda_silu_bwd);
+    o->leaky_fwd = ON_DEV(cuda_leaky_fwd);
+    o->leaky_bwd = ON_DEV(cuda_leaky_bwd);
+    o->add = ON_DEV(cuda_add);
+    o->cast_bf16 = ON_DEV(cuda_cast_bf16);
+    o->axpby_rows = ON_DEV(cuda_axpby_rows);
+    o->affine_cols = ON_DEV(cuda_affine_cols);
+}
+
 #endif

@@ -74,4 +74,10 @@ static int cuda_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const f
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_adamw_ops(nn_backend_ops *o)
+{
+    o->adamw = ON_DEV(cuda_adamw);
+}
+
 #endif

@@ -33,7 +33,6 @@
 #endif
 
 static const nn_backend_ops *cuda_ops(void);
-static int cuda_use_device(nn_backend *b, gt_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* memory                                                                   */
@@ -391,34 +390,7 @@ extern "C" void cuda_graph_destroy(cuda_graph *g)
  * thread other than the one that created it (the service's run threads), so
  * every entry makes the backend's device current first: a cudaGetDevice
  * (a thread-local read) and, only on a change, cudaSetDevice. */
-static int cuda_use_device(nn_backend *b, gt_error *err)
-{
-    int cur = -1;
-    int dev = cuda_st(b)->device;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == dev)
-        return GT_OK;
-    CUDA_TRY(cudaSetDevice(dev), err);
-    return GT_OK;
-}
 
-template <auto Fn> struct cuda_on_device;
-
-template <typename... A, int (*Fn)(nn_backend *, A...)> struct cuda_on_device<Fn> {
-    static int call(nn_backend *b, A... a)
-    {
-        /* every op's last argument is its gt_error * */
-        gt_error *err = cuda_last_arg(a...);
-        int rc = cuda_use_device(b, err);
-        return rc ? rc : Fn(b, a...);
-    }
-    template <typename T> static gt_error *cuda_last_arg(T t) { return t; }
-    template <typename T, typename... R> static gt_error *cuda_last_arg(T, R... r)
-    {
-        return cuda_last_arg(r...);
-    }
-};
-
-#define ON_DEV(fn) cuda_on_device<fn>::call
 
 static void cuda_free_on_device(nn_backend *b, void *p)
 {
@@ -446,46 +418,19 @@ static void cuda_ops_fill(nn_backend_ops *o)
     o->copy_d2h = ON_DEV(cuda_copy_d2h);
     o->copy_d2d = ON_DEV(cuda_copy_d2d);
     o->synchronize = ON_DEV(cuda_synchronize);
-    o->matmul = ON_DEV(cuda_matmul);
-    o->bias_grad = ON_DEV(cuda_bias_grad);
-    o->silu_fwd = ON_DEV(cuda_silu_fwd);
-    o->silu_bwd = ON_DEV(cuda_silu_bwd);
-    o->leaky_fwd = ON_DEV(cuda_leaky_fwd);
-    o->leaky_bwd = ON_DEV(cuda_leaky_bwd);
-    o->ln_fwd = ON_DEV(cuda_ln_fwd);
-    o->ln_bwd = ON_DEV(cuda_ln_bwd);
-    o->add = ON_DEV(cuda_add);
-    o->concat = ON_DEV(cuda_concat);
-    o->split = ON_DEV(cuda_split);
-    o->embed_fwd = ON_DEV(cuda_embed_fwd);
-    o->embed_bwd = ON_DEV(cuda_embed_bwd);
-    o->softmax_fwd = ON_DEV(cuda_softmax_fwd);
-    o->softmax_bwd = ON_DEV(cuda_softmax_bwd);
-    o->topk_fwd = ON_DEV(cuda_topk_fwd);
-    o->topk_bwd = ON_DEV(cuda_topk_bwd);
-    o->gather_rows = ON_DEV(cuda_gather_rows);
-    o->scatter_add_rows = ON_DEV(cuda_scatter_add_rows);
-    o->gather_dot = ON_DEV(cuda_gather_dot);
-    o->balance_fwd = ON_DEV(cuda_balance_fwd);
-    o->balance_bwd = ON_DEV(cuda_balance_bwd);
-    o->entropy_fwd = ON_DEV(cuda_entropy_fwd);
-    o->entropy_bwd = ON_DEV(cuda_entropy_bwd);
-    o->mse_fwd = ON_DEV(cuda_mse_fwd);
-    o->mse_bwd = ON_DEV(cuda_mse_bwd);
-    o->mean_fwd = ON_DEV(cuda_mean_fwd);
-    o->mean_bwd = ON_DEV(cuda_mean_bwd);
-    o->sb_fwd = ON_DEV(cuda_sb_fwd);
-    o->sb_bwd = ON_DEV(cuda_sb_bwd);
-    o->sb_inv = ON_DEV(cuda_sb_inv);
-    o->cast_bf16 = ON_DEV(cuda_cast_bf16);
-    o->sumsq = ON_DEV(cuda_sumsq);
-    o->adamw = ON_DEV(cuda_adamw);
-    o->rand_fill = ON_DEV(cuda_rand_fill);
-    o->axpby_rows = ON_DEV(cuda_axpby_rows);
-    o->affine_cols = ON_DEV(cuda_affine_cols);
-    o->pack_bytes = cuda_pack_bytes;   /* host arithmetic only */
-    o->pack_weight = ON_DEV(cuda_pack_weight);
-    o->linear_fixed = ON_DEV(cuda_linear_fixed);
+    /* each op family registers its own entries */
+    cuda_matmul_ops(o);
+    cuda_fixed_ops(o);
+    cuda_act_ops(o);
+    cuda_reduce_ops(o);
+    cuda_layernorm_ops(o);
+    cuda_embed_ops(o);
+    cuda_softmax_ops(o);
+    cuda_route_ops(o);
+    cuda_stick_ops(o);
+    cuda_copy_ops(o);
+    cuda_adamw_ops(o);
+    cuda_rng_ops(o);
 }
 
 /* Filled on first use (C++ before C++20 has no designated initialisers);

@@ -111,6 +111,41 @@ static int cublas_fail(gt_error *err, cublasStatus_t s, const char *call, const 
     } while (0)
 
 /* ------------------------------------------------------------------------ */
+/* every op runs on its backend's device (a process may hold several)       */
+/* ------------------------------------------------------------------------ */
+
+static int cuda_use_device(nn_backend *b, gt_error *err)
+{
+    int cur = -1;
+    int dev = cuda_st(b)->device;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == dev)
+        return GT_OK;
+    CUDA_TRY(cudaSetDevice(dev), err);
+    return GT_OK;
+}
+
+/* ON_DEV(fn): fn wrapped to select the backend's device first; what each
+ * family registers in the op table (cuda_<family>_ops). */
+template <auto Fn> struct cuda_on_device;
+
+template <typename... A, int (*Fn)(nn_backend *, A...)> struct cuda_on_device<Fn> {
+    static int call(nn_backend *b, A... a)
+    {
+        /* every op's last argument is its gt_error * */
+        gt_error *err = cuda_last_arg(a...);
+        int rc = cuda_use_device(b, err);
+        return rc ? rc : Fn(b, a...);
+    }
+    template <typename T> static gt_error *cuda_last_arg(T t) { return t; }
+    template <typename T, typename... R> static gt_error *cuda_last_arg(T, R... r)
+    {
+        return cuda_last_arg(r...);
+    }
+};
+
+#define ON_DEV(fn) cuda_on_device<fn>::call
+
+/* ------------------------------------------------------------------------ */
 /* launch shapes                                                            */
 /* ------------------------------------------------------------------------ */
 

@@ -66,4 +66,11 @@ static int cuda_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, 
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_copy_ops(nn_backend_ops *o)
+{
+    o->concat = ON_DEV(cuda_concat);
+    o->split = ON_DEV(cuda_split);
+}
+
 #endif

@@ -78,4 +78,11 @@ static int cuda_embed_bwd(nn_backend *b, nn_tensor dcond, nn_tensor dy, nn_tenso
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_embed_ops(nn_backend_ops *o)
+{
+    o->embed_fwd = ON_DEV(cuda_embed_fwd);
+    o->embed_bwd = ON_DEV(cuda_embed_bwd);
+}
+
 #endif

@@ -488,4 +488,12 @@ static int cuda_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_p
     return rc;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_fixed_ops(nn_backend_ops *o)
+{
+    o->pack_bytes = cuda_pack_bytes;   /* host arithmetic only */
+    o->pack_weight = ON_DEV(cuda_pack_weight);
+    o->linear_fixed = ON_DEV(cuda_linear_fixed);
+}
+
 #endif

@@ -179,4 +179,11 @@ static int cuda_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta,
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_layernorm_ops(nn_backend_ops *o)
+{
+    o->ln_fwd = ON_DEV(cuda_ln_fwd);
+    o->ln_bwd = ON_DEV(cuda_ln_bwd);
+}
+
 #endif

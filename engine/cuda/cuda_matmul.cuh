@@ -247,4 +247,10 @@ static int cuda_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_
     return rc;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_matmul_ops(nn_backend_ops *o)
+{
+    o->matmul = ON_DEV(cuda_matmul);
+}
+
 #endif

@@ -277,4 +277,15 @@ static int cuda_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_er
     return cuda_reduce(cuda_st(b), f, items, 1.0, out, err);
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_reduce_ops(nn_backend_ops *o)
+{
+    o->bias_grad = ON_DEV(cuda_bias_grad);
+    o->mse_fwd = ON_DEV(cuda_mse_fwd);
+    o->mse_bwd = ON_DEV(cuda_mse_bwd);
+    o->mean_fwd = ON_DEV(cuda_mean_fwd);
+    o->mean_bwd = ON_DEV(cuda_mean_bwd);
+    o->sumsq = ON_DEV(cuda_sumsq);
+}
+
 #endif

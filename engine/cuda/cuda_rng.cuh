@@ -54,4 +54,10 @@ static int cuda_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_rng_ops(nn_backend_ops *o)
+{
+    o->rand_fill = ON_DEV(cuda_rand_fill);
+}
+
 #endif

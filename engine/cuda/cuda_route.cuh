@@ -237,4 +237,18 @@ static int cuda_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_ten
     return cuda_ew2d(cuda_st(b), f, probs.rows, probs.cols, 0, err);
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_route_ops(nn_backend_ops *o)
+{
+    o->topk_fwd = ON_DEV(cuda_topk_fwd);
+    o->topk_bwd = ON_DEV(cuda_topk_bwd);
+    o->gather_rows = ON_DEV(cuda_gather_rows);
+    o->scatter_add_rows = ON_DEV(cuda_scatter_add_rows);
+    o->gather_dot = ON_DEV(cuda_gather_dot);
+    o->balance_fwd = ON_DEV(cuda_balance_fwd);
+    o->balance_bwd = ON_DEV(cuda_balance_bwd);
+    o->entropy_fwd = ON_DEV(cuda_entropy_fwd);
+    o->entropy_bwd = ON_DEV(cuda_entropy_bwd);
+}
+
 #endif

@@ -116,4 +116,11 @@ static int cuda_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_softmax_ops(nn_backend_ops *o)
+{
+    o->softmax_fwd = ON_DEV(cuda_softmax_fwd);
+    o->softmax_bwd = ON_DEV(cuda_softmax_bwd);
+}
+
 #endif

@@ -99,4 +99,12 @@ static int cuda_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_er
     return GT_OK;
 }
 
+/* This family's entries of the op table (each on the backend's device). */
+static void cuda_stick_ops(nn_backend_ops *o)
+{
+    o->sb_fwd = ON_DEV(cuda_sb_fwd);
+    o->sb_bwd = ON_DEV(cuda_sb_bwd);
+    o->sb_inv = ON_DEV(cuda_sb_inv);
+}
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gt_devices.h"
+#include "model_backend.h"
 #include "model_ckpt.h"
 #include "model_data.h"
 
@@ -42,12 +43,12 @@ int model_open_backend(const model_config *cfg, model_bf16_policy policy, nn_bac
     int rc;
     if (strcmp(cfg->device, "auto") == 0) {
         gt_error ignored;
-        if (nn_backend_open("cuda:0", out, &ignored) != GT_OK)
-            rc = nn_backend_open("cpu", out, err);
+        if (model_backend_open("cuda:0", out, &ignored) != GT_OK)
+            rc = model_backend_open("cpu", out, err);
         else
             rc = GT_OK;
     } else {
-        rc = nn_backend_open(cfg->device, out, err);
+        rc = model_backend_open(cfg->device, out, err);
     }
     if (rc)
         return rc;

@@ -1,14 +1,12 @@
-/* nn_backend.c: opening backends, tensor views, and the validating wrappers
- * every caller goes through (the backends themselves trust their input). */
+/* nn_backend.c: tensor views and the validating wrappers every caller goes
+ * through (the backends themselves trust their input).  It knows no
+ * backend: they are siblings (engine/cpu, engine/cuda), opened by name a
+ * level up (model_backend_open). */
 #include "nn_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef GIANT_HAVE_CUDA
-#include "cuda_backend.h"
-#endif
 
 /* ------------------------------------------------------------------------ */
 /* dtypes, views                                                            */
@@ -60,41 +58,8 @@ int nn_tensor_check(nn_tensor t, const char *what, gt_error *err)
 }
 
 /* ------------------------------------------------------------------------ */
-/* opening                                                                  */
+/* closing                                                                  */
 /* ------------------------------------------------------------------------ */
-
-int nn_backend_open(const char *spec, nn_backend **out, gt_error *err)
-{
-    if (!out)
-        return gt_error_set(err, GT_EINVAL, "nn_backend_open: NULL out");
-    *out = NULL;
-    if (!spec)
-        return gt_error_set(err, GT_EINVAL, "nn_backend_open: NULL device spec");
-    if (!strcmp(spec, "cpu"))
-        return nn_cpu_backend_create(out, err);
-    if (!strncmp(spec, "cuda", 4)) {
-        int dev = 0;
-        if (spec[4] == ':') {
-            char *end = NULL;
-            long v = strtol(spec + 5, &end, 10);
-            if (end == spec + 5 || *end || v < 0 || v > 1024)
-                return gt_error_set(err, GT_EINVAL, "bad device '%s' (expected cuda:N)", spec);
-            dev = (int)v;
-        } else if (spec[4]) {
-            return gt_error_set(err, GT_EINVAL, "bad device '%s' (expected cpu or cuda:N)",
-                                spec);
-        }
-#ifdef GIANT_HAVE_CUDA
-        return cuda_backend_create(dev, out, err);
-#else
-        return gt_error_set(err, GT_EUNSUPPORTED,
-                            "device '%s' (index %d) requested but this build has no CUDA "
-                            "backend (built with GIANT_CUDA=OFF or without nvcc)",
-                            spec, dev);
-#endif
-    }
-    return gt_error_set(err, GT_EINVAL, "unknown device '%s' (expected cpu or cuda:N)", spec);
-}
 
 void nn_backend_close(nn_backend *b)
 {

@@ -2,7 +2,9 @@
 /* nn_backend: the one op API of the engine, implemented by every backend.
  *
  * A backend is a vtable (nn_backend_ops) plus a little state (nn_backend).
- * The CPU backend lives in nn_cpu.c, the CUDA backend in engine/cuda/.
+ * The backends are siblings that this core does not know: the CPU backend
+ * in engine/cpu/, the CUDA backend in engine/cuda/ (one file per op family
+ * in each).
  * Trunks and trainers never call the vtable directly: they call the nn_*
  * wrappers declared at the end of this header, which validate shapes, dtypes
  * and pointers (GT_EINVAL with a message naming the argument) and then call
@@ -29,9 +31,10 @@
  *    scratch); open one per thread that needs one.
  *  - Per-element and per-row arithmetic comes from nn_math.h so that every
  *    backend computes the same formulas; random numbers come from nn_rng.h.
- *  - A backend implementation uses only the inline helpers of these headers
- *    (never the non-inline nn_* functions), because giant_nn links the
- *    backends and a static library cycle would follow.
+ *  - Adding an op: its entry in nn_backend_ops and its validating wrapper
+ *    (here and nn_backend.c), its per-element math in nn_math.h, one file
+ *    per backend (engine/cpu/cpu_<family>.c, engine/cuda/cuda_<family>.cuh,
+ *    and the tests' reference backend), and its test.
  */
 #ifndef NN_BACKEND_H
 #define NN_BACKEND_H
@@ -313,7 +316,7 @@ typedef struct nn_backend_ops {
      * m, the row's position in x and the thread count, so a row's result
      * depends on that row alone.  Samplers use it: a shower must not depend
      * on the batch it was computed in.  The CPU contract (the same bits on
-     * every x86-64 CPU) is in nn_cpu_fixed.h; a GPU backend keeps one
+     * every x86-64 CPU) is in engine/cpu/cpu_fixed.h; a GPU backend keeps one
      * algorithm per (n, k, dtype) for every m.
      * pack_bytes: size of a packed n x k weight of dtype dt.
      * pack_weight: fills dst->data (pack_bytes long) from w (n x k, fp32 or
@@ -342,22 +345,13 @@ struct nn_backend {
 };
 
 /* ------------------------------------------------------------------------ */
-/* opening backends                                                         */
+/* closing                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* spec: "cpu" or "cuda:N" (N >= 0; "cuda" means "cuda:0").  A CUDA spec in a
- * build without CUDA returns GT_EUNSUPPORTED; anything else GT_EINVAL. */
-int nn_backend_open(const char *spec, nn_backend **out, gt_error *err);
+/* Backends are created by their own libraries (cpu_backend_create in
+ * engine/cpu, cuda_backend_create in engine/cuda) or by name a level up
+ * (model_backend_open in engine/model); every backend is closed here. */
 void nn_backend_close(nn_backend *b);                   /* NULL ok */
-
-/* The CPU backend (nn_cpu.c). */
-int nn_cpu_backend_create(nn_backend **out, gt_error *err);
-/* The CPU backend's fixed-order linear kernel for dtype dt: "avx512",
- * "avx2", "scalar", or for bf16 "avx512bf16" (VDPBF16PS, checked against
- * the emulation at creation); NULL for another backend.  The choice can be
- * lowered with GIANT_CPU_KERNEL=avx2|scalar and GIANT_CPU_BF16=emulate,
- * read at creation (tests compare the kernels this way). */
-const char *nn_cpu_fixed_kernel(const nn_backend *b, nn_dtype dt);
 
 /* ------------------------------------------------------------------------ */
 /* validating wrappers: what the engine calls (same meaning as the vtable)  */

@@ -70,7 +70,7 @@ NN_HD static inline float nn_silu(float x)
 
 /* e^x as one fixed sequence of IEEE operations (no libm), so that scalar
  * and vector code compute the same bits on every CPU; the fixed-order
- * linear layer's SiLU uses it (nn_cpu_fixed.h).  Inputs are clamped to
+ * linear layer's SiLU uses it (engine/cpu/cpu_fixed.h).  Inputs are clamped to
  * [-87, 88] first (with the compare-select semantics of SSE min/max, so a
  * NaN input becomes 88 as it does in the vector code); in that range
  * x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' expf polynomial (about

@@ -422,6 +422,16 @@ static int ref_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float 
     return GT_OK;
 }
 
+static int ref_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
+                          const float *beta, nn_tensor z, gt_error *err)
+{
+    (void)b, (void)err;
+    for (int i = 0; i < y.rows; i++)
+        for (int j = 0; j < y.cols; j++)
+            AT(y, i, j) = alpha[i] * AT(x, i, j) + beta[i] * AT(z, i, j);
+    return GT_OK;
+}
+
 static int ref_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
 {
     (void)b, (void)err;
@@ -595,6 +605,7 @@ static const nn_backend_ops ref_ops = {
     .mean_fwd = ref_mean_fwd, .mean_bwd = ref_mean_bwd, .sb_fwd = ref_sb_fwd,
     .sb_bwd = ref_sb_bwd, .sb_inv = ref_sb_inv, .cast_bf16 = ref_cast, .sumsq = ref_sumsq,
     .adamw = ref_adamw, .rand_fill = ref_rand, .affine_cols = ref_affine_cols,
+    .axpby_rows = ref_axpby_rows,
     .pack_bytes = ref_pack_bytes, .pack_weight = ref_pack_weight,
     .linear_fixed = ref_linear_fixed,
 };

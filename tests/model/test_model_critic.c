@@ -8,6 +8,7 @@
  *    theta +- h), for every weight; entries whose perturbation flips a
  *    LeakyReLU mask (a kink of P) are skipped and counted;
  *  - bad arguments are refused. */
+#include "model_backend.h"
 #include "check.h"
 #include "model_critic.h"
 #include "nn_rng.h"
@@ -53,7 +54,7 @@ static double penalty(float lambda)
 int main(void)
 {
     gt_error err;
-    CHECK(nn_backend_open("cpu", &be, &err) == GT_OK);
+    CHECK(model_backend_open("cpu", &be, &err) == GT_OK);
     model_critic_config cc = {DIN, NC, HID, DEPTH, 0.2f};
     CHECK(model_critic_create(be, &cc, B, &cr, &err) == GT_OK);
     CHECK(model_critic_init(cr, 3, &err) == GT_OK);

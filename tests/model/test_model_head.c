@@ -9,6 +9,7 @@
  *  - voxel columns pass through unchanged;
  *  - backward against central finite differences of L = sum w . h(x);
  *  - bad arguments are refused. */
+#include "model_backend.h"
 #include "check.h"
 #include "model_head.h"
 #include "prep.h"
@@ -196,7 +197,7 @@ static void check_layout(int L, int V, int n, int B)
 int main(void)
 {
     gt_error err;
-    CHECK(nn_backend_open("cpu", &be, &err) == GT_OK);
+    CHECK(model_backend_open("cpu", &be, &err) == GT_OK);
     check_layout(5, 7, 300, 16);
     check_layout(45, 20, 400, 32);
     nn_backend_close(be);

@@ -13,6 +13,7 @@
  * weights, and a tiny run keeps the test fast.  The autoregressive variant
  * samples energies from 300 MeV to 260 GeV, so rows leave the active set
  * at different layers (the active set changes the matmul's row count). */
+#include "model_backend.h"
 #include "check.h"
 #include "model_ckpt.h"
 #include "model_config.h"
@@ -174,7 +175,7 @@ static nn_backend *open_cpu(const char *kernel, int emulate_bf16)
     }
     nn_backend *b = NULL;
     gt_error err;
-    int rc = nn_backend_open("cpu", &b, &err);
+    int rc = model_backend_open("cpu", &b, &err);
     for (int i = 0; i < 2; i++) {
         if (saved[i])
             setenv(names[i], saved[i], 1);
@@ -294,8 +295,8 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
         nn_backend *o = open_cpu(kernels[k].kernel, kernels[k].emulate);
         if (!o)
             continue;
-        const char *name = nn_cpu_fixed_kernel(o, bf16 ? NN_BF16 : NN_F32);
-        const char *mine = nn_cpu_fixed_kernel(b, bf16 ? NN_BF16 : NN_F32);
+        const char *name = model_backend_cpu_kernel(o, bf16 ? NN_BF16 : NN_F32);
+        const char *mine = model_backend_cpu_kernel(b, bf16 ? NN_BF16 : NN_F32);
         if (kernels[k].kernel[0] && strcmp(name, kernels[k].kernel) != 0) {
             printf("  (this CPU has no %s kernel: skipped)\n", kernels[k].kernel);
         } else if (strcmp(name, mine) == 0 && !kernels[k].kernel[0]) {
@@ -331,8 +332,8 @@ int main(void)
     nn_backend *b = open_cpu(NULL, 0);
     if (!b)
         return check_finish();
-    printf("CPU kernels: fp32 %s, bf16 %s\n", nn_cpu_fixed_kernel(b, NN_F32),
-           nn_cpu_fixed_kernel(b, NN_BF16));
+    printf("CPU kernels: fp32 %s, bf16 %s\n", model_backend_cpu_kernel(b, NN_F32),
+           model_backend_cpu_kernel(b, NN_BF16));
     for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
         for (int bf16 = 0; bf16 < 2; bf16++)
             check_variant(&VARIANTS[i], bf16, b, GOLDEN[i][bf16]);

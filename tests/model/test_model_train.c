@@ -11,6 +11,7 @@
  *  - a bf16 run reaches a validation loss comparable to fp32 (within 25%),
  *    and its fp32 validation loss is bit-identical when its weights are
  *    reloaded into an fp32 model. */
+#include "model_backend.h"
 #include "check.h"
 #include "model_capture.h"
 #include "feat.h"
@@ -262,7 +263,7 @@ int main(void)
 {
     gt_error err;
     nn_backend *b = NULL;
-    if (nn_backend_open("cpu", &b, &err) != GT_OK) {
+    if (model_backend_open("cpu", &b, &err) != GT_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }

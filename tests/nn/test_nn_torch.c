@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "cpu_backend.h"
 #include "check.h"
 #include "nn_trunk.h"
 
@@ -171,7 +172,7 @@ int main(void)
     }
     nn_backend *b;
     gt_error err;
-    if (nn_backend_open("cpu", &b, &err)) {
+    if (cpu_backend_create(&b, &err)) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }

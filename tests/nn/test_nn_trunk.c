@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_backend.h"
 #include "check.h"
 #include "nn_adamw.h"
 #include "nn_ckpt.h"
@@ -539,7 +540,7 @@ static void test_bf16_emulation(void)
 {
     setenv("GIANT_CPU_BF16", "emulate", 1);
     nn_backend *emu = NULL;
-    OK(nn_backend_open("cpu", &emu, &E));
+    OK(cpu_backend_create(&emu, &E));
     unsetenv("GIANT_CPU_BF16");
     CHECK(emu->bf16_emulated && !emu->has_bf16);
     nn_trunk_config c;
@@ -636,7 +637,7 @@ static void test_edge_shapes(void)
 
 int main(void)
 {
-    if (nn_backend_open("cpu", &B, &E)) {
+    if (cpu_backend_create(&B, &E)) {
         fprintf(stderr, "%s\n", E.message);
         return 1;
     }

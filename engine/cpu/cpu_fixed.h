@@ -1,4 +1,4 @@
-/* nn_cpu_fixed: the CPU backend's fixed-order linear layer (sampling).
+/* cpu_fixed: the CPU backend's fixed-order linear layer (sampling).
  *
  *   y[i,j] = act(dot(x[i,:], W[j,:]) + bias[j])   (+ y[i,j] with accumulate)
  *
@@ -22,10 +22,10 @@
  * x86-64 CPU.  That is what makes a sampled shower a function of its own
  * inputs only (see engine/model/README.md, "Reproducible showers").
  *
- * Used by nn_cpu.c for the pack_weight / linear_fixed ops; nothing else
- * includes this header. */
-#ifndef NN_CPU_FIXED_H
-#define NN_CPU_FIXED_H
+ * The CPU backend's pack_bytes / pack_weight / linear_fixed ops
+ * (cpu_fixed_ops); nothing outside engine/cpu includes this header. */
+#ifndef CPU_FIXED_H
+#define CPU_FIXED_H
 
 #include <stddef.h>
 #include <stdint.h>

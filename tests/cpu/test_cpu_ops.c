@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_backend.h"
 #include "check.h"
 #include "nn_backend.h"
 #include "nn_rng.h"
@@ -685,22 +686,6 @@ static void test_bad_input(void)
                            NN_ACT_SILU, 1, &e), GT_EINVAL);
     CHECK_EQ_INT(nn_matmul(NULL, nn_f32(c, 2, 2), nn_f32(a, 2, 2), 0, nn_f32(a, 2, 2), 0, NULL,
                            NN_ACT_NONE, 0, &e), GT_EINVAL);
-    /* device specs */
-    nn_backend *x = NULL;
-    CHECK_EQ_INT(nn_backend_open("tpu", &x, &e), GT_EINVAL);
-    CHECK_EQ_INT(nn_backend_open("cuda:x", &x, &e), GT_EINVAL);
-    CHECK(x == NULL);
-#ifndef GIANT_HAVE_CUDA
-    CHECK_EQ_INT(nn_backend_open("cuda:0", &x, &e), GT_EUNSUPPORTED);
-    CHECK(strstr(e.message, "CUDA") != NULL);
-    CHECK(x == NULL);
-#else
-    /* a CUDA build: opens on a GPU machine, a clear error elsewhere */
-    int rc = nn_backend_open("cuda:0", &x, &e);
-    CHECK_MSG(rc == GT_OK || rc == GT_EUNSUPPORTED || rc == GT_EDEVICE, "cuda:0 -> %d", rc);
-    CHECK(rc == GT_OK ? x != NULL : x == NULL);
-    nn_backend_close(x);
-#endif
     nn_free(B, a);
     nn_free(B, c);
 }
@@ -711,14 +696,14 @@ int main(void)
     nn_backend *blas = NULL, *dnnl = NULL, *emu = NULL;
     setenv("GIANT_CPU_SGEMM", "openblas", 1);
     setenv("GIANT_CPU_BF16", "emulate", 1);
-    if (nn_backend_open("cpu", &blas, &E)) {
+    if (cpu_backend_create(&blas, &E)) {
         fprintf(stderr, "cpu backend: %s\n", E.message);
         return 1;
     }
     emu = blas;
     setenv("GIANT_CPU_SGEMM", "onednn", 1);
     unsetenv("GIANT_CPU_BF16");
-    if (nn_backend_open("cpu", &dnnl, &E)) {
+    if (cpu_backend_create(&dnnl, &E)) {
         fprintf(stderr, "cpu backend: %s\n", E.message);
         return 1;
     }

@@ -1,5 +1,5 @@
-/* nn_cpu_fixed.c: the fixed-order linear layer of the CPU backend.  What it
- * computes, and why, is in nn_cpu_fixed.h; this file is how.
+/* cpu_fixed.c: the fixed-order linear layer of the CPU backend.  What it
+ * computes, and why, is in cpu_fixed.h; this file is how.
  *
  * Layout.  A packed weight is a row of column panels, NR columns each
  * (zero-padded past n), each panel k-major:
@@ -19,7 +19,8 @@
  *
  * Compiled with -ffp-contract=off: every fused multiply-add here is an
  * explicit one. */
-#include "nn_cpu_fixed.h"
+#include "cpu_fixed.h"
+#include "cpu_internal.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -727,4 +728,34 @@ void cpu_fixed_free(cpu_fixed *f)
     free(f->scratch);
     f->scratch = NULL;
     f->scratch_n = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the backend's ops                                                        */
+/* ------------------------------------------------------------------------ */
+
+static size_t cpu_pack_bytes(nn_backend *b, int n, int k, nn_dtype dt)
+{
+    return cpu_fixed_pack_bytes(&cpu_st(b)->fixed, n, k, dt);
+}
+
+static int cpu_pack_weight(nn_backend *b, nn_packed *dst, nn_tensor w, gt_error *err)
+{
+    (void)err;
+    cpu_fixed_pack(&cpu_st(b)->fixed, dst->data, w);
+    dst->layout = cpu_fixed_layout(&cpu_st(b)->fixed, w.dtype);
+    return GT_OK;
+}
+
+static int cpu_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                            const float *bias, nn_act act, int accumulate, gt_error *err)
+{
+    return cpu_fixed_linear(&cpu_st(b)->fixed, y, x, w, bias, act, accumulate, err);
+}
+
+void cpu_fixed_ops(nn_backend_ops *o)
+{
+    o->pack_bytes = cpu_pack_bytes;
+    o->pack_weight = cpu_pack_weight;
+    o->linear_fixed = cpu_linear_fixed;
 }

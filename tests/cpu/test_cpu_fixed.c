@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_backend.h"
 #include "check.h"
 #include "nn_backend.h"
 #include "nn_trunk.h"
@@ -125,7 +126,7 @@ static nn_backend *open_cpu(const char *kernel, const char *bf16)
     if (bf16)
         setenv("GIANT_CPU_BF16", bf16, 1);
     nn_backend *b = NULL;
-    int rc = nn_backend_open("cpu", &b, &E);
+    int rc = cpu_backend_create(&b, &E);
     env_restore();
     if (rc) {
         fprintf(stderr, "cpu backend: %s\n", E.message);
@@ -145,11 +146,11 @@ static void open_kernels(void)
     env_kernel = k0 ? strdup(k0) : NULL;
     env_bf16 = b0 ? strdup(b0) : NULL;
     DEF = open_cpu(NULL, NULL);
-    const char *top = nn_cpu_fixed_kernel(DEF, NN_F32);
+    const char *top = cpu_backend_fixed_kernel(DEF, NN_F32);
     CHECK(top != NULL);
     int ceiling = top ? isa_rank(top) : 0;
     printf("default kernels here: fp32 %s, bf16 %s (GIANT_CPU_KERNEL=%s, GIANT_CPU_BF16=%s)\n",
-           top ? top : "?", nn_cpu_fixed_kernel(DEF, NN_BF16), env_kernel ? env_kernel : "",
+           top ? top : "?", cpu_backend_fixed_kernel(DEF, NN_BF16), env_kernel ? env_kernel : "",
            env_bf16 ? env_bf16 : "");
     for (int ki = K_SCALAR; ki <= K_AVX512; ki++) {
         if (ki > ceiling) {
@@ -160,14 +161,14 @@ static void open_kernels(void)
         /* avx512 is what an unrestricted backend picks; never raise a cap
          * the caller set, so the starting GIANT_CPU_KERNEL stays */
         KB[ki] = open_cpu(ki == K_AVX512 ? NULL : KNAME[ki], "emulate");
-        const char *f = nn_cpu_fixed_kernel(KB[ki], NN_F32),
-                   *h = nn_cpu_fixed_kernel(KB[ki], NN_BF16);
+        const char *f = cpu_backend_fixed_kernel(KB[ki], NN_F32),
+                   *h = cpu_backend_fixed_kernel(KB[ki], NN_BF16);
         CHECK_MSG(f && !strcmp(f, KNAME[ki]), "asked for %s, fp32 kernel is %s", KNAME[ki],
                   f ? f : "NULL");
         CHECK_MSG(h && !strcmp(h, KNAME[ki]), "asked for emulated bf16 on %s, got %s", KNAME[ki],
                   h ? h : "NULL");
     }
-    const char *h = nn_cpu_fixed_kernel(DEF, NN_BF16);
+    const char *h = cpu_backend_fixed_kernel(DEF, NN_BF16);
     if (h && !strcmp(h, "avx512bf16")) {
         KB[K_NATIVE] = DEF;
         CHECK(DEF->has_bf16);
@@ -1034,7 +1035,7 @@ static void test_pack_and_bad_input(void)
     }
     /* a weight packed by a backend with another kernel: refused both ways */
     int other = -1;
-    const char *dk = nn_cpu_fixed_kernel(b, NN_F32);
+    const char *dk = cpu_backend_fixed_kernel(b, NN_F32);
     if (KB[K_AVX2] && strcmp(dk, "avx2"))
         other = K_AVX2;
     else if (KB[K_SCALAR] && strcmp(dk, "scalar"))
@@ -1286,7 +1287,7 @@ static void test_trunks(void)
                 forward_rows(u, x, cond, other, 0, TB);
                 d = first_diff(other, full, no);
                 CHECK_MSG(d < 0, "%s on %s differs from %s at row %ld col %ld", what, KNAME[ki],
-                          nn_cpu_fixed_kernel(DEF, prec), d / TOUT, d % TOUT);
+                          cpu_backend_fixed_kernel(DEF, prec), d / TOUT, d % TOUT);
                 kernels += kind == 0 && di == 0;
                 nn_trunk_destroy(u);
             }
