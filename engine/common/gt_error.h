@@ -42,6 +42,20 @@ int gt_error_wrap(gt_error *err, const char *fmt, ...)
 
 void gt_error_clear(gt_error *err);
 
+/* Evaluates call (an int status) and returns it from the enclosing function
+ * when it is not GT_OK, for straight-line code with nothing to release on
+ * failure:
+ *     GT_TRY(nn_alloc(b, n, &p, err));
+ * Code that must free what it holds on failure keeps its `goto fail`.  It
+ * lives here, beside the convention it serves, so that every engine file
+ * that returns a gt_status already has it. */
+#define GT_TRY(call)             \
+    do {                         \
+        int gt_try_rc_ = (call); \
+        if (gt_try_rc_)          \
+            return gt_try_rc_;   \
+    } while (0)
+
 /* Stable lower-case name of a status, e.g. "invalid_argument". */
 const char *gt_status_name(int code);
 
