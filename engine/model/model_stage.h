@@ -1,4 +1,6 @@
-/* model_stage: the flow / DDPM stage trainer.
+/* model_stage: one stage's trainer (flow, DDPM or WGAN-GP).  The shared
+ * part is model_stage.c, each objective's arithmetic model_stage_flow.c or
+ * model_stage_gan.c (model_stage_internal.h).
  *
  * One stage = one conditional generative model of a D-dimensional vector x
  * given C scalar conditions c (stage 1: x = the standardised energy

@@ -1,0 +1,136 @@
+/* model_stage_flow: the flow-matching and DDPM objectives of the stage
+ * trainer (model_stage.h describes both; model_stage_internal.h the split).
+ * Both regress a trunk's prediction on a noised input: they differ only in
+ * the per-row coefficients of the noising and in the target. */
+#include "model_stage_internal.h"
+
+#include <math.h>
+
+double model_ddpm_abar(double t)
+{
+    const double s = 0.008, half_pi = 1.5707963267948966;
+    double c0 = cos(half_pi * s / (1 + s));
+    double c = cos(half_pi * (t + s) / (1 + s));
+    double a = (c * c) / (c0 * c0);
+    if (a < 1e-4)
+        a = 1e-4;
+    if (a > 1)
+        a = 1;
+    return a;
+}
+
+/* Per-row coefficients of the noised input and the regression target.
+ *   flow: xt = (1 - t) x0 + t x1, target = x1 - x0
+ *   ddpm: xt = sqrt(abar) x1 + sqrt(1 - abar) x0, target = x0 (the noise) */
+static void coefficients(model_objective obj, const float *t, int n, float *a0, float *a1)
+{
+    for (int i = 0; i < n; i++) {
+        if (obj == MODEL_OBJ_FLOW) {
+            a0[i] = 1.0f - t[i];
+            a1[i] = t[i];
+        } else {
+            double ab = model_ddpm_abar(t[i]);
+            a0[i] = (float)sqrt(1.0 - ab);
+            a1[i] = (float)sqrt(ab);
+        }
+    }
+}
+
+/* Times: flow uses [0, 1); ddpm avoids t = 0 exactly (abar = 1: no noise). */
+static void times_from_uniforms(model_objective obj, float *t, int n)
+{
+    if (obj == MODEL_OBJ_DDPM)
+        for (int i = 0; i < n; i++)
+            t[i] = 0.001f + 0.999f * t[i];
+}
+
+/* Builds xt, target and cond for `rows` rows whose x1, x0, cdata and
+ * t/alpha/beta (host) are in place.  target_is_x0 for ddpm. */
+static int build_inputs(model_stage *s, int rows, nn_tensor x1, nn_tensor x0, nn_tensor cdata,
+                        const float *t_dev, gt_error *err)
+{
+    const int D = s->dim, C = s->n_cond;
+    GT_TRY(nn_copy_h2d(s->b, s->alpha, s->alpha_h, (size_t)rows * sizeof(float), err));
+    GT_TRY(nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)rows * sizeof(float), err));
+    nn_tensor xt = nn_f32(s->xt, rows, D);
+    GT_TRY(nn_axpby_rows(s->b, xt, s->alpha, x0, s->beta, x1, err));
+    if (s->objective == MODEL_OBJ_FLOW) {
+        nn_tensor tg = nn_f32(s->target, rows, D);
+        GT_TRY(nn_axpby_rows(s->b, tg, s->ones, x1, s->mones, x0, err));
+    }
+    nn_tensor parts[2] = {nn_f32((float *)t_dev, rows, 1), cdata};
+    return nn_concat(s->b, nn_f32(s->cond, rows, 1 + C), parts, C ? 2 : 1, err);
+}
+
+/* The trunk's data input: x_t itself, or [x_t ; context] when there is one. */
+static int trunk_input(model_stage *s, int rows, const float *ctx, nn_tensor *xin, gt_error *err)
+{
+    if (!s->n_ctx) {
+        *xin = nn_f32(s->xt, rows, s->dim);
+        return GT_OK;
+    }
+    *xin = nn_f32(s->xin, rows, s->dim + s->n_ctx);
+    nn_tensor parts[2] = {nn_f32(s->xt, rows, s->dim), nn_f32((float *)ctx, rows, s->n_ctx)};
+    return nn_concat(s->b, *xin, parts, 2, err);
+}
+
+int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
+{
+    const int D = s->dim, C = s->n_cond;
+    double sum = 0.0;
+    for (int r0 = 0; r0 < s->n_valset; r0 += s->batch) {
+        int rows = s->n_valset - r0 < s->batch ? s->n_valset - r0 : s->batch;
+        GT_TRY(nn_copy_d2h(s->b, s->t_h, s->val_t + r0, (size_t)rows * sizeof(float), err));
+        times_from_uniforms(s->objective, s->t_h, rows);
+        coefficients(s->objective, s->t_h, rows, s->alpha_h, s->beta_h);
+        GT_TRY(nn_copy_h2d(s->b, s->t, s->t_h, (size_t)rows * sizeof(float), err));
+        nn_tensor x1 = nn_f32(s->x_val + (size_t)r0 * D, rows, D);
+        nn_tensor x0 = nn_f32(s->val_noise + (size_t)r0 * D, rows, D);
+        nn_tensor cd = nn_f32(C ? s->c_val + (size_t)r0 * C : NULL, rows, C);
+        GT_TRY(build_inputs(s, rows, x1, x0, cd, s->t, err));
+        nn_tensor pred = nn_f32(s->pred, rows, D);
+        nn_tensor target = s->objective == MODEL_OBJ_FLOW ? nn_f32(s->target, rows, D) : x0;
+        nn_tensor xin;
+        GT_TRY(trunk_input(s, rows, s->n_ctx ? s->ctx_val + (size_t)r0 * s->n_ctx : NULL, &xin,
+                           err));
+        float l;
+        GT_TRY(nn_trunk_forward(s->val_trunk, xin, nn_f32(s->cond, rows, 1 + C), pred, 0, err));
+        GT_TRY(nn_mse_fwd(s->b, s->loss, pred, target, err));
+        GT_TRY(nn_copy_d2h(s->b, &l, s->loss, sizeof l, err));
+        sum += (double)l * rows;
+    }
+    *val_loss = (float)(sum / s->n_valset);
+    return GT_OK;
+}
+
+int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
+{
+    const int B = s->batch, D = s->dim, C = s->n_cond;
+    /* the generator's order: rows, times, noise */
+    GT_TRY(model_stage_real_batch(s, err));
+    model_stage_uniforms(&s->rng, s->t_h, B);
+    times_from_uniforms(s->objective, s->t_h, B);
+    coefficients(s->objective, s->t_h, B, s->alpha_h, s->beta_h);
+    GT_TRY(model_stage_batch_noise(s, err));
+
+    nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
+    nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);
+    GT_TRY(nn_copy_h2d(s->b, s->t, s->t_h, (size_t)B * sizeof(float), err));
+    if (s->valid_train_h)
+        GT_TRY(model_stage_zero_padding(s, s->x0, s->valid_train_h, s->idx_h, B, err));
+    GT_TRY(build_inputs(s, B, x1, x0, cd, s->t, err));
+    if (s->n_ctx)
+        GT_TRY(nn_gather_rows(s->b, nn_f32(s->ctxb, B, s->n_ctx),
+                              nn_f32(s->ctx_train, s->n_train, s->n_ctx), s->idx, NULL, err));
+    nn_tensor xin;
+    GT_TRY(trunk_input(s, B, s->ctxb, &xin, err));
+    nn_tensor pred = nn_f32(s->pred, B, D), dpred = nn_f32(s->dpred, B, D);
+    nn_tensor target = s->objective == MODEL_OBJ_FLOW ? nn_f32(s->target, B, D) : x0;
+    nn_tensor none = nn_f32(NULL, B, D + s->n_ctx);
+    GT_TRY(nn_trunk_forward(s->trunk, xin, nn_f32(s->cond, B, 1 + C), pred, 1, err));
+    GT_TRY(nn_mse_fwd(s->b, s->loss, pred, target, err));
+    GT_TRY(nn_mse_bwd(s->b, dpred, 1.0f, pred, target, 0, err));
+    GT_TRY(nn_params_zero_grad(nn_trunk_params(s->trunk), err));
+    GT_TRY(nn_trunk_backward(s->trunk, dpred, none, err));
+    return nn_adamw_step(&s->opt, grad_norm, err);
+}

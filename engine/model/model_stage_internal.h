@@ -1,0 +1,119 @@
+/* model_stage_internal: what the three files of the stage trainer share.
+ * Not part of the API: only model_stage*.c include it.
+ *
+ *   model_stage.c       the stage itself: creation and the device copies of
+ *                       the data, the fixed validation draws, the training
+ *                       loop and its hooks, validation dispatch, checkpoints
+ *                       and resume (the public model_stage_* functions)
+ *   model_stage_flow.c  the flow / DDPM objective: noised inputs and
+ *                       targets, one step, the fixed-noise validation loss
+ *   model_stage_gan.c   the WGAN-GP objective: critic and stick-breaking
+ *                       head, one step (critic updates, then the generator),
+ *                       the energy-distance validation
+ *
+ * The split follows the objectives because they share the loop, the data
+ * and the checkpoint plumbing but nothing of their arithmetic; one struct
+ * keeps every buffer so that creation and destruction stay in one place. */
+#ifndef MODEL_STAGE_INTERNAL_H
+#define MODEL_STAGE_INTERNAL_H
+
+#include "model_critic.h"
+#include "model_head.h"
+#include "model_stage.h"
+#include "nn_rng.h"
+
+struct model_stage {
+    nn_backend *b;
+    model_config cfg;
+    int stage;
+    model_objective objective;
+    int dim, n_cond, n_train, n_val, batch, n_valset;
+    int n_ctx;           /* extra un-noised inputs (autoregressive context) */
+    int32_t *valid_train_h, *valid_val_h; /* host copies, NULL = no padding */
+    long long total;
+
+    nn_trunk *trunk;     /* trained, in the run's precision          */
+    nn_trunk *val_trunk; /* fp32 twin for validation                */
+    nn_adamw_opt opt;
+    int opt_ready;
+    nn_rng rng;
+
+    /* backend memory */
+    float *x_train, *c_train, *x_val, *c_val;
+    int32_t *idx;
+    float *x1, *x0, *xt, *target, *pred, *dpred, *cdata, *cond;
+    float *t, *alpha, *beta, *ones, *mones, *loss;
+    float *val_noise, *val_t;
+    float *ctx_train, *ctx_val, *ctxb, *xin; /* n_ctx > 0 only */
+    /* wgan only (model_stage_gan.c) */
+    model_head *head;            /* stage 2: the stick-breaking head; NULL = none */
+    int cdim;                    /* critic input width: dim + 1 with the head, else dim */
+    int noise_from;              /* G = T + [0 ; z]: first column that gets the noise */
+    int ed_cols;                 /* energy distance: the first ed_cols columns ...   */
+    float ed_weight;             /* ... weigh this much (the layer fractions)        */
+    float *hfake, *hreal, *hmix, *dh; /* [B, cdim]: the critic's view of rows */
+    model_critic *critic;
+    nn_adamw_opt copt;
+    int copt_ready;
+    float *dpos, *dneg, *score;  /* [B]: +1/B, -1/B, critic scores */
+    float *score_h, *gen_h, *val_xc_h; /* host: [B], generated [n, D], held-out [n, D + C] */
+    int n_ed;                    /* held-out rows of the energy distance */
+    double ed_yy;                /* their mean pairwise distance (fixed) */
+    float gan_loss;
+    /* host scratch */
+    int32_t *idx_h;
+    float *t_h, *alpha_h, *beta_h, *u_h;
+};
+
+/* ---- shared by both objectives (model_stage.c) ---- */
+
+/* n uniforms in [0, 1) from the generator, laid out like a device fill. */
+void model_stage_uniforms(nn_rng *r, float *out, int n);
+
+/* n floats of backend memory. */
+int model_stage_alloc(model_stage *s, float **p, size_t n, gt_error *err);
+
+/* A training batch: batch row indices from the stage generator (batch
+ * uniforms), then the rows into x1 and their conditions into cdata.  Both
+ * objectives draw their batches through this, in the same order, so the
+ * generator's stream means the same in either. */
+int model_stage_real_batch(model_stage *s, gt_error *err);
+
+/* Standard normal noise for the batch into x0 (batch * dim draws). */
+int model_stage_batch_noise(model_stage *s, gt_error *err);
+
+/* Zeroes the padding columns of `rows` rows of x [rows, dim]: row i uses
+ * valid[2 * (idx ? idx[i] : i)]. */
+int model_stage_zero_padding(model_stage *s, float *x, const int32_t *valid,
+                             const int32_t *idx, int rows, gt_error *err);
+
+/* ---- flow / ddpm (model_stage_flow.c) ---- */
+
+/* One optimizer update; the loss stays in backend memory (s->loss). */
+int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err);
+
+/* The loss on the fixed validation draws, by val_trunk (which holds the
+ * master weights on entry). */
+int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err);
+
+/* ---- wgan (model_stage_gan.c) ---- */
+
+/* The critic, its optimizer (from the generator's, goc), the head of a stage
+ * with stick-breaking columns and the held-out rows of the energy distance.
+ * Called by model_stage_create after the generator's optimizer. */
+int model_stage_gan_create(model_stage *s, const model_stage_data *data,
+                           const nn_adamw_config *goc, const model_wgan_config *wg,
+                           gt_error *err);
+
+/* Frees what model_stage_gan_create made (safe on a partial one). */
+void model_stage_gan_destroy(model_stage *s);
+
+/* critic_steps critic updates, then one generator update; the reported
+ * loss goes to backend memory (s->loss) like a flow step's. */
+int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err);
+
+/* The energy distance of generated and held-out rows, by val_trunk (which
+ * holds the master weights on entry). */
+int model_stage_gan_validate(model_stage *s, float *val, gt_error *err);
+
+#endif
