@@ -1,6 +1,8 @@
 /* routes_datasets: /v1/datasets.  Registering a file reads its header here
  * (fast); a synthetic dataset is only queued: the datasets worker makes it.
  * Contracts: api/openapi.json. */
+#include "routes_datasets.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,7 +15,7 @@
 #include "datasets.h"
 #include "geo.h"
 #include "model_data.h"
-#include "routes_runs.h"
+#include "routes.h"
 #include "synth.h"
 
 /* The API's dataset object (api/openapi.json) from a datasets row. */
@@ -42,7 +44,7 @@ static void reply_dataset(http_request *req, app *a, int64_t id, unsigned status
     else if (rc == GT_ENOTFOUND)
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
     else
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
     json_decref(row);
 }
 
@@ -67,7 +69,7 @@ static int insert(http_request *req, app *a, const datasets_new *d, int64_t *id)
     if (rc == GT_EINVAL)
         http_reply_error(req, 409, HTTP_E_CONFLICT, "name", "%s", err.message);
     else if (rc)
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
     return rc == GT_OK;
 }
 
@@ -200,7 +202,7 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
     free(text);
 }
 
-static void route_datasets_create(http_request *req, void *ctx)
+void route_datasets_create(http_request *req, void *ctx)
 {
     app *a = ctx;
     json_t *body = http_body_json(req);
@@ -249,13 +251,13 @@ static void route_datasets_create(http_request *req, void *ctx)
     queue_synthetic(req, a, json_string_value(name), syn);
 }
 
-static void route_datasets_list(http_request *req, void *ctx)
+void route_datasets_list(http_request *req, void *ctx)
 {
     app *a = ctx;
     json_t *rows = NULL;
     gt_error err = {0};
     if (datasets_list(a->db, 1000, &rows, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
         return;
     }
     json_t *items = json_array();
@@ -266,7 +268,7 @@ static void route_datasets_list(http_request *req, void *ctx)
     http_reply_json(req, 200, json_pack("{s:o}", "items", items));
 }
 
-static void route_datasets_get(http_request *req, void *ctx)
+void route_datasets_get(http_request *req, void *ctx)
 {
     const char *s = http_param(req, "id");
     char *end;
@@ -277,15 +279,4 @@ static void route_datasets_get(http_request *req, void *ctx)
         return;
     }
     reply_dataset(req, ctx, id, 200);
-}
-
-int routes_datasets_register(http_router *r, gt_error *err)
-{
-    int rc;
-    if ((rc = http_router_add(r, "POST", "/v1/datasets", route_datasets_create, HTTP_JSON_BODY,
-                              err)) ||
-        (rc = http_router_add(r, "GET", "/v1/datasets", route_datasets_list, 0, err)) ||
-        (rc = http_router_add(r, "GET", "/v1/datasets/{id}", route_datasets_get, 0, err)))
-        return rc;
-    return GT_OK;
 }

@@ -1,70 +1,23 @@
-/* routes_runs: /v1/runs and everything under it (metrics, events,
- * checkpoints, samples).  Training and sampling run on their workers
- * (sched, sampling); these handlers only read and write the database and
- * queue work.  Contracts: api/openapi.json. */
+/* routes_runs: /v1/runs and the run's metrics and checkpoints: create, list,
+ * get, cancel.  Training runs on the scheduler's worker; these handlers
+ * parse requests, call runs_* and shape the replies.  Contracts:
+ * api/openapi.json. */
 #include "routes_runs.h"
 
-#include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "app.h"
 #include "datasets.h"
-#include "calo_h5.h"
-#include "geo.h"
 #include "log.h"
 #include "model_config.h"
-#include "model_data.h"
 #include "model_run.h"
+#include "routes.h"
 #include "runs.h"
-#include "sampling.h"
 #include "sched.h"
-#include "synth.h"
-
-/* ---------------------------------------------------------------------------
- * Small helpers
- * ------------------------------------------------------------------------- */
-
-/* A positive decimal id, or 0. */
-static int64_t parse_id(const char *s)
-{
-    if (!s || !*s || strlen(s) > 18)
-        return 0;
-    int64_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return 0;
-        v = v * 10 + (*p - '0');
-    }
-    return v;
-}
-
-/* Optional non-negative integer query argument; -1 when malformed. */
-static long long query_ll(http_request *req, const char *name, long long def, long long lo,
-                          long long hi)
-{
-    const char *v = http_query(req, name);
-    if (!v)
-        return def;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return -1;
-    return x;
-}
-
-/* A database failure (or anything else unexpected) as a 500. */
-static void reply_failure(http_request *req, const gt_error *err)
-{
-    http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err->message);
-}
 
 /* ---------------------------------------------------------------------------
  * A run as JSON
@@ -136,19 +89,8 @@ static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
     else if (rc == GT_ENOTFOUND)
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
     else
-        reply_failure(req, &err);
+        routes_reply_internal(req, &err);
     json_decref(row);
-}
-
-/* The run id of the path, or 0 after a 404 reply. */
-static int64_t path_run(http_request *req, store *db)
-{
-    int64_t id = parse_id(http_param(req, "id"));
-    if (id > 0 && runs_exists(db, id, NULL) == GT_OK)
-        return id;
-    http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "run '%s' does not exist",
-                     http_param(req, "id"));
-    return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -174,7 +116,7 @@ static int resolve_dataset_id(http_request *req, store *db, json_t *body)
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id", "dataset %lld does not exist",
                          (long long)json_integer_value(did));
     } else if (rc) {
-        reply_failure(req, &err);
+        routes_reply_internal(req, &err);
     } else if (!status || strcmp(status, "ready") != 0) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id",
                          "dataset %lld is not ready (%s)", (long long)json_integer_value(did),
@@ -233,7 +175,7 @@ static void bf16_refusal(const app *a, const model_config *cfg, char *msg, size_
     model_bf16_refusal(cfg, d->kind, d->name, ok, is_cpu, d->cc_major, d->cc_minor, msg, cap);
 }
 
-static void route_runs_create(http_request *req, void *ctx)
+void route_runs_create(http_request *req, void *ctx)
 {
     app *a = ctx;
     json_t *body = http_body_json(req);
@@ -277,7 +219,7 @@ static void route_runs_create(http_request *req, void *ctx)
             int found = runs_find_by_key(a->db, key, &id, &prev, &err);
             if (found != GT_OK && found != GT_ENOTFOUND) {
                 free(text);
-                reply_failure(req, &err);
+                routes_reply_internal(req, &err);
                 return;
             }
             if (found == GT_OK) {
@@ -324,12 +266,12 @@ static int valid_status(const char *s)
     return 0;
 }
 
-static void route_runs_list(http_request *req, void *ctx)
+void route_runs_list(http_request *req, void *ctx)
 {
     app *a = ctx;
     const char *status = http_query(req, "status");
-    long long limit = query_ll(req, "limit", 20, 1, 100);
-    long long cursor = query_ll(req, "cursor", 0, 0, INT64_MAX);
+    long long limit = routes_query_ll(req, "limit", 20, 1, 100);
+    long long cursor = routes_query_ll(req, "cursor", 0, 0, INT64_MAX);
     if (status && !valid_status(status)) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "status",
                          "status must be queued, running, succeeded, failed or cancelled");
@@ -347,7 +289,7 @@ static void route_runs_list(http_request *req, void *ctx)
     json_t *rows = NULL;
     gt_error err = {0};
     if (runs_list(a->db, status, cursor, (int)limit + 1, &rows, &err) != GT_OK) {
-        reply_failure(req, &err);
+        routes_reply_internal(req, &err);
         return;
     }
     json_t *items = json_array();
@@ -359,7 +301,7 @@ static void route_runs_list(http_request *req, void *ctx)
         if (!o) {
             json_decref(items);
             json_decref(rows);
-            reply_failure(req, &err);
+            routes_reply_internal(req, &err);
             return;
         }
         last = json_integer_value(json_object_get(row, "id"));
@@ -377,18 +319,18 @@ static void route_runs_list(http_request *req, void *ctx)
     http_reply_json(req, 200, body);
 }
 
-static void route_runs_get(http_request *req, void *ctx)
+void route_runs_get(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = path_run(req, a->db);
+    int64_t id = routes_path_run(req, a->db);
     if (id)
         reply_run(req, a->db, id, 200);
 }
 
-static void route_runs_cancel(http_request *req, void *ctx)
+void route_runs_cancel(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = path_run(req, a->db);
+    int64_t id = routes_path_run(req, a->db);
     if (!id)
         return;
     char status[16] = "";
@@ -409,15 +351,15 @@ static void route_runs_cancel(http_request *req, void *ctx)
  * GET /v1/runs/{id}/metrics: bucket averages, bounded memory
  * ------------------------------------------------------------------------- */
 
-static void route_runs_metrics(http_request *req, void *ctx)
+void route_runs_metrics(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = path_run(req, a->db);
+    int64_t id = routes_path_run(req, a->db);
     if (!id)
         return;
     const char *name = http_query(req, "name");
-    long long since = query_ll(req, "since_step", 0, 0, INT64_MAX);
-    long long max_points = query_ll(req, "max_points", 1000, 1, 10000);
+    long long since = routes_query_ll(req, "since_step", 0, 0, INT64_MAX);
+    long long max_points = routes_query_ll(req, "max_points", 1000, 1, 10000);
     if (since < 0) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "since_step",
                          "since_step must be a non-negative integer");
@@ -461,7 +403,7 @@ static void route_runs_metrics(http_request *req, void *ctx)
     }
     if (rc) {
         json_decref(series);
-        reply_failure(req, &err);
+        routes_reply_internal(req, &err);
         return;
     }
     http_reply_json(req, 200,
@@ -470,159 +412,19 @@ static void route_runs_metrics(http_request *req, void *ctx)
 }
 
 /* ---------------------------------------------------------------------------
- * GET /v1/runs/{id}/events: Server-Sent Events from run_events
- * ------------------------------------------------------------------------- */
-
-#define SSE_KEEPALIVE_MS 250
-#define SSE_NAP_MS 25
-
-typedef struct sse {
-    app *a;
-    int64_t run;
-    int64_t last;              /* last event id sent                        */
-    char *pending;             /* formatted text not yet handed over        */
-    size_t len, off, cap;
-    int ended;                 /* the run finished and all was sent         */
-} sse;
-
-static void sse_free(void *user)
-{
-    sse *s = user;
-    free(s->pending);
-    free(s);
-}
-
-static void sse_append(sse *s, const char *text, size_t n)
-{
-    if (s->len + n > s->cap) {
-        size_t cap = s->cap ? s->cap : 8192;
-        while (cap < s->len + n)
-            cap *= 2;
-        char *p = realloc(s->pending, cap);
-        if (!p)
-            return;            /* dropped; the client resumes by id */
-        s->pending = p;
-        s->cap = cap;
-    }
-    memcpy(s->pending + s->len, text, n);
-    s->len += n;
-}
-
-/* Reads the next events into pending; returns how many. */
-static int sse_fetch(sse *s)
-{
-    json_t *events = NULL;
-    if (runs_events_after(s->a->db, s->run, s->last, 64, &events, NULL) != GT_OK)
-        return 0;
-    size_t i;
-    json_t *e;
-    json_array_foreach(events, i, e) {
-        char head[128];
-        s->last = json_integer_value(json_object_get(e, "id"));
-        int k = snprintf(head, sizeof head, "id: %lld\nevent: %s\ndata: ", (long long)s->last,
-                         json_string_value(json_object_get(e, "kind")));
-        sse_append(s, head, (size_t)k);
-        const char *data = json_string_value(json_object_get(e, "data"));
-        sse_append(s, data, strlen(data));
-        sse_append(s, "\n\n", 2);
-    }
-    int n = (int)json_array_size(events);
-    json_decref(events);
-    return n;
-}
-
-static int run_finished(store *db, int64_t run)
-{
-    char st[16] = "";
-    if (runs_status(db, run, st, NULL) != GT_OK)
-        return 1;
-    return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
-           strcmp(st, "cancelled") == 0;
-}
-
-/* Never returns 0 (nothing ready): it naps in short steps instead and
- * sends a keep-alive comment when nothing happened for a while, so the
- * connection is never left waiting on a poll MHD might not repeat. */
-static long sse_read(void *user, char *buf, size_t max)
-{
-    sse *s = user;
-    for (int waited = 0;; waited += SSE_NAP_MS) {
-        if (s->off < s->len) {
-            size_t n = s->len - s->off < max ? s->len - s->off : max;
-            memcpy(buf, s->pending + s->off, n);
-            s->off += n;
-            if (s->off == s->len)
-                s->off = s->len = 0;
-            return (long)n;
-        }
-        if (s->ended || atomic_load(&s->a->stopping))
-            return -1;
-        /* Finished is read before fetching, so events written just before
-         * the final status are never lost. */
-        int finished = run_finished(s->a->db, s->run);
-        if (sse_fetch(s) > 0)
-            continue;
-        if (finished) {
-            s->ended = 1;
-            return -1;
-        }
-        if (waited >= SSE_KEEPALIVE_MS) {
-            static const char ka[] = ": keep-alive\n\n";
-            if (max < sizeof ka - 1)
-                return -1;
-            memcpy(buf, ka, sizeof ka - 1);
-            return (long)(sizeof ka - 1);
-        }
-        struct timespec ts = {0, SSE_NAP_MS * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void route_runs_events(http_request *req, void *ctx)
-{
-    app *a = ctx;
-    int64_t id = path_run(req, a->db);
-    if (!id)
-        return;
-    const char *last = http_header(req, "Last-Event-ID");
-    if (!last)
-        last = http_query(req, "last_event_id");
-    int64_t from = 0;
-    if (last && *last) {
-        from = parse_id(last);
-        if (from == 0 && strcmp(last, "0") != 0) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "Last-Event-ID",
-                             "Last-Event-ID must be an event id");
-            return;
-        }
-    }
-    sse *s = calloc(1, sizeof *s);
-    if (!s) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return;
-    }
-    s->a = a;
-    s->run = id;
-    s->last = from;
-    sse_append(s, "retry: 1000\n\n", 13);
-    static const char *const headers[] = {"Cache-Control", "no-cache", NULL};
-    http_reply_stream(req, 200, "text/event-stream", sse_read, s, sse_free, headers);
-}
-
-/* ---------------------------------------------------------------------------
  * Checkpoints
  * ------------------------------------------------------------------------- */
 
-static void route_ckpt_list(http_request *req, void *ctx)
+void route_runs_checkpoints(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = path_run(req, a->db);
+    int64_t id = routes_path_run(req, a->db);
     if (!id)
         return;
     json_t *rows = NULL;
     gt_error err = {0};
     if (runs_checkpoints(a->db, id, &rows, &err) != GT_OK) {
-        reply_failure(req, &err);
+        routes_reply_internal(req, &err);
         return;
     }
     json_t *items = json_array();
@@ -644,13 +446,13 @@ static void route_ckpt_list(http_request *req, void *ctx)
     http_reply_json(req, 200, json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "items", items));
 }
 
-static void route_ckpt_get(http_request *req, void *ctx)
+void route_runs_checkpoint(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = path_run(req, a->db);
+    int64_t id = routes_path_run(req, a->db);
     if (!id)
         return;
-    int64_t ck = parse_id(http_param(req, "ckpt"));
+    int64_t ck = routes_parse_id(http_param(req, "ckpt"));
     runs_blob b;
     gt_error err = {0};
     int rc = runs_checkpoint_blob(a->db, id, ck, &b, &err);
@@ -661,7 +463,7 @@ static void route_ckpt_get(http_request *req, void *ctx)
         return;
     }
     if (rc) {
-        reply_failure(req, &err);
+        routes_reply_internal(req, &err);
         return;
     }
     char disp[160];
@@ -669,396 +471,4 @@ static void route_ckpt_get(http_request *req, void *ctx)
              (long long)id, b.stage, b.step);
     const char *headers[] = {"X-Checksum-SHA256", b.sha256, "Content-Disposition", disp, NULL};
     http_reply_buffer(req, 200, "application/octet-stream", b.data, b.len, headers);
-}
-
-/* ---------------------------------------------------------------------------
- * POST /v1/runs/{id}/samples
- * ------------------------------------------------------------------------- */
-
-enum { FMT_JSON, FMT_BINARY, FMT_HDF5 };
-
-typedef struct sample_call {
-    sampling_job job;
-    http_request *req;
-    int format;
-    char geometry[1024];
-} sample_call;
-
-static void sample_done(sampling_job *job)
-{
-    sample_call *c = job->user;
-    http_resume(c->req);
-}
-
-static void sample_call_free(sample_call *c)
-{
-    free(c->job.e_inc);
-    free(c->job.showers);
-    free(c);
-}
-
-static void sample_call_free_any(void *p)
-{
-    sample_call_free(p);
-}
-
-/* "application/x-hdf5" or "application/octet-stream" anywhere in Accept
- * picks that format; anything else (JSON, * / *, none) gets JSON. */
-static int accept_format(const char *accept)
-{
-    if (!accept)
-        return FMT_JSON;
-    if (strstr(accept, "application/x-hdf5"))
-        return FMT_HDF5;
-    if (strstr(accept, "application/octet-stream"))
-        return FMT_BINARY;
-    if (strstr(accept, "application/json") || strstr(accept, "*/*") ||
-        strstr(accept, "application/*"))
-        return FMT_JSON;
-    return -1;
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8), p[2] = (unsigned char)(v >> 16),
-    p[3] = (unsigned char)(v >> 24);
-}
-
-static void put_f32(unsigned char *p, float f)
-{
-    uint32_t v;
-    memcpy(&v, &f, 4);
-    put_u32(p, v);
-}
-
-/* Binary layout (api/README.md): all little-endian.
- *   "GSHW", u32 version = 1, u32 n, u32 voxels, u32 layers,
- *   u32 voxels of each layer, f32 energies[n], f32 showers[n][voxels] */
-static void reply_binary(http_request *req, sample_call *c, const geo_geometry *g)
-{
-    int64_t n = c->job.n;
-    int V = c->job.voxels;
-    size_t head = 20 + 4 * (size_t)g->n_layers;
-    size_t len = head + 4 * (size_t)n + 4 * (size_t)n * (size_t)V;
-    unsigned char *buf = malloc(len);
-    if (!buf) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return;
-    }
-    memcpy(buf, "GSHW", 4);
-    put_u32(buf + 4, 1);
-    put_u32(buf + 8, (uint32_t)n);
-    put_u32(buf + 12, (uint32_t)V);
-    put_u32(buf + 16, (uint32_t)g->n_layers);
-    for (int l = 0; l < g->n_layers; l++)
-        put_u32(buf + 20 + 4 * (size_t)l, (uint32_t)g->layers[l].n_voxels);
-    unsigned char *p = buf + head;
-    for (int64_t i = 0; i < n; i++, p += 4)
-        put_f32(p, c->job.e_inc[i]);
-    for (int64_t i = 0; i < n * V; i++, p += 4)
-        put_f32(p, c->job.showers[i]);
-    http_reply_buffer(req, 200, "application/octet-stream", buf, len, NULL);
-}
-
-static void reply_hdf5(http_request *req, sample_call *c)
-{
-    calo_h5_writer w;
-    gt_error err = {0};
-    void *image = NULL;
-    size_t len = 0;
-    if (calo_h5_create_memory(&w, c->job.voxels, 0, 1, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
-        return;
-    }
-    if (calo_h5_append(&w, c->job.e_inc, c->job.showers, c->job.n, &err) != GT_OK) {
-        calo_h5_finish_memory(&w, &image, &len, NULL);
-        free(image);
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
-        return;
-    }
-    if (calo_h5_finish_memory(&w, &image, &len, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
-        return;
-    }
-    static const char *const headers[] = {"Content-Disposition",
-                                          "attachment; filename=\"showers.h5\"", NULL};
-    http_reply_buffer(req, 200, "application/x-hdf5", image, len, headers);
-}
-
-static void reply_samples_json(http_request *req, sample_call *c)
-{
-    json_t *energies = json_array(), *showers = json_array();
-    int V = c->job.voxels;
-    for (int64_t i = 0; i < c->job.n; i++) {
-        json_array_append_new(energies, json_real(c->job.e_inc[i]));
-        json_t *row = json_array();
-        for (int v = 0; v < V; v++)
-            json_array_append_new(row, json_real(c->job.showers[i * V + v]));
-        json_array_append_new(showers, row);
-    }
-    http_reply_json(req, 200,
-                    json_pack("{s:I, s:I, s:I, s:i, s:o, s:o}", "run_id", (json_int_t)c->job.run,
-                              "seed", (json_int_t)c->job.seed, "n", (json_int_t)c->job.n,
-                              "voxels", V, "energies", energies, "showers", showers));
-}
-
-static void samples_resume(http_request *req, void *ctx)
-{
-    (void)ctx;
-    sample_call *c = http_get_user(req);
-    if (c->job.rc != GT_OK) {
-        if (c->job.rc == GT_ECANCELLED)
-            http_reply_error(req, 503, HTTP_E_UNAVAILABLE, NULL, "%s", c->job.message);
-        else
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "sampling failed: %s",
-                             c->job.message);
-    } else if (c->format == FMT_JSON) {
-        reply_samples_json(req, c);
-    } else if (c->format == FMT_HDF5) {
-        reply_hdf5(req, c);
-    } else {
-        geo_geometry g;
-        gt_error err = {0};
-        if (model_geometry_load(c->geometry, &g, &err) != GT_OK) {
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
-        } else {
-            reply_binary(req, c, &g);
-            geo_free(&g);
-        }
-    }
-    http_set_user(req, NULL, NULL);
-    sample_call_free(c);
-}
-
-/* Parses the request body into c (energies drawn for count requests);
- * replies and returns 0 on a bad request. */
-static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c)
-{
-    if (!json_is_object(body)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
-        return 0;
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        if (strcmp(key, "energies") && strcmp(key, "count") && strcmp(key, "energy") &&
-            strcmp(key, "seed") && strcmp(key, "steps")) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
-            return 0;
-        }
-    }
-    json_t *seed = json_object_get(body, "seed"), *steps = json_object_get(body, "steps");
-    json_t *energies = json_object_get(body, "energies"), *count = json_object_get(body, "count");
-    json_t *dist = json_object_get(body, "energy");
-    if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "seed",
-                         "seed must be a non-negative integer");
-        return 0;
-    }
-    if (steps && (!json_is_integer(steps) || json_integer_value(steps) < 1 ||
-                  json_integer_value(steps) > 1000)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "steps", "steps must be 1 to 1000");
-        return 0;
-    }
-    c->job.seed = seed ? (uint64_t)json_integer_value(seed) : 1;
-    c->job.steps = steps ? (int)json_integer_value(steps) : 0;
-    if ((energies != NULL) == (count != NULL)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "give either energies or count");
-        return 0;
-    }
-    double lo = (double)a->cfg.min_energy_mev, hi = (double)a->cfg.max_energy_mev;
-    long long n;
-    if (energies) {
-        if (!json_is_array(energies) || json_array_size(energies) == 0) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "energies",
-                             "energies must be a non-empty array of MeV");
-            return 0;
-        }
-        n = (long long)json_array_size(energies);
-        if (dist) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "energy",
-                             "energy goes with count, not with energies");
-            return 0;
-        }
-    } else {
-        if (!json_is_integer(count) || json_integer_value(count) < 1) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "count",
-                             "count must be a positive integer");
-            return 0;
-        }
-        n = json_integer_value(count);
-    }
-    if (n > a->cfg.max_showers) {
-        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, energies ? "energies" : "count",
-                         "%lld showers asked, at most %ld per request", n, a->cfg.max_showers);
-        return 0;
-    }
-    if (c->format == FMT_JSON && n > a->cfg.max_json_showers) {
-        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, energies ? "energies" : "count",
-                         "%lld showers asked, at most %ld as JSON (ask for"
-                         " application/octet-stream or application/x-hdf5)",
-                         n, a->cfg.max_json_showers);
-        return 0;
-    }
-    c->job.n = n;
-    c->job.e_inc = malloc((size_t)n * sizeof(float));
-    if (!c->job.e_inc) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return 0;
-    }
-    if (energies) {
-        for (size_t i = 0; i < (size_t)n; i++) {
-            json_t *e = json_array_get(energies, i);
-            double x = json_number_value(e);
-            if (!json_is_number(e) || !(x >= lo && x <= hi)) {
-                char field[48];
-                snprintf(field, sizeof field, "energies[%zu]", i);
-                http_reply_error(req, 422, HTTP_E_VALIDATION, field,
-                                 "incident energies must be numbers in [%g, %g] MeV", lo, hi);
-                return 0;
-            }
-            c->job.e_inc[i] = (float)x;
-        }
-        return 1;
-    }
-    /* count + distribution: drawn as `giant sample` draws them. */
-    synth_config sc;
-    synth_config_default(&sc);
-    sc.seed = c->job.seed;
-    const char *mode = "log-uniform";
-    double emin = 1e3, emax = 1e6;
-    if (dist) {
-        json_t *jd = json_object_get(dist, "dist"), *jmin = json_object_get(dist, "min_mev"),
-               *jmax = json_object_get(dist, "max_mev");
-        if (!json_is_object(dist) || (jd && !json_is_string(jd)) ||
-            (jmin && !json_is_number(jmin)) || (jmax && !json_is_number(jmax))) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "energy",
-                             "energy must be {\"dist\": \"log-uniform\"|\"discrete\"|\"fixed\","
-                             " \"min_mev\": number, \"max_mev\": number}");
-            return 0;
-        }
-        if (jd)
-            mode = json_string_value(jd);
-        if (jmin)
-            emin = json_number_value(jmin);
-        if (jmax)
-            emax = json_number_value(jmax);
-    }
-    gt_error err = {0};
-    if (synth_parse_energy_mode(mode, &sc.energy_mode, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.dist", "%s", err.message);
-        return 0;
-    }
-    if (!(emin >= lo && emin <= hi)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.min_mev",
-                         "min_mev must be in [%g, %g] MeV", lo, hi);
-        return 0;
-    }
-    if (!(emax >= emin && emax <= hi)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.max_mev",
-                         "max_mev must be in [min_mev, %g] MeV", hi);
-        return 0;
-    }
-    sc.e_min_mev = emin;
-    sc.e_max_mev = emax;
-    if (synth_config_check(&sc, &err) != GT_OK ||
-        synth_draw_energies(&sc, 0, n, c->job.e_inc, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy", "%s", err.message);
-        return 0;
-    }
-    return 1;
-}
-
-/* The run's geometry when both stages have a best checkpoint; replies 409
- * and returns 0 otherwise. */
-static int sample_ready(http_request *req, app *a, int64_t id, sample_call *c)
-{
-    gt_error err = {0};
-    char *config = NULL;
-    int rc = runs_best_pair(a->db, id, &c->job.version, &err);
-    if (rc == GT_ENOTFOUND) {
-        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
-                         "run %lld has no best checkpoint of both stages yet", (long long)id);
-        return 0;
-    }
-    if (rc || (rc = runs_config(a->db, id, &config, &err))) {
-        reply_failure(req, &err);
-        return 0;
-    }
-    json_t *cfg = json_loads(config, 0, NULL);
-    const char *g = json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
-    snprintf(c->geometry, sizeof c->geometry, "%s", g ? g : "");
-    json_decref(cfg);
-    free(config);
-    return 1;
-}
-
-static void route_samples(http_request *req, void *ctx)
-{
-    app *a = ctx;
-    int64_t id = path_run(req, a->db);
-    if (!id)
-        return;
-    sample_call *c = calloc(1, sizeof *c);
-    if (!c) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return;
-    }
-    c->format = accept_format(http_header(req, "Accept"));
-    if (c->format < 0) {
-        free(c);
-        http_reply_error(req, 406, "not_acceptable", "Accept",
-                         "Accept must allow application/json, application/octet-stream or"
-                         " application/x-hdf5");
-        return;
-    }
-    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c)) {
-        sample_call_free(c);
-        return;
-    }
-    c->req = req;
-    c->job.run = id;
-    c->job.done = sample_done;
-    c->job.user = c;
-    /* Freed with the request if the client leaves before the reply. */
-    http_set_user(req, c, sample_call_free_any);
-    /* Suspend first: the worker may finish before sampling_submit returns. */
-    http_suspend(req, samples_resume);
-    gt_error err = {0};
-    if (sampling_submit(a->sampling, &c->job, &err) != GT_OK) {
-        c->job.rc = err.code ? err.code : GT_EIO;
-        snprintf(c->job.message, sizeof c->job.message, "%s", err.message);
-        http_resume(req);
-    }
-}
-
-/* ---------------------------------------------------------------------------
- * The table
- * ------------------------------------------------------------------------- */
-
-static const struct {
-    const char *method, *pattern;
-    http_handler handler;
-    int flags;
-} routes[] = {
-    { "POST", "/v1/runs",                             route_runs_create,  HTTP_JSON_BODY },
-    { "GET",  "/v1/runs",                             route_runs_list,    0 },
-    { "GET",  "/v1/runs/{id}",                        route_runs_get,     0 },
-    { "POST", "/v1/runs/{id}/cancel",                 route_runs_cancel,  0 },
-    { "GET",  "/v1/runs/{id}/metrics",                route_runs_metrics, 0 },
-    { "GET",  "/v1/runs/{id}/events",                 route_runs_events,  0 },
-    { "GET",  "/v1/runs/{id}/checkpoints",            route_ckpt_list,    0 },
-    { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}",     route_ckpt_get,     0 },
-    { "POST", "/v1/runs/{id}/samples",                route_samples,      HTTP_JSON_BODY },
-};
-
-int routes_runs_register(http_router *r, gt_error *err)
-{
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        int rc = http_router_add(r, routes[i].method, routes[i].pattern, routes[i].handler,
-                                 routes[i].flags, err);
-        if (rc != GT_OK)
-            return rc;
-    }
-    return GT_OK;
 }

@@ -1,14 +1,18 @@
-/* routes_runs: /v1/runs and what hangs below it (metrics, events,
- * checkpoints, samples), and routes_datasets: /v1/datasets.  Handlers
- * expect an app * as context.  Depend on http, runs, sched, sampling,
- * datasets and the engine's model_config / calo_h5 / synth. */
+/* routes_runs: /v1/runs and the run's metrics and checkpoints.  Handlers
+ * expect an app * as context; routes.c registers them.  Contracts:
+ * api/openapi.json.  Depend on routes (shared helpers), http, runs,
+ * datasets, sched, log and the engine's model_config / model_run. */
 #ifndef ROUTES_RUNS_H
 #define ROUTES_RUNS_H
 
-#include "gt_error.h"
 #include "http.h"
 
-int routes_runs_register(http_router *r, gt_error *err);
-int routes_datasets_register(http_router *r, gt_error *err);
+void route_runs_create(http_request *req, void *ctx);      /* POST /v1/runs                */
+void route_runs_list(http_request *req, void *ctx);        /* GET  /v1/runs                */
+void route_runs_get(http_request *req, void *ctx);         /* GET  /v1/runs/{id}           */
+void route_runs_cancel(http_request *req, void *ctx);      /* POST /v1/runs/{id}/cancel    */
+void route_runs_metrics(http_request *req, void *ctx);     /* GET  /v1/runs/{id}/metrics   */
+void route_runs_checkpoints(http_request *req, void *ctx); /* GET  .../checkpoints         */
+void route_runs_checkpoint(http_request *req, void *ctx);  /* GET  .../checkpoints/{ckpt}  */
 
 #endif

@@ -1,0 +1,382 @@
+/* routes_samples: POST /v1/runs/{id}/samples, showers from a run's best
+ * checkpoints as JSON, the binary layout of api/README.md (encoded by the
+ * client library's gc_showers_encode) or HDF5.  The request is validated
+ * here, queued on the sampling worker and its connection suspended; the
+ * reply is formatted when the worker resumes it.  Contracts:
+ * api/openapi.json. */
+#include "routes_samples.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "calo_h5.h"
+#include "geo.h"
+#include "model_data.h"
+#include "routes.h"
+#include "runs.h"
+#include "sampling.h"
+#include "synth.h"
+
+/* ---------------------------------------------------------------------------
+ * POST /v1/runs/{id}/samples
+ * ------------------------------------------------------------------------- */
+
+enum { FMT_JSON, FMT_BINARY, FMT_HDF5 };
+
+typedef struct sample_call {
+    sampling_job job;
+    http_request *req;
+    int format;
+    char geometry[1024];
+} sample_call;
+
+static void sample_done(sampling_job *job)
+{
+    sample_call *c = job->user;
+    http_resume(c->req);
+}
+
+static void sample_call_free(sample_call *c)
+{
+    free(c->job.e_inc);
+    free(c->job.showers);
+    free(c);
+}
+
+static void sample_call_free_any(void *p)
+{
+    sample_call_free(p);
+}
+
+/* "application/x-hdf5" or "application/octet-stream" anywhere in Accept
+ * picks that format; anything else (JSON, * / *, none) gets JSON. */
+static int accept_format(const char *accept)
+{
+    if (!accept)
+        return FMT_JSON;
+    if (strstr(accept, "application/x-hdf5"))
+        return FMT_HDF5;
+    if (strstr(accept, "application/octet-stream"))
+        return FMT_BINARY;
+    if (strstr(accept, "application/json") || strstr(accept, "*/*") ||
+        strstr(accept, "application/*"))
+        return FMT_JSON;
+    return -1;
+}
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8), p[2] = (unsigned char)(v >> 16),
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static void put_f32(unsigned char *p, float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    put_u32(p, v);
+}
+
+/* Binary layout (api/README.md): all little-endian.
+ *   "GSHW", u32 version = 1, u32 n, u32 voxels, u32 layers,
+ *   u32 voxels of each layer, f32 energies[n], f32 showers[n][voxels] */
+static void reply_binary(http_request *req, sample_call *c, const geo_geometry *g)
+{
+    int64_t n = c->job.n;
+    int V = c->job.voxels;
+    size_t head = 20 + 4 * (size_t)g->n_layers;
+    size_t len = head + 4 * (size_t)n + 4 * (size_t)n * (size_t)V;
+    unsigned char *buf = malloc(len);
+    if (!buf) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    memcpy(buf, "GSHW", 4);
+    put_u32(buf + 4, 1);
+    put_u32(buf + 8, (uint32_t)n);
+    put_u32(buf + 12, (uint32_t)V);
+    put_u32(buf + 16, (uint32_t)g->n_layers);
+    for (int l = 0; l < g->n_layers; l++)
+        put_u32(buf + 20 + 4 * (size_t)l, (uint32_t)g->layers[l].n_voxels);
+    unsigned char *p = buf + head;
+    for (int64_t i = 0; i < n; i++, p += 4)
+        put_f32(p, c->job.e_inc[i]);
+    for (int64_t i = 0; i < n * V; i++, p += 4)
+        put_f32(p, c->job.showers[i]);
+    http_reply_buffer(req, 200, "application/octet-stream", buf, len, NULL);
+}
+
+static void reply_hdf5(http_request *req, sample_call *c)
+{
+    calo_h5_writer w;
+    gt_error err = {0};
+    void *image = NULL;
+    size_t len = 0;
+    if (calo_h5_create_memory(&w, c->job.voxels, 0, 1, &err) != GT_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        return;
+    }
+    if (calo_h5_append(&w, c->job.e_inc, c->job.showers, c->job.n, &err) != GT_OK) {
+        calo_h5_finish_memory(&w, &image, &len, NULL);
+        free(image);
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        return;
+    }
+    if (calo_h5_finish_memory(&w, &image, &len, &err) != GT_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        return;
+    }
+    static const char *const headers[] = {"Content-Disposition",
+                                          "attachment; filename=\"showers.h5\"", NULL};
+    http_reply_buffer(req, 200, "application/x-hdf5", image, len, headers);
+}
+
+static void reply_samples_json(http_request *req, sample_call *c)
+{
+    json_t *energies = json_array(), *showers = json_array();
+    int V = c->job.voxels;
+    for (int64_t i = 0; i < c->job.n; i++) {
+        json_array_append_new(energies, json_real(c->job.e_inc[i]));
+        json_t *row = json_array();
+        for (int v = 0; v < V; v++)
+            json_array_append_new(row, json_real(c->job.showers[i * V + v]));
+        json_array_append_new(showers, row);
+    }
+    http_reply_json(req, 200,
+                    json_pack("{s:I, s:I, s:I, s:i, s:o, s:o}", "run_id", (json_int_t)c->job.run,
+                              "seed", (json_int_t)c->job.seed, "n", (json_int_t)c->job.n,
+                              "voxels", V, "energies", energies, "showers", showers));
+}
+
+static void samples_resume(http_request *req, void *ctx)
+{
+    (void)ctx;
+    sample_call *c = http_get_user(req);
+    if (c->job.rc != GT_OK) {
+        if (c->job.rc == GT_ECANCELLED)
+            http_reply_error(req, 503, HTTP_E_UNAVAILABLE, NULL, "%s", c->job.message);
+        else
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "sampling failed: %s",
+                             c->job.message);
+    } else if (c->format == FMT_JSON) {
+        reply_samples_json(req, c);
+    } else if (c->format == FMT_HDF5) {
+        reply_hdf5(req, c);
+    } else {
+        geo_geometry g;
+        gt_error err = {0};
+        if (model_geometry_load(c->geometry, &g, &err) != GT_OK) {
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        } else {
+            reply_binary(req, c, &g);
+            geo_free(&g);
+        }
+    }
+    http_set_user(req, NULL, NULL);
+    sample_call_free(c);
+}
+
+/* Parses the request body into c (energies drawn for count requests);
+ * replies and returns 0 on a bad request. */
+static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c)
+{
+    if (!json_is_object(body)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
+        return 0;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (strcmp(key, "energies") && strcmp(key, "count") && strcmp(key, "energy") &&
+            strcmp(key, "seed") && strcmp(key, "steps")) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
+            return 0;
+        }
+    }
+    json_t *seed = json_object_get(body, "seed"), *steps = json_object_get(body, "steps");
+    json_t *energies = json_object_get(body, "energies"), *count = json_object_get(body, "count");
+    json_t *dist = json_object_get(body, "energy");
+    if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "seed",
+                         "seed must be a non-negative integer");
+        return 0;
+    }
+    if (steps && (!json_is_integer(steps) || json_integer_value(steps) < 1 ||
+                  json_integer_value(steps) > 1000)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "steps", "steps must be 1 to 1000");
+        return 0;
+    }
+    c->job.seed = seed ? (uint64_t)json_integer_value(seed) : 1;
+    c->job.steps = steps ? (int)json_integer_value(steps) : 0;
+    if ((energies != NULL) == (count != NULL)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "give either energies or count");
+        return 0;
+    }
+    double lo = (double)a->cfg.min_energy_mev, hi = (double)a->cfg.max_energy_mev;
+    long long n;
+    if (energies) {
+        if (!json_is_array(energies) || json_array_size(energies) == 0) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "energies",
+                             "energies must be a non-empty array of MeV");
+            return 0;
+        }
+        n = (long long)json_array_size(energies);
+        if (dist) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "energy",
+                             "energy goes with count, not with energies");
+            return 0;
+        }
+    } else {
+        if (!json_is_integer(count) || json_integer_value(count) < 1) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "count",
+                             "count must be a positive integer");
+            return 0;
+        }
+        n = json_integer_value(count);
+    }
+    if (n > a->cfg.max_showers) {
+        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, energies ? "energies" : "count",
+                         "%lld showers asked, at most %ld per request", n, a->cfg.max_showers);
+        return 0;
+    }
+    if (c->format == FMT_JSON && n > a->cfg.max_json_showers) {
+        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, energies ? "energies" : "count",
+                         "%lld showers asked, at most %ld as JSON (ask for"
+                         " application/octet-stream or application/x-hdf5)",
+                         n, a->cfg.max_json_showers);
+        return 0;
+    }
+    c->job.n = n;
+    c->job.e_inc = malloc((size_t)n * sizeof(float));
+    if (!c->job.e_inc) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return 0;
+    }
+    if (energies) {
+        for (size_t i = 0; i < (size_t)n; i++) {
+            json_t *e = json_array_get(energies, i);
+            double x = json_number_value(e);
+            if (!json_is_number(e) || !(x >= lo && x <= hi)) {
+                char field[48];
+                snprintf(field, sizeof field, "energies[%zu]", i);
+                http_reply_error(req, 422, HTTP_E_VALIDATION, field,
+                                 "incident energies must be numbers in [%g, %g] MeV", lo, hi);
+                return 0;
+            }
+            c->job.e_inc[i] = (float)x;
+        }
+        return 1;
+    }
+    /* count + distribution: drawn as `giant sample` draws them. */
+    synth_config sc;
+    synth_config_default(&sc);
+    sc.seed = c->job.seed;
+    const char *mode = "log-uniform";
+    double emin = 1e3, emax = 1e6;
+    if (dist) {
+        json_t *jd = json_object_get(dist, "dist"), *jmin = json_object_get(dist, "min_mev"),
+               *jmax = json_object_get(dist, "max_mev");
+        if (!json_is_object(dist) || (jd && !json_is_string(jd)) ||
+            (jmin && !json_is_number(jmin)) || (jmax && !json_is_number(jmax))) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "energy",
+                             "energy must be {\"dist\": \"log-uniform\"|\"discrete\"|\"fixed\","
+                             " \"min_mev\": number, \"max_mev\": number}");
+            return 0;
+        }
+        if (jd)
+            mode = json_string_value(jd);
+        if (jmin)
+            emin = json_number_value(jmin);
+        if (jmax)
+            emax = json_number_value(jmax);
+    }
+    gt_error err = {0};
+    if (synth_parse_energy_mode(mode, &sc.energy_mode, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.dist", "%s", err.message);
+        return 0;
+    }
+    if (!(emin >= lo && emin <= hi)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.min_mev",
+                         "min_mev must be in [%g, %g] MeV", lo, hi);
+        return 0;
+    }
+    if (!(emax >= emin && emax <= hi)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.max_mev",
+                         "max_mev must be in [min_mev, %g] MeV", hi);
+        return 0;
+    }
+    sc.e_min_mev = emin;
+    sc.e_max_mev = emax;
+    if (synth_config_check(&sc, &err) != GT_OK ||
+        synth_draw_energies(&sc, 0, n, c->job.e_inc, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy", "%s", err.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* The run's geometry when both stages have a best checkpoint; replies 409
+ * and returns 0 otherwise. */
+static int sample_ready(http_request *req, app *a, int64_t id, sample_call *c)
+{
+    gt_error err = {0};
+    char *config = NULL;
+    int rc = runs_best_pair(a->db, id, &c->job.version, &err);
+    if (rc == GT_ENOTFOUND) {
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
+                         "run %lld has no best checkpoint of both stages yet", (long long)id);
+        return 0;
+    }
+    if (rc || (rc = runs_config(a->db, id, &config, &err))) {
+        routes_reply_internal(req, &err);
+        return 0;
+    }
+    json_t *cfg = json_loads(config, 0, NULL);
+    const char *g = json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
+    snprintf(c->geometry, sizeof c->geometry, "%s", g ? g : "");
+    json_decref(cfg);
+    free(config);
+    return 1;
+}
+
+void route_runs_samples(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    int64_t id = routes_path_run(req, a->db);
+    if (!id)
+        return;
+    sample_call *c = calloc(1, sizeof *c);
+    if (!c) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    c->format = accept_format(http_header(req, "Accept"));
+    if (c->format < 0) {
+        free(c);
+        http_reply_error(req, 406, "not_acceptable", "Accept",
+                         "Accept must allow application/json, application/octet-stream or"
+                         " application/x-hdf5");
+        return;
+    }
+    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c)) {
+        sample_call_free(c);
+        return;
+    }
+    c->req = req;
+    c->job.run = id;
+    c->job.done = sample_done;
+    c->job.user = c;
+    /* Freed with the request if the client leaves before the reply. */
+    http_set_user(req, c, sample_call_free_any);
+    /* Suspend first: the worker may finish before sampling_submit returns. */
+    http_suspend(req, samples_resume);
+    gt_error err = {0};
+    if (sampling_submit(a->sampling, &c->job, &err) != GT_OK) {
+        c->job.rc = err.code ? err.code : GT_EIO;
+        snprintf(c->job.message, sizeof c->job.message, "%s", err.message);
+        http_resume(req);
+    }
+}

@@ -1,0 +1,12 @@
+/* routes_samples: POST /v1/runs/{id}/samples, showers through the sampling
+ * worker.  The handler expects an app * as context; routes.c registers it.
+ * Depends on routes (shared helpers), http, runs, sampling, the client
+ * library's shower codec and the engine's calo_h5 / synth. */
+#ifndef ROUTES_SAMPLES_H
+#define ROUTES_SAMPLES_H
+
+#include "http.h"
+
+void route_runs_samples(http_request *req, void *ctx);
+
+#endif
