@@ -1,10 +1,9 @@
-/* nn_trunk.c: expert and routed trunks, forward and hand-written backward.
- *
- * Layout of the code: configuration, parameter declaration, arena planning,
- * the expert trunk (forward, backward) on an already assembled input
- * xin = x ++ embed(cond), then the public entry points that assemble xin
- * and, for a routed trunk, do the gating and dispatch. */
+/* nn_trunk.c: expert and routed trunks: configuration, parameters, the
+ * activation arena, the packed snapshot, and the public forward / backward,
+ * which assemble the input and hand it to nn_trunk_expert.c or
+ * nn_trunk_routed.c. */
 #include "nn_trunk.h"
+#include "nn_trunk_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,20 +11,6 @@
 #include <string.h>
 
 #include "nn_rng.h"
-
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        int rc_ = (x);                                                         \
-        if (rc_)                                                               \
-            return rc_;                                                        \
-    } while (0)
-
-/* A routed expert runs on its rows padded up to a multiple of this (at
- * most the planned batch), so the matmul shapes an expert sees come from a
- * small set and the backend's per-shape plans (oneDNN primitives, cuBLASLt
- * heuristics) are all made during warm-up.  Padding rows repeat a real row
- * with gate weight 0: their gradient is exactly zero. */
-#define NN_ROUTE_BUCKET 32
 
 /* ------------------------------------------------------------------------ */
 /* configuration                                                            */
@@ -88,77 +73,6 @@ int nn_trunk_config_check(const nn_trunk_config *c, gt_error *err)
     }
     return GT_OK;
 }
-
-/* ------------------------------------------------------------------------ */
-/* state                                                                    */
-/* ------------------------------------------------------------------------ */
-
-typedef struct ex_block {
-    int ln_g, ln_b, w1, b1, w2, b2;   /* view indices */
-} ex_block;
-
-/* One expert trunk: its views and its share of the arena. */
-typedef struct expert {
-    int w_in, b_in, lnf_g, lnf_b, w_out, b_out;
-    ex_block *blk;
-    /* arena (planned batch B; N blocks; H hidden; D input; O output) */
-    float *x;            /* B x D   input rows (gathered for a routed expert) */
-    uint16_t *x_bf;      /* B x D   bf16 copy (bf16 precision) */
-    float *h;            /* (N+1) x B x H residual stream */
-    float *a;            /* N x B x H LayerNorm outputs */
-    uint16_t *a_bf;      /* N x B x H */
-    float *z;            /* N x B x H pre-activations */
-    float *s;            /* N x B x H SiLU outputs */
-    uint16_t *s_bf;      /* N x B x H */
-    float *af;           /* B x H final LayerNorm output */
-    uint16_t *af_bf;
-    float *mean, *rstd;  /* (N+1) x B */
-    float *out;          /* B x O: unscaled output (routed experts) */
-    int rows;            /* rows of the last forward */
-} expert;
-
-struct nn_trunk {
-    nn_trunk_config cfg;
-    nn_backend *b;
-    int check_input;     /* 1: forward checks its input is finite (a sync) */
-    nn_params params;
-    int D;               /* in_dim + cond_dim * emb_dim */
-    int n_ex;            /* 1 or n_experts */
-    expert ex[NN_TRUNK_MAX_EXPERTS];
-    int w_gate, b_gate;
-    /* arena */
-    void *arena;
-    size_t arena_bytes;
-    int batch;           /* planned rows */
-    float *emb;          /* B x cond_dim*emb_dim */
-    float *xin;          /* B x D (routed; the expert kind uses ex[0].x) */
-    float *dh, *dtmp, *da;     /* B x H gradient scratch */
-    uint16_t *g_bf;      /* B x max(H, O) bf16 copy of a gradient */
-    float *dxin;         /* B x D */
-    float *dxe;          /* B x D (routed: an expert's dxin) */
-    float *de;           /* B x O (routed: gathered, scaled d_out) */
-    float *logits, *probs, *dprobs, *dlogits;   /* B x E */
-    int32_t *idx;                               /* B*k, slot order */
-    float *w, *dw;                              /* B*k, slot order */
-    int32_t *rows_d, *pos_d;                    /* dispatch order, padded */
-    float *scale_d, *dscale_d;                  /* dispatch order, padded */
-    float *frac;         /* E */
-    float *scalars;      /* 4: balance, entropy, sumsq */
-    /* host mirrors (planned with the arena) */
-    int32_t *h_idx, *h_rows, *h_pos;
-    float h_frac[NN_TRUNK_MAX_EXPERTS];
-    int off[NN_TRUNK_MAX_EXPERTS + 1];   /* segment starts in dispatch order */
-    int cnt[NN_TRUNK_MAX_EXPERTS];       /* real rows per expert */
-    /* last forward */
-    int fwd_rows, fwd_training;
-    nn_router_stats stats;
-    nn_dtype compute;    /* matmul input dtype now (nn_trunk_set_precision) */
-    /* nn_trunk_pack: every linear weight packed for the fixed-order layer,
-     * indexed by parameter view (empty for vectors); forwards with
-     * training = 0 use them while `packed` is set */
-    nn_packed *pk;
-    int packed;
-};
 
 /* ------------------------------------------------------------------------ */
 /* parameters                                                               */
@@ -461,165 +375,6 @@ int nn_trunk_plan(nn_trunk *t, int batch, gt_error *err)
 }
 
 /* ------------------------------------------------------------------------ */
-/* the expert trunk on an assembled input                                   */
-/* ------------------------------------------------------------------------ */
-
-static nn_tensor T(float *p, int rows, int cols)
-{
-    return nn_f32(p, rows, cols);
-}
-
-static nn_tensor TH(uint16_t *p, int rows, int cols)
-{
-    return nn_tensor_make(p, NN_BF16, rows, cols);
-}
-
-/* The matmul operand for an fp32 activation: itself, or its bf16 copy
- * (written here) under bf16 precision. */
-static int operand(nn_trunk *t, nn_tensor f, uint16_t *bf, nn_tensor *out, gt_error *err)
-{
-    if (!bf || t->compute != NN_BF16) {
-        *out = f;
-        return GT_OK;
-    }
-    nn_tensor h = TH(bf, f.rows, f.cols);
-    TRY(nn_cast_bf16(t->b, h, f, err));
-    *out = h;
-    return GT_OK;
-}
-
-static float *P(nn_trunk *t, int view)
-{
-    return t->params.value + t->params.views[view].offset;
-}
-
-static float *PG(nn_trunk *t, int view)
-{
-    return t->params.grad + t->params.views[view].offset;
-}
-
-static nn_tensor W(nn_trunk *t, int view)
-{
-    if (t->compute == NN_BF16)
-        return nn_params_bf16(&t->params, view);
-    return nn_params_value(&t->params, view);
-}
-
-static nn_tensor WG(nn_trunk *t, int view)
-{
-    return nn_params_grad(&t->params, view);
-}
-
-/* out (+)= act(X . W[view]^T + bias): the fixed-order layer from the packed
- * snapshot when the trunk is packed and this is not a training forward,
- * else the backend's matmul. */
-static int linear(nn_trunk *t, int training, nn_tensor out, nn_tensor X, int view,
-                  const float *bias, nn_act act, int accumulate, gt_error *err)
-{
-    if (t->packed && !training)
-        return nn_linear_fixed(t->b, out, X, &t->pk[view], bias, act, accumulate, err);
-    return nn_matmul(t->b, out, X, 0, W(t, view), 1, bias, act, accumulate, err);
-}
-
-/* e->x[n, D] (and e->x_bf when bf16) -> out[n, O] */
-static int ex_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training,
-                      gt_error *err)
-{
-    nn_backend *b = t->b;
-    const nn_trunk_config *c = &t->cfg;
-    int H = c->hidden, N = c->blocks, B = t->batch;
-    float eps = c->ln_eps;
-    size_t BH = (size_t)B * H;
-    nn_tensor X;
-    TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
-    nn_tensor h0 = T(e->h, n, H);
-    TRY(linear(t, training, h0, X, e->w_in, P(t, e->b_in), NN_ACT_NONE, 0, err));
-    nn_tensor hl = h0;
-    for (int l = 0; l < N; l++) {
-        const ex_block *k = &e->blk[l];
-        size_t lo = training ? (size_t)l : 0;   /* inference reuses slot 0 */
-        nn_tensor a = T(e->a + lo * BH, n, H), A;
-        TRY(nn_ln_fwd(b, a, e->mean + lo * B, e->rstd + lo * B, hl, P(t, k->ln_g),
-                      P(t, k->ln_b), eps, err));
-        TRY(operand(t, a, e->a_bf ? e->a_bf + lo * BH : NULL, &A, err));
-        nn_tensor s = T(e->s + lo * BH, n, H), S;
-        if (training) {
-            nn_tensor z = T(e->z + lo * BH, n, H);
-            TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));
-            TRY(nn_silu_fwd(b, s, z, err));
-        } else {
-            TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));
-        }
-        TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
-        nn_tensor hn = hl;
-        if (training) {
-            /* keep h_l for the LayerNorm backward: h_{l+1} = h_l + ... */
-            hn = T(e->h + (size_t)(l + 1) * BH, n, H);
-            TRY(nn_copy_d2d(b, hn.data, hl.data, (size_t)n * H * sizeof(float), err));
-        }
-        TRY(linear(t, training, hn, S, k->w2, P(t, k->b2), NN_ACT_NONE, 1, err));
-        hl = hn;
-    }
-    size_t lf = training ? (size_t)N : 0;
-    nn_tensor af = T(e->af, n, H), AF;
-    TRY(nn_ln_fwd(b, af, e->mean + lf * B, e->rstd + lf * B, hl, P(t, e->lnf_g),
-                  P(t, e->lnf_b), eps, err));
-    TRY(operand(t, af, e->af_bf, &AF, err));
-    TRY(linear(t, training, out, AF, e->w_out, P(t, e->b_out), NN_ACT_NONE, 0, err));
-    e->rows = n;
-    return GT_OK;
-}
-
-/* d_out[n, O] -> parameter grads (+=), and dxin[n, D] when not NULL. */
-static int ex_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_error *err)
-{
-    nn_backend *b = t->b;
-    const nn_trunk_config *c = &t->cfg;
-    int H = c->hidden, N = c->blocks, n = e->rows, B = t->batch;
-    size_t BH = (size_t)B * H;
-    nn_tensor G, AF, X;
-    /* output head */
-    TRY(operand(t, d_out, t->g_bf, &G, err));
-    int bf = t->compute == NN_BF16;
-    AF = bf ? TH(e->af_bf, n, H) : T(e->af, n, H);
-    TRY(nn_matmul(b, WG(t, e->w_out), G, 1, AF, 0, NULL, NN_ACT_NONE, 1, err));
-    TRY(nn_bias_grad(b, PG(t, e->b_out), d_out, 1, err));
-    nn_tensor daf = T(t->da, n, H);
-    TRY(nn_matmul(b, daf, G, 0, W(t, e->w_out), 0, NULL, NN_ACT_NONE, 0, err));
-    nn_tensor dh = T(t->dh, n, H);
-    TRY(nn_ln_bwd(b, dh, PG(t, e->lnf_g), PG(t, e->lnf_b), daf, T(e->h + (size_t)N * BH, n, H),
-                  e->mean + (size_t)N * B, e->rstd + (size_t)N * B, P(t, e->lnf_g), 0, err));
-    /* blocks, last to first; dh carries the residual gradient */
-    for (int l = N - 1; l >= 0; l--) {
-        const ex_block *k = &e->blk[l];
-        size_t lo = (size_t)l;
-        nn_tensor S = bf ? TH(e->s_bf + lo * BH, n, H) : T(e->s + lo * BH, n, H);
-        nn_tensor A = bf ? TH(e->a_bf + lo * BH, n, H) : T(e->a + lo * BH, n, H);
-        TRY(operand(t, dh, t->g_bf, &G, err));
-        TRY(nn_matmul(b, WG(t, k->w2), G, 1, S, 0, NULL, NN_ACT_NONE, 1, err));
-        TRY(nn_bias_grad(b, PG(t, k->b2), dh, 1, err));
-        nn_tensor ds = T(t->dtmp, n, H);
-        TRY(nn_matmul(b, ds, G, 0, W(t, k->w2), 0, NULL, NN_ACT_NONE, 0, err));
-        TRY(nn_silu_bwd(b, ds, ds, T(e->z + lo * BH, n, H), err));
-        TRY(operand(t, ds, t->g_bf, &G, err));
-        TRY(nn_matmul(b, WG(t, k->w1), G, 1, A, 0, NULL, NN_ACT_NONE, 1, err));
-        TRY(nn_bias_grad(b, PG(t, k->b1), ds, 1, err));
-        nn_tensor da = T(t->da, n, H);
-        TRY(nn_matmul(b, da, G, 0, W(t, k->w1), 0, NULL, NN_ACT_NONE, 0, err));
-        TRY(nn_ln_bwd(b, dh, PG(t, k->ln_g), PG(t, k->ln_b), da, T(e->h + lo * BH, n, H),
-                      e->mean + lo * B, e->rstd + lo * B, P(t, k->ln_g), 1, err));
-    }
-    /* input projection */
-    TRY(operand(t, dh, t->g_bf, &G, err));
-    X = bf ? TH(e->x_bf, n, t->D) : T(e->x, n, t->D);
-    TRY(nn_matmul(b, WG(t, e->w_in), G, 1, X, 0, NULL, NN_ACT_NONE, 1, err));
-    TRY(nn_bias_grad(b, PG(t, e->b_in), dh, 1, err));
-    if (dxin)
-        TRY(nn_matmul(b, T(dxin, n, t->D), G, 0, W(t, e->w_in), 0, NULL, NN_ACT_NONE, 0, err));
-    return GT_OK;
-}
-
-/* ------------------------------------------------------------------------ */
 /* public forward / backward                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -676,99 +431,6 @@ static int assemble_input(nn_trunk *t, nn_tensor x, nn_tensor cond, float *xin, 
     return GT_OK;
 }
 
-static int zero_rows(nn_trunk *t, nn_tensor y, gt_error *err)
-{
-    if (y.ld == y.cols)
-        return nn_memset(t->b, y.data, 0, (size_t)y.rows * y.cols * sizeof(float), err);
-    for (int i = 0; i < y.rows; i++)
-        TRY(nn_memset(t->b, nn_tensor_rows(y, i, 1).data, 0, (size_t)y.cols * sizeof(float),
-                      err));
-    return GT_OK;
-}
-
-static int routed_forward(nn_trunk *t, int n, nn_tensor out, int training, gt_error *err)
-{
-    nn_backend *b = t->b;
-    const nn_trunk_config *c = &t->cfg;
-    int E = c->n_experts, K = c->top_k, D = t->D, O = c->out_dim;
-    nn_tensor xin = T(t->xin, n, D);
-    /* gate: fp32 input and fp32 master weights whatever the precision */
-    nn_tensor logits = T(t->logits, n, E), probs = T(t->probs, n, E);
-    if (t->packed && !training)
-        TRY(nn_linear_fixed(b, logits, xin, &t->pk[t->w_gate], P(t, t->b_gate), NN_ACT_NONE,
-                            0, err));
-    else
-        TRY(nn_matmul(b, logits, xin, 0, nn_params_value(&t->params, t->w_gate), 1,
-                      P(t, t->b_gate), NN_ACT_NONE, 0, err));
-    TRY(nn_softmax_fwd(b, probs, logits, err));
-    TRY(nn_topk_fwd(b, t->idx, t->w, probs, K, err));
-    /* dispatch lists on the host: rows grouped by expert, in row order */
-    size_t nk = (size_t)n * K;
-    TRY(nn_copy_d2h(b, t->h_idx, t->idx, nk * sizeof(int32_t), err));
-    int *cnt = t->cnt, pc[NN_TRUNK_MAX_EXPERTS];
-    memset(cnt, 0, sizeof(int) * NN_TRUNK_MAX_EXPERTS);
-    for (size_t i = 0; i < nk; i++) {
-        int e = t->h_idx[i];
-        if (e < 0 || e >= E)
-            return gt_error_set(err, GT_EDEVICE, "trunk: top-k returned expert %d", e);
-        cnt[e]++;
-    }
-    t->off[0] = 0;
-    for (int e = 0; e < E; e++) {
-        int p = (cnt[e] + NN_ROUTE_BUCKET - 1) / NN_ROUTE_BUCKET * NN_ROUTE_BUCKET;
-        pc[e] = p < t->batch ? p : t->batch;
-        if (pc[e] < cnt[e])
-            pc[e] = cnt[e];
-        t->off[e + 1] = t->off[e] + pc[e];
-    }
-    int nd = t->off[E], fill[NN_TRUNK_MAX_EXPERTS];
-    memcpy(fill, t->off, sizeof(int) * (size_t)E);
-    for (size_t i = 0; i < nk; i++) {
-        int e = t->h_idx[i];
-        t->h_rows[fill[e]] = (int32_t)(i / (size_t)K);
-        t->h_pos[fill[e]] = (int32_t)i;
-        fill[e]++;
-    }
-    for (int e = 0; e < E; e++) {
-        for (int j = cnt[e]; j < pc[e]; j++) {
-            t->h_rows[t->off[e] + j] = t->h_rows[t->off[e]];   /* a real row */
-            t->h_pos[t->off[e] + j] = -1;                        /* no slot */
-        }
-        t->h_frac[e] = (float)cnt[e] / (float)nk;
-    }
-    TRY(nn_copy_h2d(b, t->rows_d, t->h_rows, (size_t)nd * sizeof(int32_t), err));
-    TRY(nn_copy_h2d(b, t->pos_d, t->h_pos, (size_t)nd * sizeof(int32_t), err));
-    TRY(nn_copy_h2d(b, t->frac, t->h_frac, (size_t)E * sizeof(float), err));
-    /* the gate weight of each dispatched row; 0 for padding rows */
-    TRY(nn_memset(b, t->scale_d, 0, (size_t)nd * sizeof(float), err));
-    TRY(zero_rows(t, out, err));
-    for (int e = 0; e < E; e++) {
-        expert *x = &t->ex[e];
-        x->rows = 0;
-        if (!cnt[e])
-            continue;
-        const int32_t *rows = t->rows_d + t->off[e];
-        float *scale = t->scale_d + t->off[e];
-        TRY(nn_gather_rows(b, T(scale, cnt[e], 1), T(t->w, (int)nk, 1), t->pos_d + t->off[e],
-                           NULL, err));
-        TRY(nn_gather_rows(b, T(x->x, pc[e], D), xin, rows, NULL, err));
-        nn_tensor oe = T(x->out, pc[e], O);
-        TRY(ex_forward(t, x, pc[e], oe, training, err));
-        TRY(nn_scatter_add_rows(b, out, nn_tensor_rows(oe, 0, cnt[e]), rows, scale, err));
-    }
-    /* auxiliary losses (fp32) for the trainer's log */
-    float sc[2];
-    TRY(nn_balance_fwd(b, t->scalars, probs, t->frac, err));
-    TRY(nn_entropy_fwd(b, t->scalars + 1, probs, err));
-    TRY(nn_copy_d2h(b, sc, t->scalars, sizeof sc, err));
-    t->stats.balance_loss = sc[0];
-    t->stats.entropy_loss = sc[1];
-    t->stats.n_experts = E;
-    for (int e = 0; e < E; e++)
-        t->stats.load[e] = t->cnt[e];
-    return GT_OK;
-}
-
 int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, int training,
                      gt_error *err)
 {
@@ -779,56 +441,11 @@ int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, in
     t->fwd_rows = 0;
     TRY(assemble_input(t, x, cond, t->xin, err));
     if (t->cfg.kind == NN_TRUNK_EXPERT)
-        TRY(ex_forward(t, &t->ex[0], n, out, training, err));
+        TRY(nn_expert_forward(t, &t->ex[0], n, out, training, err));
     else
-        TRY(routed_forward(t, n, out, training, err));
+        TRY(nn_routed_forward(t, n, out, training, err));
     t->fwd_rows = n;
     t->fwd_training = training;
-    return GT_OK;
-}
-
-static int routed_backward(nn_trunk *t, nn_tensor d_out, int want_dx, gt_error *err)
-{
-    nn_backend *b = t->b;
-    const nn_trunk_config *c = &t->cfg;
-    int n = t->fwd_rows, E = c->n_experts, K = c->top_k, D = t->D, O = c->out_dim;
-    int nk = n * K;
-    nn_tensor xin = T(t->xin, n, D);
-    if (want_dx)
-        TRY(nn_memset(b, t->dxin, 0, (size_t)n * D * sizeof(float), err));
-    TRY(nn_memset(b, t->dw, 0, (size_t)nk * sizeof(float), err));
-    for (int e = 0; e < E; e++) {
-        expert *x = &t->ex[e];
-        int np = x->rows, ne = t->cnt[e];
-        if (!ne)
-            continue;
-        const int32_t *rows = t->rows_d + t->off[e];
-        float *scale = t->scale_d + t->off[e], *dscale = t->dscale_d + t->off[e];
-        nn_tensor de = T(t->de, np, O);
-        /* out[r] = sum_e w_e out_e[r]: d out_e = w_e d_out[r] (0 on padding
-         * rows), d w_e = <d_out[r], out_e[r]> */
-        TRY(nn_gather_rows(b, de, d_out, rows, scale, err));
-        TRY(nn_gather_dot(b, dscale, d_out, rows, T(x->out, ne, O), err));
-        TRY(ex_backward(t, x, de, want_dx ? t->dxe : NULL, err));
-        if (want_dx)
-            TRY(nn_scatter_add_rows(b, T(t->dxin, n, D), T(t->dxe, ne, D), rows, NULL, err));
-        /* back to slot order: dw[pos] = dscale */
-        TRY(nn_scatter_add_rows(b, T(t->dw, nk, 1), T(dscale, ne, 1), t->pos_d + t->off[e],
-                                NULL, err));
-    }
-    nn_tensor probs = T(t->probs, n, E), dprobs = T(t->dprobs, n, E);
-    TRY(nn_topk_bwd(b, dprobs, t->dw, t->idx, t->w, probs, K, 0, err));
-    if (c->balance_coef != 0.0f)
-        TRY(nn_balance_bwd(b, dprobs, c->balance_coef, t->frac, err));
-    if (c->entropy_coef != 0.0f)
-        TRY(nn_entropy_bwd(b, dprobs, c->entropy_coef, probs, err));
-    nn_tensor dlogits = T(t->dlogits, n, E);
-    TRY(nn_softmax_bwd(b, dlogits, dprobs, probs, err));
-    TRY(nn_matmul(b, WG(t, t->w_gate), dlogits, 1, xin, 0, NULL, NN_ACT_NONE, 1, err));
-    TRY(nn_bias_grad(b, PG(t, t->b_gate), dlogits, 1, err));
-    if (want_dx)
-        TRY(nn_matmul(b, T(t->dxin, n, D), dlogits, 0, nn_params_value(&t->params, t->w_gate),
-                      0, NULL, NN_ACT_NONE, 1, err));
     return GT_OK;
 }
 
@@ -856,9 +473,9 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
                                 t->cfg.in_dim);
     }
     if (t->cfg.kind == NN_TRUNK_EXPERT)
-        TRY(ex_backward(t, &t->ex[0], d_out, want_dx ? t->dxin : NULL, err));
+        TRY(nn_expert_backward(t, &t->ex[0], d_out, want_dx ? t->dxin : NULL, err));
     else
-        TRY(routed_backward(t, d_out, want_dx, err));
+        TRY(nn_routed_backward(t, d_out, want_dx, err));
     if (want_dx && t->cfg.in_dim) {
         nn_tensor parts[2] = {d_x, T(NULL, n, t->cfg.cond_dim * t->cfg.emb_dim)};
         TRY(nn_split(t->b, parts, t->cfg.cond_dim ? 2 : 1, T(t->dxin, n, t->D), 0, err));

@@ -1,0 +1,136 @@
+/* nn_trunk_internal: the trunk's state and the helpers its three files
+ * share (nn_trunk.c: configuration, parameters, the arena, the public API;
+ * nn_trunk_expert.c: an expert trunk on an assembled input;
+ * nn_trunk_routed.c: the gate and the dispatch over experts).  Not for use
+ * outside engine/nn. */
+#ifndef NN_TRUNK_INTERNAL_H
+#define NN_TRUNK_INTERNAL_H
+
+#include "nn_trunk.h"
+
+#define TRY(x)                                                                 \
+    do {                                                                       \
+        int rc_ = (x);                                                         \
+        if (rc_)                                                               \
+            return rc_;                                                        \
+    } while (0)
+
+/* A routed expert runs on its rows padded up to a multiple of this (at
+ * most the planned batch), so the matmul shapes an expert sees come from a
+ * small set and the backend's per-shape plans (oneDNN primitives, cuBLASLt
+ * heuristics) are all made during warm-up.  Padding rows repeat a real row
+ * with gate weight 0: their gradient is exactly zero. */
+#define NN_ROUTE_BUCKET 32
+
+typedef struct ex_block {
+    int ln_g, ln_b, w1, b1, w2, b2;   /* view indices */
+} ex_block;
+
+/* One expert trunk: its views and its share of the arena. */
+typedef struct expert {
+    int w_in, b_in, lnf_g, lnf_b, w_out, b_out;
+    ex_block *blk;
+    /* arena (planned batch B; N blocks; H hidden; D input; O output) */
+    float *x;            /* B x D   input rows (gathered for a routed expert) */
+    uint16_t *x_bf;      /* B x D   bf16 copy (bf16 precision) */
+    float *h;            /* (N+1) x B x H residual stream */
+    float *a;            /* N x B x H LayerNorm outputs */
+    uint16_t *a_bf;      /* N x B x H */
+    float *z;            /* N x B x H pre-activations */
+    float *s;            /* N x B x H SiLU outputs */
+    uint16_t *s_bf;      /* N x B x H */
+    float *af;           /* B x H final LayerNorm output */
+    uint16_t *af_bf;
+    float *mean, *rstd;  /* (N+1) x B */
+    float *out;          /* B x O: unscaled output (routed experts) */
+    int rows;            /* rows of the last forward */
+} expert;
+
+struct nn_trunk {
+    nn_trunk_config cfg;
+    nn_backend *b;
+    int check_input;     /* 1: forward checks its input is finite (a sync) */
+    nn_params params;
+    int D;               /* in_dim + cond_dim * emb_dim */
+    int n_ex;            /* 1 or n_experts */
+    expert ex[NN_TRUNK_MAX_EXPERTS];
+    int w_gate, b_gate;
+    /* arena */
+    void *arena;
+    size_t arena_bytes;
+    int batch;           /* planned rows */
+    float *emb;          /* B x cond_dim*emb_dim */
+    float *xin;          /* B x D (routed; the expert kind uses ex[0].x) */
+    float *dh, *dtmp, *da;     /* B x H gradient scratch */
+    uint16_t *g_bf;      /* B x max(H, O) bf16 copy of a gradient */
+    float *dxin;         /* B x D */
+    float *dxe;          /* B x D (routed: an expert's dxin) */
+    float *de;           /* B x O (routed: gathered, scaled d_out) */
+    float *logits, *probs, *dprobs, *dlogits;   /* B x E */
+    int32_t *idx;                               /* B*k, slot order */
+    float *w, *dw;                              /* B*k, slot order */
+    int32_t *rows_d, *pos_d;                    /* dispatch order, padded */
+    float *scale_d, *dscale_d;                  /* dispatch order, padded */
+    float *frac;         /* E */
+    float *scalars;      /* 4: balance, entropy, sumsq */
+    /* host mirrors (planned with the arena) */
+    int32_t *h_idx, *h_rows, *h_pos;
+    float h_frac[NN_TRUNK_MAX_EXPERTS];
+    int off[NN_TRUNK_MAX_EXPERTS + 1];   /* segment starts in dispatch order */
+    int cnt[NN_TRUNK_MAX_EXPERTS];       /* real rows per expert */
+    /* last forward */
+    int fwd_rows, fwd_training;
+    nn_router_stats stats;
+    nn_dtype compute;    /* matmul input dtype now (nn_trunk_set_precision) */
+    /* nn_trunk_pack: every linear weight packed for the fixed-order layer,
+     * indexed by parameter view (empty for vectors); forwards with
+     * training = 0 use them while `packed` is set */
+    nn_packed *pk;
+    int packed;
+};
+
+/* Views of the activation arena and of the parameters. */
+static inline nn_tensor T(float *p, int rows, int cols)
+{
+    return nn_f32(p, rows, cols);
+}
+
+static inline nn_tensor TH(uint16_t *p, int rows, int cols)
+{
+    return nn_tensor_make(p, NN_BF16, rows, cols);
+}
+
+static inline float *P(nn_trunk *t, int view)
+{
+    return t->params.value + t->params.views[view].offset;
+}
+
+static inline float *PG(nn_trunk *t, int view)
+{
+    return t->params.grad + t->params.views[view].offset;
+}
+
+static inline nn_tensor W(nn_trunk *t, int view)
+{
+    if (t->compute == NN_BF16)
+        return nn_params_bf16(&t->params, view);
+    return nn_params_value(&t->params, view);
+}
+
+static inline nn_tensor WG(nn_trunk *t, int view)
+{
+    return nn_params_grad(&t->params, view);
+}
+
+/* nn_trunk_expert.c: e->x[n, D] (and e->x_bf under bf16) -> out[n, O];
+ * and the backward of the last training forward. */
+int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training,
+                      gt_error *err);
+int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_error *err);
+
+/* nn_trunk_routed.c: gate, dispatch, experts, gate-weighted sum over the
+ * assembled input t->xin of n rows; and its backward (d_x when want_dx). */
+int nn_routed_forward(nn_trunk *t, int n, nn_tensor out, int training, gt_error *err);
+int nn_routed_backward(nn_trunk *t, nn_tensor d_out, int want_dx, gt_error *err);
+
+#endif
