@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gt_le.h"
+
 int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev, gt_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -268,20 +270,6 @@ static uint64_t prep_fnv1a(const uint8_t *p, size_t n)
     return h;
 }
 
-static void prep_put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t prep_get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 #define PREP_STATS_HEADER 16 /* magic 4, version 4, dim 8 */
 
 size_t prep_stats_size(const prep_stats *s)
@@ -300,19 +288,13 @@ int prep_stats_to_bytes(const prep_stats *s, uint8_t *buf, size_t cap, size_t *l
     memcpy(buf, "GTPS", 4);
     buf[4] = 1;
     buf[5] = buf[6] = buf[7] = 0;
-    prep_put_u64(buf + 8, (uint64_t)s->dim);
+    gt_le_put_u64(buf + 8, (uint64_t)s->dim);
     uint8_t *p = buf + PREP_STATS_HEADER;
-    for (int d = 0; d < s->dim; d++, p += 8) {
-        uint64_t v;
-        memcpy(&v, &s->mean[d], 8);
-        prep_put_u64(p, v);
-    }
-    for (int d = 0; d < s->dim; d++, p += 8) {
-        uint64_t v;
-        memcpy(&v, &s->std[d], 8);
-        prep_put_u64(p, v);
-    }
-    prep_put_u64(p, prep_fnv1a(buf, need - 8));
+    for (int d = 0; d < s->dim; d++, p += 8)
+        gt_le_put_f64(p, s->mean[d]);
+    for (int d = 0; d < s->dim; d++, p += 8)
+        gt_le_put_f64(p, s->std[d]);
+    gt_le_put_u64(p, prep_fnv1a(buf, need - 8));
     return GT_OK;
 }
 
@@ -323,23 +305,20 @@ int prep_stats_from_bytes(prep_stats *s, const uint8_t *buf, size_t len, gt_erro
         return gt_error_set(err, GT_EFORMAT, "stats: not a statistics blob");
     if (buf[4] != 1 || buf[5] || buf[6] || buf[7])
         return gt_error_set(err, GT_EFORMAT, "stats: unsupported version %u", buf[4]);
-    uint64_t dim = prep_get_u64(buf + 8);
+    uint64_t dim = gt_le_get_u64(buf + 8);
     if (dim == 0 || dim > 100000000 || len != PREP_STATS_HEADER + 16 * dim + 8)
         return gt_error_set(err, GT_EFORMAT, "stats: length %zu does not match dimension %llu",
                             len, (unsigned long long)dim);
-    if (prep_get_u64(buf + len - 8) != prep_fnv1a(buf, len - 8))
+    if (gt_le_get_u64(buf + len - 8) != prep_fnv1a(buf, len - 8))
         return gt_error_set(err, GT_ECHECKSUM, "stats: checksum mismatch");
     int rc = prep_stats_alloc(s, (int)dim, err);
     if (rc)
         return rc;
     const uint8_t *p = buf + PREP_STATS_HEADER;
+    for (int d = 0; d < s->dim; d++, p += 8)
+        s->mean[d] = gt_le_get_f64(p);
     for (int d = 0; d < s->dim; d++, p += 8) {
-        uint64_t v = prep_get_u64(p);
-        memcpy(&s->mean[d], &v, 8);
-    }
-    for (int d = 0; d < s->dim; d++, p += 8) {
-        uint64_t v = prep_get_u64(p);
-        memcpy(&s->std[d], &v, 8);
+        s->std[d] = gt_le_get_f64(p);
         if (!(s->std[d] > 0) || !isfinite(s->std[d]) || !isfinite(s->mean[d])) {
             double bad = s->std[d];
             prep_stats_free(s);

@@ -4,33 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gt_le.h"
+
 #define MAGIC "GIANTMDL"
 #define HEADER (8 + 4 + 4 + 8 + 4)
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 int model_ckpt_pack(int stage, long long step, float val_loss, const void *repr,
                     size_t repr_len, const void *weights, size_t weights_len, void **out,
@@ -41,17 +18,15 @@ int model_ckpt_pack(int stage, long long step, float val_loss, const void *repr,
     if (!b)
         return gt_error_set(err, GT_ENOMEM, "out of memory packing a %zu-byte checkpoint", total);
     memcpy(b, MAGIC, 8);
-    put32(b + 8, 1);
-    put32(b + 12, (uint32_t)stage);
-    put64(b + 16, (uint64_t)step);
-    uint32_t vl;
-    memcpy(&vl, &val_loss, 4);
-    put32(b + 24, vl);
+    gt_le_put_u32(b + 8, 1);
+    gt_le_put_u32(b + 12, (uint32_t)stage);
+    gt_le_put_u64(b + 16, (uint64_t)step);
+    gt_le_put_f32(b + 24, val_loss);
     size_t off = HEADER;
-    put64(b + off, repr_len);
+    gt_le_put_u64(b + off, repr_len);
     memcpy(b + off + 8, repr, repr_len);
     off += 8 + repr_len;
-    put64(b + off, weights_len);
+    gt_le_put_u64(b + off, weights_len);
     memcpy(b + off + 8, weights, weights_len);
     *out = b;
     *out_len = total;
@@ -63,23 +38,22 @@ int model_ckpt_unpack(const void *buf, size_t len, model_ckpt_view *v, gt_error 
     const uint8_t *b = buf;
     if (!b || len < HEADER + 16 || memcmp(b, MAGIC, 8) != 0)
         return gt_error_set(err, GT_EFORMAT, "not a giant model checkpoint");
-    if (get32(b + 8) != 1)
+    if (gt_le_get_u32(b + 8) != 1)
         return gt_error_set(err, GT_EFORMAT, "checkpoint version %u, this build reads 1",
-                            get32(b + 8));
-    v->stage = (int)get32(b + 12);
-    v->step = (long long)get64(b + 16);
-    uint32_t vl = get32(b + 24);
-    memcpy(&v->val_loss, &vl, 4);
+                            gt_le_get_u32(b + 8));
+    v->stage = (int)gt_le_get_u32(b + 12);
+    v->step = (long long)gt_le_get_u64(b + 16);
+    v->val_loss = gt_le_get_f32(b + 24);
     if (v->stage != 1 && v->stage != 2)
         return gt_error_set(err, GT_EFORMAT, "checkpoint names stage %d", v->stage);
     size_t off = HEADER;
-    uint64_t rl = get64(b + off);
+    uint64_t rl = gt_le_get_u64(b + off);
     if (rl > len - off - 8 - 8)
         return gt_error_set(err, GT_EFORMAT, "checkpoint is truncated");
     v->repr = b + off + 8;
     v->repr_len = (size_t)rl;
     off += 8 + (size_t)rl;
-    uint64_t wl = get64(b + off);
+    uint64_t wl = gt_le_get_u64(b + off);
     if (wl != len - off - 8)
         return gt_error_set(err, GT_EFORMAT, "checkpoint is truncated or has trailing bytes");
     v->weights = b + off + 8;

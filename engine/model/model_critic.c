@@ -28,13 +28,6 @@ struct model_critic {
     float *u0_h, *r0_h;
 };
 
-#define TRY(x)                   \
-    do {                         \
-        int rc_ = (x);           \
-        if (rc_)                 \
-            return rc_;          \
-    } while (0)
-
 void model_critic_destroy(model_critic *c)
 {
     if (!c)
@@ -133,15 +126,15 @@ int model_critic_init(model_critic *c, uint64_t seed, gt_error *err)
 {
     nn_params *p = &c->p;
     nn_rng rng = nn_rng_make(seed, 0);
-    TRY(nn_memset(c->b, p->value, 0, p->count * sizeof(float), err));
+    GT_TRY(nn_memset(c->b, p->value, 0, p->count * sizeof(float), err));
     for (int i = 0; i < p->n_views; i++) {
         const nn_param_view *v = &p->views[i];
         if (!v->decay)
             continue;
         size_t n = (size_t)v->rows * v->cols;
         float sd = 1.0f / sqrtf((float)v->cols);
-        TRY(nn_rand_fill(c->b, p->value + v->offset, n, NN_DIST_NORMAL, 0.0f, sd, rng.seed,
-                         rng.stream, nn_rng_take(&rng, n), err));
+        GT_TRY(nn_rand_fill(c->b, p->value + v->offset, n, NN_DIST_NORMAL, 0.0f, sd, rng.seed,
+                            rng.stream, nn_rng_take(&rng, n), err));
     }
     return GT_OK;
 }
@@ -169,12 +162,12 @@ int model_critic_forward(model_critic *c, nn_tensor x, nn_tensor cond, float *ou
                             c->cfg.n_cond, (void *)out);
     c->rows = B;
     nn_tensor parts[2] = {x, cond};
-    TRY(nn_concat(c->b, nn_f32(c->h0, B, c->in0), parts, c->cfg.n_cond ? 2 : 1, err));
+    GT_TRY(nn_concat(c->b, nn_f32(c->h0, B, c->in0), parts, c->cfg.n_cond ? 2 : 1, err));
     for (int l = 0; l < L; l++) {
         nn_tensor a = nn_f32(c->a[l], B, H);
-        TRY(nn_matmul(c->b, a, layer_input(c, l, B), 0, val(c, c->w[l]), 1,
-                      (const float *)val(c, c->bias[l]).data, NN_ACT_NONE, 0, err));
-        TRY(nn_leaky_fwd(c->b, nn_f32(c->h[l], B, H), a, c->cfg.slope, err));
+        GT_TRY(nn_matmul(c->b, a, layer_input(c, l, B), 0, val(c, c->w[l]), 1,
+                         (const float *)val(c, c->bias[l]).data, NN_ACT_NONE, 0, err));
+        GT_TRY(nn_leaky_fwd(c->b, nn_f32(c->h[l], B, H), a, c->cfg.slope, err));
     }
     return nn_matmul(c->b, nn_f32(out, B, 1), nn_f32(c->h[L - 1], B, H), 0, val(c, c->w_out),
                      1, (const float *)val(c, c->b_out).data, NN_ACT_NONE, 0, err);
@@ -190,21 +183,21 @@ int model_critic_backward(model_critic *c, const float *dout, nn_tensor dx, gt_e
                             dx.rows, dx.cols, B, c->cfg.in_dim);
     nn_tensor d = nn_f32((float *)dout, B, 1);
     /* output layer: dw_out += dout^T h_L, db_out += sum dout, g = dout w_out */
-    TRY(nn_matmul(c->b, grd(c, c->w_out), d, 1, nn_f32(c->h[L - 1], B, H), 0, NULL,
-                  NN_ACT_NONE, 1, err));
-    TRY(nn_bias_grad(c->b, (float *)grd(c, c->b_out).data, d, 1, err));
+    GT_TRY(nn_matmul(c->b, grd(c, c->w_out), d, 1, nn_f32(c->h[L - 1], B, H), 0, NULL,
+                     NN_ACT_NONE, 1, err));
+    GT_TRY(nn_bias_grad(c->b, (float *)grd(c, c->b_out).data, d, 1, err));
     float *g = c->g1, *gn = c->g2;
-    TRY(nn_matmul(c->b, nn_f32(g, B, H), d, 0, val(c, c->w_out), 0, NULL, NN_ACT_NONE, 0, err));
+    GT_TRY(nn_matmul(c->b, nn_f32(g, B, H), d, 0, val(c, c->w_out), 0, NULL, NN_ACT_NONE, 0, err));
     for (int l = L - 1; l >= 0; l--) {
         nn_tensor ga = nn_f32(g, B, H);
-        TRY(nn_leaky_bwd(c->b, ga, ga, nn_f32(c->a[l], B, H), c->cfg.slope, err));
-        TRY(nn_matmul(c->b, grd(c, c->w[l]), ga, 1, layer_input(c, l, B), 0, NULL, NN_ACT_NONE,
-                      1, err));
-        TRY(nn_bias_grad(c->b, (float *)grd(c, c->bias[l]).data, ga, 1, err));
+        GT_TRY(nn_leaky_bwd(c->b, ga, ga, nn_f32(c->a[l], B, H), c->cfg.slope, err));
+        GT_TRY(nn_matmul(c->b, grd(c, c->w[l]), ga, 1, layer_input(c, l, B), 0, NULL, NN_ACT_NONE,
+                         1, err));
+        GT_TRY(nn_bias_grad(c->b, (float *)grd(c, c->bias[l]).data, ga, 1, err));
         if (l == 0 && !dx.data)
             break;
-        TRY(nn_matmul(c->b, nn_f32(gn, B, in_width(c, l)), ga, 0, val(c, c->w[l]), 0, NULL,
-                      NN_ACT_NONE, 0, err));
+        GT_TRY(nn_matmul(c->b, nn_f32(gn, B, in_width(c, l)), ga, 0, val(c, c->w[l]), 0, NULL,
+                         NN_ACT_NONE, 0, err));
         float *t = g;
         g = gn;
         gn = t;
@@ -212,7 +205,7 @@ int model_critic_backward(model_critic *c, const float *dout, nn_tensor dx, gt_e
     if (dx.data) {
         /* g holds dL/dh0 = [dL/dx ; dL/dc]: keep the data columns */
         nn_tensor parts[2] = {dx, nn_f32(NULL, B, c->cfg.n_cond)};
-        TRY(nn_split(c->b, parts, c->cfg.n_cond ? 2 : 1, nn_f32(g, B, c->in0), 0, err));
+        GT_TRY(nn_split(c->b, parts, c->cfg.n_cond ? 2 : 1, nn_f32(g, B, c->in0), 0, err));
     }
     return GT_OK;
 }
@@ -230,19 +223,19 @@ int model_critic_penalty(model_critic *c, float lambda, float *penalty, float *m
     /* The input gradient as a forward chain: u_L = w_out (every row),
      * v_l = M_l u_l (leaky_bwd applies the mask), u_{l-1} = v_l W_l. */
     float *u = c->g1;
-    TRY(nn_matmul(c->b, nn_f32(u, B, H), ones, 0, val(c, c->w_out), 0, NULL, NN_ACT_NONE, 0,
-                  err));
+    GT_TRY(nn_matmul(c->b, nn_f32(u, B, H), ones, 0, val(c, c->w_out), 0, NULL, NN_ACT_NONE, 0,
+                     err));
     for (int l = L - 1; l >= 0; l--) {
         nn_tensor vl = nn_f32(c->v[l], B, H);
-        TRY(nn_leaky_bwd(c->b, vl, nn_f32(u, B, H), nn_f32(c->a[l], B, H), c->cfg.slope, err));
+        GT_TRY(nn_leaky_bwd(c->b, vl, nn_f32(u, B, H), nn_f32(c->a[l], B, H), c->cfg.slope, err));
         float *dst = l ? c->g1 : c->u0;
-        TRY(nn_matmul(c->b, nn_f32(dst, B, in_width(c, l)), vl, 0, val(c, c->w[l]), 0, NULL,
-                      NN_ACT_NONE, 0, err));
+        GT_TRY(nn_matmul(c->b, nn_f32(dst, B, in_width(c, l)), vl, 0, val(c, c->w[l]), 0, NULL,
+                         NN_ACT_NONE, 0, err));
         u = dst;
     }
     /* Per-row norms over the data columns, in double on the host:
      * dP/dg_i = (2 lambda / B) (|g_i| - 1) g_i / |g_i| (0 on condition columns). */
-    TRY(nn_copy_d2h(c->b, c->u0_h, c->u0, (size_t)B * in0 * sizeof(float), err));
+    GT_TRY(nn_copy_d2h(c->b, c->u0_h, c->u0, (size_t)B * in0 * sizeof(float), err));
     double pen = 0, nsum = 0;
     for (int i = 0; i < B; i++) {
         const float *g = c->u0_h + (size_t)i * in0;
@@ -262,7 +255,7 @@ int model_critic_penalty(model_critic *c, float lambda, float *penalty, float *m
     *penalty = (float)(lambda * pen / B);
     if (mean_norm)
         *mean_norm = (float)(nsum / B);
-    TRY(nn_copy_h2d(c->b, c->r0, c->r0_h, (size_t)B * in0 * sizeof(float), err));
+    GT_TRY(nn_copy_h2d(c->b, c->r0, c->r0_h, (size_t)B * in0 * sizeof(float), err));
     /* Back through the chain, from u_0 up to u_L = w_out:
      *   dW_l += v_l^T r_{l-1};  r_l = M_l (r_{l-1} W_l^T);  dw_out += sum_i r_L.
      * The masks are constant almost everywhere and the biases never enter
@@ -270,11 +263,11 @@ int model_critic_penalty(model_critic *c, float lambda, float *penalty, float *m
     float *r = c->r0, *rn = c->g2;
     for (int l = 0; l < L; l++) {
         nn_tensor rin = nn_f32(r, B, in_width(c, l));
-        TRY(nn_matmul(c->b, grd(c, c->w[l]), nn_f32(c->v[l], B, H), 1, rin, 0, NULL,
-                      NN_ACT_NONE, 1, err));
+        GT_TRY(nn_matmul(c->b, grd(c, c->w[l]), nn_f32(c->v[l], B, H), 1, rin, 0, NULL,
+                         NN_ACT_NONE, 1, err));
         nn_tensor ro = nn_f32(rn, B, H);
-        TRY(nn_matmul(c->b, ro, rin, 0, val(c, c->w[l]), 1, NULL, NN_ACT_NONE, 0, err));
-        TRY(nn_leaky_bwd(c->b, ro, ro, nn_f32(c->a[l], B, H), c->cfg.slope, err));
+        GT_TRY(nn_matmul(c->b, ro, rin, 0, val(c, c->w[l]), 1, NULL, NN_ACT_NONE, 0, err));
+        GT_TRY(nn_leaky_bwd(c->b, ro, ro, nn_f32(c->a[l], B, H), c->cfg.slope, err));
         r = rn;
         rn = rn == c->g2 ? c->g1 : c->g2;
     }

@@ -7,6 +7,7 @@
 
 #include "calo_h5.h"
 #include "gt_embed.h"
+#include "gt_le.h"
 #include "loader.h"
 #include "synth.h"
 
@@ -174,20 +175,6 @@ size_t model_repr_size(const model_repr *r)
            prep_stats_size(&r->shower);
 }
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *len,
                         gt_error *err)
 {
@@ -204,7 +191,7 @@ int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *l
         int rc = prep_stats_to_bytes(parts[i], buf + off + 8, cap - off - 8, &n, err);
         if (rc)
             return rc;
-        put_u64(buf + off, n);
+        gt_le_put_u64(buf + off, n);
         off += 8 + n;
     }
     *len = off;
@@ -227,7 +214,7 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
             model_repr_free(r);
             return gt_error_set(err, GT_EFORMAT, "model representation block is truncated");
         }
-        uint64_t n = get_u64(buf + off);
+        uint64_t n = gt_le_get_u64(buf + off);
         if (n > len - off - 8) {
             model_repr_free(r);
             return gt_error_set(err, GT_EFORMAT, "model representation block is truncated");
