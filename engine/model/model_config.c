@@ -108,6 +108,15 @@ static void join(char *out, size_t n, const char *prefix, const char *key)
         snprintf(out, n, "%s", key);
 }
 
+/* Fails naming key under path (the dotted "train.lr"). */
+static int fail_key(walker *w, const char *path, const char *key, const char *fmt,
+                    const char *detail)
+{
+    char p[256];
+    join(p, sizeof p, path, key);
+    return fail(w, p, fmt, detail);
+}
+
 /* Unknown keys are errors; `allowed` is NULL-terminated. */
 static int check_keys(walker *w, const json_t *obj, const char *path, const char *const *allowed)
 {
@@ -118,44 +127,52 @@ static int check_keys(walker *w, const json_t *obj, const char *path, const char
         for (const char *const *a = allowed; *a; a++)
             if (strcmp(*a, key) == 0)
                 ok = 1;
-        if (!ok) {
-            char p[256];
-            join(p, sizeof p, path, key);
-            return fail(w, p, "unknown key%s", "");
-        }
+        if (!ok)
+            return fail_key(w, path, key, "unknown key%s", "");
     }
     return GT_OK;
+}
+
+/* The JSON types a field may have; "a number" accepts integers too ("lr": 1
+ * is a number). */
+typedef enum field_type { FIELD_OBJECT, FIELD_INTEGER, FIELD_NUMBER, FIELD_STRING } field_type;
+
+/* *out = obj[key], or NULL when the key is absent (the field keeps its
+ * default); a value of another type fails with "must be <type>".  Every
+ * getter starts here, so absence and type errors read the same everywhere. */
+static int lookup(walker *w, const json_t *obj, const char *path, const char *key,
+                  field_type type, const json_t **out)
+{
+    static const char *const names[] = {"an object", "an integer", "a number", "a string"};
+    const json_t *v = json_object_get(obj, key);
+    *out = v;
+    if (!v)
+        return GT_OK;
+    int ok = type == FIELD_OBJECT    ? json_is_object(v)
+             : type == FIELD_INTEGER ? json_is_integer(v)
+             : type == FIELD_NUMBER  ? json_is_number(v)
+                                     : json_is_string(v);
+    return ok ? GT_OK : fail_key(w, path, key, "must be %s", names[type]);
 }
 
 static int get_object(walker *w, const json_t *parent, const char *path, const char *key,
                       const json_t **out)
 {
-    *out = json_object_get(parent, key);
-    if (!*out)
-        return GT_OK;
-    if (!json_is_object(*out)) {
-        char p[256];
-        join(p, sizeof p, path, key);
-        return fail(w, p, "must be an object%s", "");
-    }
-    return GT_OK;
+    return lookup(w, parent, path, key, FIELD_OBJECT, out);
 }
 
 static int get_int(walker *w, const json_t *obj, const char *path, const char *key,
                    int64_t lo, int64_t hi, int64_t *out)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v)
-        return GT_OK;
-    char p[256];
-    join(p, sizeof p, path, key);
-    if (!json_is_integer(v))
-        return fail(w, p, "must be an integer%s", "");
+    const json_t *v;
+    int rc = lookup(w, obj, path, key, FIELD_INTEGER, &v);
+    if (rc || !v)
+        return rc;
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi) {
         char range[96];
         snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
-        return fail(w, p, "out of range %s", range);
+        return fail_key(w, path, key, "out of range %s", range);
     }
     *out = x;
     return GT_OK;
@@ -179,22 +196,19 @@ static int get_u64(walker *w, const json_t *obj, const char *path, const char *k
     return rc;
 }
 
-/* Accepts integers too ("lr": 1 is a number). lo_open: lo itself excluded. */
+/* lo_open: lo itself excluded. */
 static int get_real(walker *w, const json_t *obj, const char *path, const char *key,
                     double lo, int lo_open, double hi, double *out)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v)
-        return GT_OK;
-    char p[256];
-    join(p, sizeof p, path, key);
-    if (!json_is_number(v))
-        return fail(w, p, "must be a number%s", "");
+    const json_t *v;
+    int rc = lookup(w, obj, path, key, FIELD_NUMBER, &v);
+    if (rc || !v)
+        return rc;
     double x = json_number_value(v);
     if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
         char range[96];
         snprintf(range, sizeof range, "%s%g, %g]", lo_open ? "(" : "[", lo, hi);
-        return fail(w, p, "out of range %s", range);
+        return fail_key(w, path, key, "out of range %s", range);
     }
     *out = x;
     return GT_OK;
@@ -203,16 +217,13 @@ static int get_real(walker *w, const json_t *obj, const char *path, const char *
 static int get_string(walker *w, const json_t *obj, const char *path, const char *key,
                       char *out, size_t cap)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v)
-        return GT_OK;
-    char p[256];
-    join(p, sizeof p, path, key);
-    if (!json_is_string(v))
-        return fail(w, p, "must be a string%s", "");
+    const json_t *v;
+    int rc = lookup(w, obj, path, key, FIELD_STRING, &v);
+    if (rc || !v)
+        return rc;
     const char *s = json_string_value(v);
     if (strlen(s) >= cap || strlen(s) != json_string_length(v))
-        return fail(w, p, "too long or contains NUL%s", "");
+        return fail_key(w, path, key, "too long or contains NUL%s", "");
     snprintf(out, cap, "%s", s);
     return GT_OK;
 }
@@ -221,13 +232,10 @@ static int get_string(walker *w, const json_t *obj, const char *path, const char
 static int get_enum(walker *w, const json_t *obj, const char *path, const char *key,
                     const char *const *names, int *out)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v)
-        return GT_OK;
-    char p[256];
-    join(p, sizeof p, path, key);
-    if (!json_is_string(v))
-        return fail(w, p, "must be a string%s", "");
+    const json_t *v;
+    int rc = lookup(w, obj, path, key, FIELD_STRING, &v);
+    if (rc || !v)
+        return rc;
     char list[200] = "";
     for (int i = 0; names[i]; i++) {
         if (strcmp(names[i], json_string_value(v)) == 0) {
@@ -237,7 +245,7 @@ static int get_enum(walker *w, const json_t *obj, const char *path, const char *
         size_t n = strlen(list);
         snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", names[i]);
     }
-    return fail(w, p, "must be one of: %s", list);
+    return fail_key(w, path, key, "must be one of: %s", list);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -267,16 +275,10 @@ static int parse_trunk(walker *w, const json_t *obj, const char *path, model_tru
         (rc = get_real(w, obj, path, "entropy_weight", 0, 0, 100, &t->entropy_weight)))
         return rc;
     t->kind = (model_trunk_kind)kind;
-    if (t->emb_dim % 2) {
-        char p[256];
-        join(p, sizeof p, path, "emb_dim");
-        return fail(w, p, "must be even (sine and cosine pairs)%s", "");
-    }
-    if (t->top_k > t->experts) {
-        char p[256];
-        join(p, sizeof p, path, "top_k");
-        return fail(w, p, "must not exceed experts%s", "");
-    }
+    if (t->emb_dim % 2)
+        return fail_key(w, path, "emb_dim", "must be even (sine and cosine pairs)%s", "");
+    if (t->top_k > t->experts)
+        return fail_key(w, path, "top_k", "must not exceed experts%s", "");
     return GT_OK;
 }
 
