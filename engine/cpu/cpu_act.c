@@ -8,79 +8,43 @@
 
 static int cpu_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    (void)b;
-    (void)err;
-    int rows = x.rows, cols = x.cols;
-    CPU_FOR_ROWS(i, rows, NUMEL(x)) {
-        const float *xr = ROW(x, i);
-        float *yr = ROW(y, i);
-        for (int j = 0; j < cols; j++)
-            yr[j] = nn_silu(xr[j]);
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(y, x, x, nn_silu(a));
     return GT_OK;
 }
 
 static int cpu_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
 {
-    (void)b;
-    (void)err;
-    int rows = x.rows, cols = x.cols;
-    CPU_FOR_ROWS(i, rows, NUMEL(x)) {
-        const float *xr = ROW(x, i), *dyr = ROW(dy, i);
-        float *dxr = ROW(dx, i);
-        for (int j = 0; j < cols; j++)
-            dxr[j] = dyr[j] * nn_silu_grad(xr[j]);
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(dx, dy, x, a * nn_silu_grad(c));
     return GT_OK;
 }
 
 static int cpu_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err)
 {
-    (void)b;
-    (void)err;
-    int rows = x.rows, cols = x.cols;
-    CPU_FOR_ROWS(i, rows, NUMEL(x)) {
-        const float *xr = ROW(x, i);
-        float *yr = ROW(y, i);
-        for (int j = 0; j < cols; j++)
-            yr[j] = nn_leaky(xr[j], slope);
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(y, x, x, nn_leaky(a, slope));
     return GT_OK;
 }
 
 static int cpu_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
                          gt_error *err)
 {
-    (void)b;
-    (void)err;
-    int rows = x.rows, cols = x.cols;
-    CPU_FOR_ROWS(i, rows, NUMEL(x)) {
-        const float *xr = ROW(x, i), *dyr = ROW(dy, i);
-        float *dxr = ROW(dx, i);
-        for (int j = 0; j < cols; j++)
-            dxr[j] = dyr[j] * nn_leaky_grad(xr[j], slope);
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(dx, dy, x, a * nn_leaky_grad(c, slope));
     return GT_OK;
 }
 
 static int cpu_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
-    (void)b;
-    (void)err;
-    int rows = y.rows, cols = y.cols;
-    CPU_FOR_ROWS(i, rows, NUMEL(y)) {
-        const float *a = ROW(x1, i), *c = ROW(x2, i);
-        float *r = ROW(y, i);
-        for (int j = 0; j < cols; j++)
-            r[j] = a[j] + c[j];
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(y, x1, x2, a + c);
     return GT_OK;
 }
 
 static int cpu_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = x.rows, cols = x.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(x)) {
         const float *xr = ROW(x, i);
@@ -94,32 +58,16 @@ static int cpu_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 static int cpu_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                           const float *beta, nn_tensor z, gt_error *err)
 {
-    (void)b;
-    (void)err;
-    const int rows = y.rows, cols = y.cols;
-    CPU_FOR_ROWS(i, rows, (size_t)rows * cols) {
-        float *yr = (float *)y.data + (size_t)i * y.ld;
-        const float *xr = (const float *)x.data + (size_t)i * x.ld;
-        const float *zr = (const float *)z.data + (size_t)i * z.ld;
-        const float a = alpha[i], c = beta[i];
-        for (int j = 0; j < cols; j++)
-            yr[j] = a * xr[j] + c * zr[j];
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(y, x, z, alpha[i_] * a + beta[i_] * c);
     return GT_OK;
 }
 
 static int cpu_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                            const float *shift, gt_error *err)
 {
-    (void)b;
-    (void)err;
-    const int rows = y.rows, cols = y.cols;
-    CPU_FOR_ROWS(i, rows, (size_t)rows * cols) {
-        float *yr = (float *)y.data + (size_t)i * y.ld;
-        const float *xr = (const float *)x.data + (size_t)i * x.ld;
-        for (int j = 0; j < cols; j++)
-            yr[j] = scale[j] * xr[j] + (shift ? shift[j] : 0.0f);
-    }
+    CPU_UNUSED(b, err);
+    CPU_EW(y, x, x, scale[j_] * a + (shift ? shift[j_] : 0.0f));
     return GT_OK;
 }
 

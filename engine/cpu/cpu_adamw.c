@@ -8,8 +8,7 @@
 static int cpu_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad,
                      float *m, float *v, size_t n, const nn_adamw_hp *hp, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     nn_adamw_hp h = *hp;
     long long nn = (long long)n;
 #pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)

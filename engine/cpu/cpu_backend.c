@@ -41,24 +41,21 @@ static void cpu_free(nn_backend *b, void *p)
 
 static int cpu_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     memset(p, value, bytes);
     return GT_OK;
 }
 
 static int cpu_copy(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     memmove(dst, src, bytes);
     return GT_OK;
 }
 
 static int cpu_sync(nn_backend *b, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     return GT_OK;
 }
 

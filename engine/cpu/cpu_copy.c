@@ -7,8 +7,7 @@
 static int cpu_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
                       gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = y.rows;
     CPU_FOR_ROWS(i, rows, NUMEL(y)) {
         float *r = ROW(y, i);
@@ -24,8 +23,7 @@ static int cpu_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int np
 static int cpu_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
                      gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = y.rows;
     CPU_FOR_ROWS(i, rows, NUMEL(y)) {
         const float *r = ROW(y, i);

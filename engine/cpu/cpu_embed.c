@@ -7,8 +7,7 @@
 static int cpu_embed_fwd(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, float scale,
                          float max_period, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = cond.rows, nc = cond.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(y)) {
         const float *cr = ROW(cond, i);
@@ -24,8 +23,7 @@ static int cpu_embed_bwd(nn_backend *b, nn_tensor dcond, nn_tensor dy, nn_tensor
                          int emb_dim, float scale, float max_period, int accumulate,
                          gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = cond.rows, nc = cond.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(dy)) {
         const float *cr = ROW(cond, i), *dyr = ROW(dy, i);

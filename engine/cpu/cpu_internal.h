@@ -77,6 +77,26 @@ static inline long long NUMEL(nn_tensor t)
     _Pragma("omp parallel for schedule(static) if (cpu_work_ > CPU_PAR_MIN)")        \
     for (int i = 0; i < (rows); i++)
 
+/* The loop of an elementwise op: for every element (i, j) of y, with
+ * `a` = x1[i, j] and `c` = x2[i, j] in scope, y[i, j] = (expr).  y may alias
+ * either input (each element is read before it is written).  One macro so
+ * that each op's code is its formula alone. */
+#define CPU_EW(y, x1, x2, expr)                                                     \
+    CPU_FOR_ROWS(i_, (y).rows, NUMEL(y))                                            \
+    {                                                                               \
+        const float *r1_ = ROW(x1, i_), *r2_ = ROW(x2, i_);                         \
+        float *ry_ = ROW(y, i_);                                                    \
+        for (int j_ = 0; j_ < (y).cols; j_++) {                                     \
+            const float a = r1_[j_], c = r2_[j_];                                   \
+            (void)c;                                                                \
+            ry_[j_] = (expr);                                                       \
+        }                                                                           \
+    }
+
+/* An op's signature names the backend and the error even when, as on the
+ * CPU, the op needs neither. */
+#define CPU_UNUSED(b, err) ((void)(b), (void)(err))
+
 /* Columns [*j0, *j1) of `cols` that thread tid of nt owns (column sums:
  * each thread adds whole columns, so the order within one is fixed). */
 static inline void cpu_thread_cols(int cols, int tid, int nt, int *j0, int *j1)

@@ -8,8 +8,7 @@
 static int cpu_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
                       const float *gamma, const float *beta, float eps, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = x.rows, cols = x.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(x)) {
         const float *xr = ROW(x, i);
@@ -28,8 +27,7 @@ static int cpu_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, 
                       nn_tensor x, const float *mean, const float *rstd, const float *gamma,
                       int accumulate_dx, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = x.rows, cols = x.cols;
 #pragma omp parallel if (NUMEL(x) > CPU_PAR_MIN)
     {

@@ -18,8 +18,7 @@ double cpu_reduce_finish(cpu_state *s, int used)
 
 static int cpu_bias_grad(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = dy.rows, cols = dy.cols;
 #pragma omp parallel if (NUMEL(dy) > CPU_PAR_MIN)
     {
@@ -68,8 +67,7 @@ static int cpu_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor tar
 static int cpu_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred,
                        nn_tensor target, int accumulate, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = pred.rows, cols = pred.cols;
     float sc = 2.0f * dloss / (float)((double)rows * cols);
     CPU_FOR_ROWS(i, rows, NUMEL(pred)) {
@@ -85,8 +83,7 @@ static int cpu_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pr
 
 static int cpu_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     double acc = 0.0;
     for (int i = 0; i < x.rows; i++) {
         const float *r = ROW(x, i);
@@ -99,8 +96,7 @@ static int cpu_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
 
 static int cpu_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     float g = dout / (float)((double)dx.rows * dx.cols);
     for (int i = 0; i < dx.rows; i++) {
         float *r = ROW(dx, i);

@@ -6,8 +6,7 @@
 static int cpu_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
                          uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     long long nblocks = (long long)nn_rng_blocks(n);
 #pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)
     for (long long q = 0; q < nblocks; q++) {

@@ -8,8 +8,7 @@
 static int cpu_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, int k,
                         gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     for (int i = 0; i < probs.rows; i++)
         nn_topk_row(ROW(probs, i), probs.cols, k, idx + (size_t)i * k, w + (size_t)i * k);
     return GT_OK;
@@ -18,8 +17,7 @@ static int cpu_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, 
 static int cpu_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const int32_t *idx,
                         const float *w, nn_tensor probs, int k, int accumulate, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     for (int i = 0; i < probs.rows; i++)
         nn_topk_bwd_row(ROW(probs, i), idx + (size_t)i * k, w + (size_t)i * k,
                         dw + (size_t)i * k, probs.cols, k, accumulate, ROW(dprobs, i));
@@ -29,8 +27,7 @@ static int cpu_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const 
 static int cpu_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                            const float *scale, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = y.rows, cols = y.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(y)) {
         const float *src = ROW(x, idx[i]);
@@ -49,8 +46,7 @@ static int cpu_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_
 static int cpu_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                                 const float *scale, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = x.rows, cols = x.cols;
     /* idx does not repeat within a call, so rows can be split across threads */
     CPU_FOR_ROWS(i, rows, NUMEL(x)) {
@@ -66,8 +62,7 @@ static int cpu_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const i
 static int cpu_gather_dot(nn_backend *b, float *out, nn_tensor a, const int32_t *idx,
                           nn_tensor x, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = x.rows, cols = x.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(x)) {
         const float *ar = ROW(a, idx[i]), *xr = ROW(x, i);
@@ -82,8 +77,7 @@ static int cpu_gather_dot(nn_backend *b, float *out, nn_tensor a, const int32_t 
 static int cpu_balance_fwd(nn_backend *b, float *loss, nn_tensor probs, const float *frac,
                            gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = probs.rows, E = probs.cols;
     double acc = 0.0;
     for (int e = 0; e < E; e++) {
@@ -99,8 +93,7 @@ static int cpu_balance_fwd(nn_backend *b, float *loss, nn_tensor probs, const fl
 static int cpu_balance_bwd(nn_backend *b, nn_tensor dprobs, float dloss, const float *frac,
                            gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = dprobs.rows, E = dprobs.cols;
     for (int i = 0; i < rows; i++) {
         float *d = ROW(dprobs, i);
@@ -112,8 +105,7 @@ static int cpu_balance_bwd(nn_backend *b, nn_tensor dprobs, float dloss, const f
 
 static int cpu_entropy_fwd(nn_backend *b, float *loss, nn_tensor probs, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     double acc = 0.0;
     for (int i = 0; i < probs.rows; i++) {
         const float *p = ROW(probs, i);
@@ -127,8 +119,7 @@ static int cpu_entropy_fwd(nn_backend *b, float *loss, nn_tensor probs, gt_error
 static int cpu_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs,
                            gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     float s = dloss / (float)probs.rows;
     for (int i = 0; i < probs.rows; i++) {
         const float *p = ROW(probs, i);

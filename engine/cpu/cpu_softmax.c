@@ -6,8 +6,7 @@
 
 static int cpu_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = x.rows, cols = x.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(x))
         nn_softmax_row(ROW(x, i), ROW(y, i), cols);
@@ -17,8 +16,7 @@ static int cpu_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *er
 static int cpu_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y,
                            gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = y.rows, cols = y.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(y)) {
         const float *yr = ROW(y, i), *dyr = ROW(dy, i);

@@ -10,8 +10,7 @@
 
 static int cpu_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
 {
-    (void)b;
-    (void)err;
+    CPU_UNUSED(b, err);
     int rows = f.rows, L = f.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(f))
         nn_sb_fwd_row(ROW(z, i), ROW(f, i), L);
