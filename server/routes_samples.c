@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "calo_h5.h"
+#include "giant_client.h"
 #include "geo.h"
 #include "model_data.h"
 #include "routes.h"
@@ -67,45 +68,23 @@ static int accept_format(const char *accept)
     return -1;
 }
 
-static void put_u32(unsigned char *p, uint32_t v)
+/* The binary layout of api/README.md, written by the client library's
+ * encoder so the layout lives beside its decoder. */
+static void reply_binary(http_request *req, sample_call *c, int layers, int *layer_voxels)
 {
-    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8), p[2] = (unsigned char)(v >> 16),
-    p[3] = (unsigned char)(v >> 24);
-}
-
-static void put_f32(unsigned char *p, float f)
-{
-    uint32_t v;
-    memcpy(&v, &f, 4);
-    put_u32(p, v);
-}
-
-/* Binary layout (api/README.md): all little-endian.
- *   "GSHW", u32 version = 1, u32 n, u32 voxels, u32 layers,
- *   u32 voxels of each layer, f32 energies[n], f32 showers[n][voxels] */
-static void reply_binary(http_request *req, sample_call *c, const geo_geometry *g)
-{
-    int64_t n = c->job.n;
-    int V = c->job.voxels;
-    size_t head = 20 + 4 * (size_t)g->n_layers;
-    size_t len = head + 4 * (size_t)n + 4 * (size_t)n * (size_t)V;
-    unsigned char *buf = malloc(len);
+    gc_showers s = {c->job.n, c->job.voxels, layers, layer_voxels, c->job.e_inc, c->job.showers};
+    size_t len = gc_showers_size(s.n, s.voxels, s.layers);
+    unsigned char *buf = len ? malloc(len) : NULL;
+    gt_error err = {0};
     if (!buf) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
         return;
     }
-    memcpy(buf, "GSHW", 4);
-    put_u32(buf + 4, 1);
-    put_u32(buf + 8, (uint32_t)n);
-    put_u32(buf + 12, (uint32_t)V);
-    put_u32(buf + 16, (uint32_t)g->n_layers);
-    for (int l = 0; l < g->n_layers; l++)
-        put_u32(buf + 20 + 4 * (size_t)l, (uint32_t)g->layers[l].n_voxels);
-    unsigned char *p = buf + head;
-    for (int64_t i = 0; i < n; i++, p += 4)
-        put_f32(p, c->job.e_inc[i]);
-    for (int64_t i = 0; i < n * V; i++, p += 4)
-        put_f32(p, c->job.showers[i]);
+    if (gc_showers_encode(&s, buf, len, &err) != GT_OK) {
+        free(buf);
+        routes_reply_internal(req, &err);
+        return;
+    }
     http_reply_buffer(req, 200, "application/octet-stream", buf, len, NULL);
 }
 
@@ -171,7 +150,14 @@ static void samples_resume(http_request *req, void *ctx)
         if (model_geometry_load(c->geometry, &g, &err) != GT_OK) {
             http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
         } else {
-            reply_binary(req, c, &g);
+            int *lv = malloc((size_t)(g.n_layers ? g.n_layers : 1) * sizeof *lv);
+            for (int l = 0; lv && l < g.n_layers; l++)
+                lv[l] = g.layers[l].n_voxels;
+            if (lv)
+                reply_binary(req, c, g.n_layers, lv);
+            else
+                http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+            free(lv);
             geo_free(&g);
         }
     }

@@ -7,6 +7,8 @@
 
 #include <curl/curl.h>
 
+#include "gt_le.h"
+
 struct gc_client {
     CURL *curl;
     char base[512];
@@ -396,4 +398,128 @@ int gc_watch_events(gc_client *c, long long id, long long last_event_id, gc_even
     free(p.data);
     free(p.errbody);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Showers: the binary layout
+ * ------------------------------------------------------------------------- */
+
+#define SHOWERS_HEAD 20            /* magic, version, n, voxels, layers */
+
+size_t gc_showers_size(int64_t n, int voxels, int layers)
+{
+    if (n < 0 || voxels < 0 || layers < 0 || (uint64_t)n > UINT32_MAX)
+        return 0;
+    /* 20 + 4 L + 4 n (1 + V), each step checked: a hostile header must
+     * not wrap the length a decoder compares with. */
+    size_t rows, per_row, body, head, total;
+    if (__builtin_add_overflow((size_t)voxels, (size_t)1, &per_row) ||
+        __builtin_mul_overflow((size_t)n, per_row, &rows) ||
+        __builtin_mul_overflow(rows, (size_t)4, &body) ||
+        __builtin_mul_overflow((size_t)layers, (size_t)4, &head) ||
+        __builtin_add_overflow(head, (size_t)SHOWERS_HEAD, &head) ||
+        __builtin_add_overflow(body, head, &total))
+        return 0;
+    return total;
+}
+
+/* The sum of the layers' voxels, or -1 when one is negative. */
+static long long layer_sum(const int *layer_voxels, int layers)
+{
+    long long sum = 0;
+    for (int l = 0; l < layers; l++) {
+        if (layer_voxels[l] < 0)
+            return -1;
+        sum += layer_voxels[l];
+    }
+    return sum;
+}
+
+int gc_showers_encode(const gc_showers *s, void *out, size_t cap, gt_error *err)
+{
+    size_t len = gc_showers_size(s->n, s->voxels, s->layers);
+    if (len == 0)
+        return gt_error_set(err, GT_EINVAL, "showers: %lld x %d voxels over %d layers do not fit"
+                            " the layout", (long long)s->n, s->voxels, s->layers);
+    if (layer_sum(s->layer_voxels, s->layers) != s->voxels)
+        return gt_error_set(err, GT_EINVAL, "showers: the %d layers do not sum to %d voxels",
+                            s->layers, s->voxels);
+    if (cap < len)
+        return gt_error_set(err, GT_EINVAL, "showers: %zu bytes needed, %zu given", len, cap);
+    unsigned char *p = out;
+    memcpy(p, GC_SHOWERS_MAGIC, 4);
+    gt_le_put_u32(p + 4, GC_SHOWERS_VERSION);
+    gt_le_put_u32(p + 8, (uint32_t)s->n);
+    gt_le_put_u32(p + 12, (uint32_t)s->voxels);
+    gt_le_put_u32(p + 16, (uint32_t)s->layers);
+    p += SHOWERS_HEAD;
+    for (int l = 0; l < s->layers; l++, p += 4)
+        gt_le_put_u32(p, (uint32_t)s->layer_voxels[l]);
+    for (int64_t i = 0; i < s->n; i++, p += 4)
+        gt_le_put_f32(p, s->energies[i]);
+    for (int64_t i = 0; i < s->n * s->voxels; i++, p += 4)
+        gt_le_put_f32(p, s->showers[i]);
+    return GT_OK;
+}
+
+int gc_showers_decode(const void *buf, size_t len, gc_showers *out, gt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const unsigned char *p = buf;
+    if (len < SHOWERS_HEAD)
+        return gt_error_set(err, GT_EFORMAT, "showers: %zu bytes, shorter than the %d-byte header",
+                            len, SHOWERS_HEAD);
+    if (memcmp(p, GC_SHOWERS_MAGIC, 4) != 0)
+        return gt_error_set(err, GT_EFORMAT, "showers: no \"GSHW\" magic");
+    uint32_t version = gt_le_get_u32(p + 4), n = gt_le_get_u32(p + 8);
+    uint32_t voxels = gt_le_get_u32(p + 12), layers = gt_le_get_u32(p + 16);
+    if (version != GC_SHOWERS_VERSION)
+        return gt_error_set(err, GT_EFORMAT, "showers: version %u, this client reads %u", version,
+                            GC_SHOWERS_VERSION);
+    if (voxels > INT32_MAX || layers > INT32_MAX)
+        return gt_error_set(err, GT_EFORMAT, "showers: %u voxels over %u layers is not a shower",
+                            voxels, layers);
+    size_t want = gc_showers_size(n, (int)voxels, (int)layers);
+    if (want == 0)
+        return gt_error_set(err, GT_EFORMAT, "showers: %u showers of %u voxels do not fit memory",
+                            n, voxels);
+    if (len != want)
+        return gt_error_set(err, GT_EFORMAT,
+                            "showers: %zu bytes, but %u showers of %u voxels over %u layers take"
+                            " %zu (%s)",
+                            len, n, voxels, layers, want, len < want ? "truncated" : "trailing bytes");
+    long long sum = 0;
+    for (uint32_t l = 0; l < layers; l++)
+        sum += gt_le_get_u32(p + SHOWERS_HEAD + 4 * (size_t)l);
+    if (sum != voxels)
+        return gt_error_set(err, GT_EFORMAT, "showers: the %u layers hold %lld voxels, not %u",
+                            layers, sum, voxels);
+    out->n = n;
+    out->voxels = (int)voxels;
+    out->layers = (int)layers;
+    out->layer_voxels = malloc(layers ? 4 * (size_t)layers : 1);
+    out->energies = malloc(n ? 4 * (size_t)n : 1);
+    out->showers = malloc(n && voxels ? 4 * (size_t)n * voxels : 1);
+    if (!out->layer_voxels || !out->energies || !out->showers) {
+        gc_showers_free(out);
+        return gt_error_set(err, GT_ENOMEM, "showers: out of memory for %u showers", n);
+    }
+    p += SHOWERS_HEAD;
+    for (uint32_t l = 0; l < layers; l++, p += 4)
+        out->layer_voxels[l] = (int)gt_le_get_u32(p);
+    for (uint32_t i = 0; i < n; i++, p += 4)
+        out->energies[i] = gt_le_get_f32(p);
+    for (size_t i = 0; i < (size_t)n * voxels; i++, p += 4)
+        out->showers[i] = gt_le_get_f32(p);
+    return GT_OK;
+}
+
+void gc_showers_free(gc_showers *s)
+{
+    if (!s)
+        return;
+    free(s->layer_voxels);
+    free(s->energies);
+    free(s->showers);
+    memset(s, 0, sizeof *s);
 }

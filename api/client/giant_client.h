@@ -13,11 +13,16 @@
  * the return value maps the HTTP status (404 -> GT_ENOTFOUND, 4xx ->
  * GT_EINVAL, 5xx / transport -> GT_EIO).  gc_request gives the raw reply
  * for anything else.  A client handle is not thread-safe: one per thread.
- * Depends on libcurl, Jansson and the engine's gt_error only. */
+ *
+ * It also holds the codec of the binary shower layout (gc_showers_*): the
+ * service encodes its application/octet-stream replies with it, clients
+ * decode them with it, so the layout is written down in one place.
+ * Depends on libcurl, Jansson and the engine's gt_error / gt_le only. */
 #ifndef GIANT_CLIENT_H
 #define GIANT_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -70,5 +75,42 @@ int gc_sample(gc_client *c, long long id, const char *body_json, const char *acc
 typedef int (*gc_event_fn)(void *user, long long id, const char *event, const char *data);
 int gc_watch_events(gc_client *c, long long id, long long last_event_id, gc_event_fn fn,
                     void *user, gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Showers in the binary layout of api/README.md, every number little-endian:
+ *   "GSHW", u32 version (1), u32 n, u32 voxels, u32 layers,
+ *   u32 voxels of each layer, f32 energies[n], f32 showers[n][voxels]
+ * ------------------------------------------------------------------------- */
+
+#define GC_SHOWERS_MAGIC "GSHW"
+#define GC_SHOWERS_VERSION 1u
+
+typedef struct gc_showers {
+    int64_t n;                 /* showers                                     */
+    int voxels;                /* per shower                                  */
+    int layers;                /* of the geometry, with or without voxels     */
+    int *layer_voxels;         /* [layers]; they sum to voxels                */
+    float *energies;           /* [n] incident energies, MeV                  */
+    float *showers;            /* [n * voxels], row-major (shower, voxel), MeV */
+} gc_showers;
+
+/* Bytes of the encoding of n showers of `voxels` over `layers` layers:
+ * 20 + 4 layers + 4 n + 4 n voxels.  0 when a count is negative or above
+ * what a u32 holds, or the total does not fit a size_t. */
+size_t gc_showers_size(int64_t n, int voxels, int layers);
+
+/* Writes s into out (cap bytes).  GT_EINVAL when a count is out of range,
+ * the layers do not sum to the voxels, or cap is below gc_showers_size. */
+int gc_showers_encode(const gc_showers *s, void *out, size_t cap, gt_error *err);
+
+/* Reads an encoding into out, whose arrays are malloc'ed (gc_showers_free).
+ * Refuses with GT_EFORMAT, leaving out empty: a buffer too short for its
+ * header, another magic or version, layers that do not sum to the voxels,
+ * counts beyond an int, or a length other than the header's n, voxels and
+ * layers make (truncated, or with trailing bytes). */
+int gc_showers_decode(const void *buf, size_t len, gc_showers *out, gt_error *err);
+
+/* Frees what gc_showers_decode allocated and empties s (NULL is fine). */
+void gc_showers_free(gc_showers *s);
 
 #endif
