@@ -236,21 +236,37 @@ void calo_h5_close(calo_h5_reader *r)
     calo_h5_unlock();
 }
 
-static int calo_h5_read_slab(hid_t ds, int64_t row0, int64_t n, int64_t width, float *out,
-                             const char *path, gt_error *err)
+/* The rows [row0, row0 + n) of a 2-D dataset `width` wide: the selection in
+ * the file (*fspace) and a matching memory space (*mspace).  Negative on
+ * failure; either way the caller closes both with calo_h5_close_rows. */
+static herr_t calo_h5_select_rows(hid_t ds, int64_t row0, int64_t n, int64_t width,
+                                  hid_t *fspace, hid_t *mspace)
 {
-    hid_t fspace = H5Dget_space(ds);
     hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)n, (hsize_t)width};
-    hid_t mspace = H5Screate_simple(2, count, NULL);
-    int rc = GT_OK;
-    if (fspace < 0 || mspace < 0 ||
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-        H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, out) < 0)
-        rc = calo_h5_fail(err, GT_EIO, "read failed (truncated or corrupt file?)", path);
+    *fspace = H5Dget_space(ds);
+    *mspace = H5Screate_simple(2, count, NULL);
+    if (*fspace < 0 || *mspace < 0)
+        return -1;
+    return H5Sselect_hyperslab(*fspace, H5S_SELECT_SET, start, NULL, count, NULL);
+}
+
+static void calo_h5_close_rows(hid_t fspace, hid_t mspace)
+{
     if (mspace >= 0)
         H5Sclose(mspace);
     if (fspace >= 0)
         H5Sclose(fspace);
+}
+
+static int calo_h5_read_slab(hid_t ds, int64_t row0, int64_t n, int64_t width, float *out,
+                             const char *path, gt_error *err)
+{
+    hid_t fspace, mspace;
+    int rc = GT_OK;
+    if (calo_h5_select_rows(ds, row0, n, width, &fspace, &mspace) < 0 ||
+        H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, out) < 0)
+        rc = calo_h5_fail(err, GT_EIO, "read failed (truncated or corrupt file?)", path);
+    calo_h5_close_rows(fspace, mspace);
     return rc;
 }
 
@@ -427,18 +443,12 @@ static int calo_h5_append_one(hid_t ds, int64_t row0, int64_t n, int64_t width, 
     hsize_t newdims[2] = {(hsize_t)(row0 + n), (hsize_t)width};
     if (H5Dset_extent(ds, newdims) < 0)
         return calo_h5_fail(err, GT_EIO, "cannot extend dataset", "");
-    hid_t fspace = H5Dget_space(ds);
-    hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)n, (hsize_t)width};
-    hid_t mspace = H5Screate_simple(2, count, NULL);
+    hid_t fspace, mspace;
     int rc = GT_OK;
-    if (fspace < 0 || mspace < 0 ||
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+    if (calo_h5_select_rows(ds, row0, n, width, &fspace, &mspace) < 0 ||
         H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, src) < 0)
         rc = calo_h5_fail(err, GT_EIO, "write failed (disk full?)", "");
-    if (mspace >= 0)
-        H5Sclose(mspace);
-    if (fspace >= 0)
-        H5Sclose(fspace);
+    calo_h5_close_rows(fspace, mspace);
     return rc;
 }
 
