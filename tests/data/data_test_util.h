@@ -1,10 +1,12 @@
-/* Helpers shared by the data tests: paths to the repository's geometry
- * files and to scratch files in the test's build directory. */
+/* Helpers shared by the data tests: the repository's geometry files (path
+ * and loading), shell commands and the h5py probe. */
 #ifndef DATA_TEST_UTIL_H
 #define DATA_TEST_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "geo.h"
 
 /* configs/geometry/<name> under GIANT_SOURCE_DIR. */
 static inline const char *dt_geometry_path(const char *name)
@@ -15,6 +17,18 @@ static inline const char *dt_geometry_path(const char *name)
     char *out = buf[k++ & 3];
     snprintf(out, 1024, "%s/configs/geometry/%s", root ? root : "../..", name);
     return out;
+}
+
+/* Loads configs/geometry/<name> for a test's main(): 0, or 1 after printing
+ * why (the test cannot run without it). */
+static inline int dt_load_geometry(geo_geometry *g, const char *name)
+{
+    gt_error err = {0};
+    if (geo_load_file(g, dt_geometry_path(name), &err)) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    return 0;
 }
 
 /* Runs a shell command, returns its exit status (-1 when it cannot run). */

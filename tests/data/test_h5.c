@@ -442,11 +442,8 @@ static void threads(const geo_geometry *g)
 int main(void)
 {
     geo_geometry g;
-    gt_error err = {0};
-    if (geo_load_file(&g, dt_geometry_path("binning_dataset_2.xml"), &err)) {
-        fprintf(stderr, "%s\n", err.message);
+    if (dt_load_geometry(&g, "binning_dataset_2.xml"))
         return 1;
-    }
     const int64_t n = 45;
     write_ours("ours.h5", n);
     read_back_ours("ours.h5", &g, n);

@@ -213,11 +213,8 @@ static void test_same_vs_shifted(const geo_geometry *g)
 int main(void)
 {
     geo_geometry g;
-    gt_error err = {0};
-    if (geo_load_file(&g, dt_geometry_path("binning_dataset_2.xml"), &err)) {
-        fprintf(stderr, "%s\n", err.message);
+    if (dt_load_geometry(&g, "binning_dataset_2.xml"))
         return 1;
-    }
     test_features(&g);
     test_separation();
     test_distances();
