@@ -40,15 +40,40 @@ static double loss_d(void)
     return s;
 }
 
-static double penalty(float lambda)
+/* The penalty weight the test uses throughout. */
+static const float LAMBDA = 10.0f;
+
+static double penalty(void)
 {
     gt_error err;
     forward();
     nn_params *p = model_critic_params(cr);
     nn_params_zero_grad(p, NULL);
     float pen = 0;
-    CHECK(model_critic_penalty(cr, lambda, &pen, NULL, &err) == GT_OK);
+    CHECK(model_critic_penalty(cr, LAMBDA, &pen, NULL, &err) == GT_OK);
     return pen;
+}
+
+/* Sets host[at] and its device copy dev[at] to v. */
+static void set_at(float *host, float *dev, size_t at, float v)
+{
+    host[at] = v;
+    nn_copy_h2d(be, dev + at, host + at, sizeof(float), NULL);
+}
+
+/* The central difference of f in one element (host[at], mirrored at
+ * dev[at]) with step h; f at +h and -h in *up and *down.  The element is
+ * restored. */
+static double central_diff(float *host, float *dev, size_t at, double h, double (*f)(void),
+                           double *up, double *down)
+{
+    float keep = host[at];
+    set_at(host, dev, at, keep + (float)h);
+    *up = f();
+    set_at(host, dev, at, keep - (float)h);
+    *down = f();
+    set_at(host, dev, at, keep);
+    return (*up - *down) / (2 * h);
 }
 
 int main(void)
@@ -97,16 +122,7 @@ int main(void)
         const nn_param_view *pv = &p->views[v];
         for (int k = 0; k < pv->rows * pv->cols; k++) {
             size_t at = pv->offset + (size_t)k;
-            float keep = val[at];
-            val[at] = keep + (float)h;
-            nn_copy_h2d(be, p->value + at, val + at, sizeof(float), &err);
-            double lp = loss_d();
-            val[at] = keep - (float)h;
-            nn_copy_h2d(be, p->value + at, val + at, sizeof(float), &err);
-            double lm = loss_d();
-            val[at] = keep;
-            nn_copy_h2d(be, p->value + at, val + at, sizeof(float), &err);
-            double fd = (lp - lm) / (2 * h);
+            double lp, lm, fd = central_diff(val, p->value, at, h, loss_d, &lp, &lm);
             checked++;
             if (fabs(fd - g1[at]) > 2e-3 + 2e-2 * fabs(fd)) {
                 bad++;
@@ -116,16 +132,7 @@ int main(void)
         }
     }
     for (int k = 0; k < B * DIN; k++) {
-        float keep = xh[k];
-        xh[k] = keep + (float)h;
-        nn_copy_h2d(be, xd, xh, sizeof xh, &err);
-        double lp = loss_d();
-        xh[k] = keep - (float)h;
-        nn_copy_h2d(be, xd, xh, sizeof xh, &err);
-        double lm = loss_d();
-        xh[k] = keep;
-        nn_copy_h2d(be, xd, xh, sizeof xh, &err);
-        double fd = (lp - lm) / (2 * h);
+        double lp, lm, fd = central_diff(xh, xd, (size_t)k, h, loss_d, &lp, &lm);
         checked++;
         if (fabs(fd - dx[k]) > 2e-3 + 2e-2 * fabs(fd)) {
             bad++;
@@ -145,18 +152,17 @@ int main(void)
     CHECK(model_critic_backward(cr, doutd, nn_f32(dxd, B, DIN), &err) == GT_OK);
     nn_copy_d2h(be, dx, dxd, sizeof dx, &err);
     double mn = 0, pen_ref = 0;
-    const float lambda = 10.0f;
     for (int i = 0; i < B; i++) {
         double s = 0;
         for (int j = 0; j < DIN; j++)
             s += (double)dx[i * DIN + j] * dx[i * DIN + j];
         mn += sqrt(s) / B;
-        pen_ref += lambda * (sqrt(s) - 1) * (sqrt(s) - 1) / B;
+        pen_ref += LAMBDA * (sqrt(s) - 1) * (sqrt(s) - 1) / B;
     }
     forward();
     nn_params_zero_grad(p, NULL);
     float pen = 0, mnorm = 0;
-    CHECK(model_critic_penalty(cr, lambda, &pen, &mnorm, &err) == GT_OK);
+    CHECK(model_critic_penalty(cr, LAMBDA, &pen, &mnorm, &err) == GT_OK);
     CHECK_CLOSE(mnorm, mn, 1e-6, 1e-5);
     CHECK_CLOSE(pen, pen_ref, 1e-6, 1e-4);
     printf("penalty %.6g (mean |grad_x D| %.4f)\n", (double)pen, (double)mnorm);
@@ -170,17 +176,8 @@ int main(void)
         const nn_param_view *pv = &p->views[v];
         for (int k = 0; k < pv->rows * pv->cols; k++) {
             size_t at = pv->offset + (size_t)k;
-            float keep = val[at];
-            double pv0 = penalty(lambda);
-            val[at] = keep + (float)h;
-            nn_copy_h2d(be, p->value + at, val + at, sizeof(float), &err);
-            double pp = penalty(lambda);
-            val[at] = keep - (float)h;
-            nn_copy_h2d(be, p->value + at, val + at, sizeof(float), &err);
-            double pm = penalty(lambda);
-            val[at] = keep;
-            nn_copy_h2d(be, p->value + at, val + at, sizeof(float), &err);
-            double fd = (pp - pm) / (2 * h);
+            double pv0 = penalty();
+            double pp, pm, fd = central_diff(val, p->value, at, h, penalty, &pp, &pm);
             /* a mask flip inside [-h, h] shows as one-sided slopes that disagree */
             double fr = (pp - pv0) / h, fl = (pv0 - pm) / h;
             if (fabs(fr - fl) > 0.05 * (fabs(fr) + fabs(fl)) + 0.05) {
