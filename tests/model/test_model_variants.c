@@ -20,13 +20,10 @@
  *    stage kind is refused. */
 #include "check.h"
 #include "model_capture.h"
-#include "feat.h"
-#include "metric.h"
-#include "model_ckpt.h"
+#include "model_score.h"
 #include "model_data.h"
 #include "model_run.h"
 #include "model_sampler.h"
-#include "nn_ckpt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,83 +62,6 @@ static void check_resume(nn_backend *b, const model_config *cfg, const capture *
     }
     capture_free(&c2);
     capture_free(&c3);
-}
-
-/* Separation power of sampled showers against ref (mean over all features;
- * energy = mean of the E_tot/E_inc group). */
-static double score(nn_backend *b, const model_config *cfg, const void *ck1, size_t l1,
-                    const void *ck2, size_t l2, const model_dataset *ref, double *energy,
-                    double *layers, double *evals)
-{
-    gt_error err;
-    model_sampler *s = NULL;
-    int rc = model_sampler_open(b, cfg, ck1, l1, ck2, l2, 256, &s, &err);
-    CHECK_MSG(rc == GT_OK, "%s", err.message);
-    if (rc)
-        return 1.0;
-    const int V = ref->geo.n_voxels;
-    int64_t n = ref->n;
-    float *gen = malloc((size_t)n * V * sizeof(float));
-    model_sample_request rq = {ref->e_inc, n, 5, 0, gen, NULL};
-    rc = model_sampler_run(s, &rq, 1, 0, &err);
-    CHECK_MSG(rc == GT_OK, "%s", err.message);
-    *evals = model_sampler_evals_per_shower(s);
-    int bad = 0;
-    for (size_t i = 0; i < (size_t)n * V; i++)
-        bad += gen[i] < 0 || !isfinite(gen[i]);
-    CHECK_EQ_INT(bad, 0);
-    feat_layout fl;
-    feat_layout_init(&fl, &ref->geo, ref->threshold_mev, &err);
-    float *fa = malloc((size_t)n * fl.n_features * sizeof(float));
-    float *fb = malloc((size_t)n * fl.n_features * sizeof(float));
-    feat_compute_batch(&fl, gen, ref->e_inc, n, fa);
-    feat_compute_batch(&fl, ref->showers, ref->e_inc, n, fb);
-    metric_report rep;
-    memset(&rep, 0, sizeof rep);
-    rc = metric_compare(&fl, fa, NULL, n, fb, NULL, n, 1, &rep, &err);
-    CHECK_MSG(rc == GT_OK, "%s", err.message);
-    double m = rep.all.mean;
-    *energy = rep.group[FEAT_ETOT_EINC].mean;
-    *layers = rep.group[FEAT_E_LAYER].mean;
-    metric_report_free(&rep);
-    feat_layout_free(&fl);
-    free(fa);
-    free(fb);
-    free(gen);
-    model_sampler_close(s);
-    return m;
-}
-
-/* Checkpoints of an untrained model with the transforms of the training
- * set, and its stage-2 validation loss (the loss at step 0). */
-static void untrained(nn_backend *b, const model_config *cfg, void **ck, size_t *len,
-                      float *val0)
-{
-    gt_error err;
-    model_dataset ds;
-    CHECK(model_dataset_load(cfg, NULL, &ds, &err) == GT_OK);
-    model_arrays a;
-    CHECK(model_arrays_build(cfg, &ds, &a, &err) == GT_OK);
-    model_dataset_free(&ds);
-    size_t rl = model_repr_size(&a.repr), got;
-    uint8_t *repr = malloc(rl);
-    model_repr_to_bytes(&a.repr, repr, rl, &got, &err);
-    for (int stage = 1; stage <= 2; stage++) {
-        model_stage_data d = model_arrays_stage(&a, stage);
-        model_stage *s = NULL;
-        CHECK(model_stage_create(b, cfg, stage, &d, &s, &err) == GT_OK);
-        if (stage == 2)
-            CHECK(model_stage_validate(s, val0, &err) == GT_OK);
-        void *w;
-        size_t wl;
-        CHECK(nn_ckpt_save(nn_trunk_params(model_stage_trunk(s)), NULL, NULL, &w, &wl, &err) ==
-              GT_OK);
-        model_ckpt_pack(stage, 0, NAN, repr, got, w, wl, &ck[stage], &len[stage], &err);
-        free(w);
-        model_stage_destroy(s);
-    }
-    free(repr);
-    model_arrays_free(&a);
 }
 
 /* Network calls of one stage's sampling per shower. */
@@ -290,7 +210,10 @@ int main(void)
     void *u[3] = {0};
     size_t ul[3] = {0};
     float val0 = NAN;
-    untrained(b, &cfg, u, ul, &val0);
+    model_dataset ds; /* the training set: the untrained model gets its transforms */
+    CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
+    score_untrained_checkpoints(b, &cfg, &ds, u, ul, &val0);
+    model_dataset_free(&ds);
     printf("%s: stage 2 val loss %.4f (untrained) -> %.4f (step %d) -> %.6f (best %.6f)\n",
            VARIANT, (double)val0, (double)c.first_val[2], (int)cfg.val_every,
            (double)c.last_val[2], (double)c.best_val[2]);
@@ -309,24 +232,27 @@ int main(void)
     rcfg.synthetic_n = 1000;
     model_dataset ref;
     CHECK(model_dataset_load(&rcfg, NULL, &ref, &err) == GT_OK);
-    double et = 0, eu = 0, lt = 0, lu = 0, evt = 0, evu = 0;
-    double st = score(b, &cfg, c.best[1], c.best_len[1], c.best[2], c.best_len[2], &ref, &et,
-                      &lt, &evt);
-    double su = score(b, &cfg, u[1], ul[1], u[2], ul[2], &ref, &eu, &lu, &evu);
+    score tr, un; /* trained, untrained */
+    score_samples(b, &cfg, c.best[1], c.best_len[1], c.best[2], c.best_len[2], &ref, &tr);
+    CHECK_EQ_INT(tr.bad_voxels, 0);
+    score_samples(b, &cfg, u[1], ul[1], u[2], ul[2], &ref, &un);
+    CHECK_EQ_INT(un.bad_voxels, 0);
     printf("%s: separation power trained / untrained: all %.4f / %.4f, Etot/Einc %.4f / %.4f, "
            "E_layer %.4f / %.4f\n",
-           VARIANT, st, su, et, eu, lt, lu);
-    CHECK_MSG(st < su, "trained %g vs untrained %g", st, su);
-    CHECK_MSG(et < 0.7 * eu, "E_tot/E_inc trained %g vs untrained %g", et, eu);
+           VARIANT, tr.all, un.all, tr.etot_einc, un.etot_einc, tr.e_layer, un.e_layer);
+    CHECK_MSG(tr.all < un.all, "trained %g vs untrained %g", tr.all, un.all);
+    CHECK_MSG(tr.etot_einc < 0.7 * un.etot_einc, "E_tot/E_inc trained %g vs untrained %g",
+              tr.etot_einc, un.etot_einc);
     /* the layer energies are stage 2's work */
-    CHECK_MSG(lt < 0.85 * lu, "E_layer trained %g vs untrained %g", lt, lu);
+    CHECK_MSG(tr.e_layer < 0.85 * un.e_layer, "E_layer trained %g vs untrained %g", tr.e_layer,
+              un.e_layer);
     check_batching(b, &cfg, &c, &ref);
     if (gan)
         check_resume(b, &cfg, &c);
     if (ar)
-        check_skipping(b, &cfg, &c, evt);
+        check_skipping(b, &cfg, &c, tr.evals);
     else
-        CHECK_CLOSE(evt, calls(&cfg, cfg.stage1.objective) + calls(&cfg, cfg.stage2.objective),
+        CHECK_CLOSE(tr.evals, calls(&cfg, cfg.stage1.objective) + calls(&cfg, cfg.stage2.objective),
                     1e-9, 0);
 
     for (int i = 0; i < 3; i++)
