@@ -311,9 +311,7 @@ int calo_h5_read_next(calo_h5_reader *r, int64_t max_rows, float *energies, floa
         n = 0;
     *row0 = r->next_row;
     *n_read = 0;
-    int rc = calo_h5_read_rows(r, r->next_row, n, energies, showers, err);
-    if (rc)
-        return rc;
+    GT_TRY(calo_h5_read_rows(r, r->next_row, n, energies, showers, err));
     r->next_row += n;
     *n_read = n;
     return GT_OK;
@@ -517,11 +515,8 @@ static int calo_h5_append_impl(calo_h5_writer *w, const float *energies, const f
         return GT_OK;
     /* a chunk already on disk cannot take more rows: only flush at chunk
      * boundaries (calo_h5_finish writes the short tail) */
-    int rc = calo_h5_check_rows(energies, showers, n, w->n_voxels, w->n_rows, err);
-    if (rc)
-        return rc;
-    if ((rc = calo_h5_append_one(w->ds_energy, w->n_rows, n, 1, energies, err)))
-        return rc;
+    GT_TRY(calo_h5_check_rows(energies, showers, n, w->n_voxels, w->n_rows, err));
+    GT_TRY(calo_h5_append_one(w->ds_energy, w->n_rows, n, 1, energies, err));
     int64_t cap = w->chunk_rows * w->n_stage_chunks;
     size_t row_floats = (size_t)w->n_voxels;
     for (int64_t done = 0; done < n;) {
@@ -532,8 +527,8 @@ static int calo_h5_append_impl(calo_h5_writer *w, const float *energies, const f
                (size_t)m * row_floats * sizeof(float));
         w->staged += m;
         done += m;
-        if (w->staged == cap && (rc = calo_h5_flush_stage(w, err)))
-            return rc;
+        if (w->staged == cap)
+            GT_TRY(calo_h5_flush_stage(w, err));
     }
     w->n_rows += n;
     return GT_OK;

@@ -207,9 +207,7 @@ int prep_stats_fit(prep_stats *s, const float *x, int64_t n, int dim, const int6
         n_rows = n;
     if (n_rows < 1)
         return gt_error_set(err, GT_EINVAL, "stats: no rows to fit");
-    int rc = prep_stats_alloc(s, dim, err);
-    if (rc)
-        return rc;
+    GT_TRY(prep_stats_alloc(s, dim, err));
     /* two passes in double: numerically safe and cheap next to training */
     for (int64_t k = 0; k < n_rows; k++) {
         int64_t i = rows ? rows[k] : k;
@@ -311,9 +309,7 @@ int prep_stats_from_bytes(prep_stats *s, const uint8_t *buf, size_t len, gt_erro
                             len, (unsigned long long)dim);
     if (gt_le_get_u64(buf + len - 8) != prep_fnv1a(buf, len - 8))
         return gt_error_set(err, GT_ECHECKSUM, "stats: checksum mismatch");
-    int rc = prep_stats_alloc(s, (int)dim, err);
-    if (rc)
-        return rc;
+    GT_TRY(prep_stats_alloc(s, (int)dim, err));
     const uint8_t *p = buf + PREP_STATS_HEADER;
     for (int d = 0; d < s->dim; d++, p += 8)
         s->mean[d] = gt_le_get_f64(p);

@@ -241,9 +241,7 @@ static double synth_energy_at(const synth_config *c, int64_t index)
 int synth_draw_energies(const synth_config *c, int64_t first, int64_t n, float *energies,
                         gt_error *err)
 {
-    int rc = synth_config_check(c, err);
-    if (rc)
-        return rc;
+    GT_TRY(synth_config_check(c, err));
     for (int64_t i = 0; i < n; i++)
         energies[i] = (float)synth_energy_at(c, first + i);
     return GT_OK;
@@ -459,9 +457,7 @@ int synth_generate(const synth_detector *d, const geo_geometry *g, const synth_c
                    int64_t first, int64_t n, const float *energies, float *energies_out,
                    float *showers, gt_error *err)
 {
-    int rc = synth_config_check(c, err);
-    if (rc)
-        return rc;
+    GT_TRY(synth_config_check(c, err));
     if (!d || !g || d->n_layers != g->n_layers || !showers || n < 0 || first < 0)
         return gt_error_set(err, GT_EINVAL, "synth_generate: bad arguments");
     if (energies) {
@@ -472,8 +468,7 @@ int synth_generate(const synth_detector *d, const geo_geometry *g, const synth_c
         if (energies_out && energies_out != energies)
             memcpy(energies_out, energies, (size_t)n * sizeof *energies);
     } else if (energies_out) {
-        if ((rc = synth_draw_energies(c, first, n, energies_out, err)))
-            return rc;
+        GT_TRY(synth_draw_energies(c, first, n, energies_out, err));
     }
     const float *src = energies ? energies : energies_out;
     int threads = c->threads;

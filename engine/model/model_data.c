@@ -188,9 +188,7 @@ int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *l
     const prep_stats *parts[3] = {&r->cond, &r->ratio, &r->shower};
     for (int i = 0; i < 3; i++) {
         size_t n = 0;
-        int rc = prep_stats_to_bytes(parts[i], buf + off + 8, cap - off - 8, &n, err);
-        if (rc)
-            return rc;
+        GT_TRY(prep_stats_to_bytes(parts[i], buf + off + 8, cap - off - 8, &n, err));
         gt_le_put_u64(buf + off, n);
         off += 8 + n;
     }

@@ -138,28 +138,22 @@ static int check_rows(const model_head *h, int rows, gt_error *err)
 int model_head_forward(model_head *h, nn_tensor x, nn_tensor out, gt_error *err)
 {
     const int L = h->L, D = h->dim, B = x.rows;
-    int rc = check_rows(h, B, err);
-    if (rc)
-        return rc;
+    GT_TRY(check_rows(h, B, err));
     if (x.cols != D || out.cols != D + 1 || out.rows != B)
         return gt_error_set(err, GT_EINVAL, "model_head: x [%d, %d] -> out [%d, %d], want "
                             "widths %d -> %d", x.rows, x.cols, out.rows, out.cols, D, D + 1);
     nn_tensor z = nn_f32(h->z, B, L - 1), f = nn_f32(h->f, B, L);
     nn_tensor parts[2] = {f, nn_tensor_cols(x, L - 1, D - (L - 1))};
-    if ((rc = nn_affine_cols(h->b, z, nn_tensor_cols(x, 0, L - 1), h->u_scale, h->u_shift,
-                             err)) ||
-        (rc = nn_sb_fwd(h->b, f, z, err)) ||
-        (rc = nn_affine_cols(h->b, f, f, h->f_scale, h->f_shift, err)))
-        return rc;
+    GT_TRY(nn_affine_cols(h->b, z, nn_tensor_cols(x, 0, L - 1), h->u_scale, h->u_shift, err));
+    GT_TRY(nn_sb_fwd(h->b, f, z, err));
+    GT_TRY(nn_affine_cols(h->b, f, f, h->f_scale, h->f_shift, err));
     return nn_concat(h->b, out, parts, 2, err);
 }
 
 int model_head_backward(model_head *h, nn_tensor dout, nn_tensor dx, gt_error *err)
 {
     const int L = h->L, D = h->dim, B = dx.rows;
-    int rc = check_rows(h, B, err);
-    if (rc)
-        return rc;
+    GT_TRY(check_rows(h, B, err));
     if (dx.cols != D || dout.cols != D + 1 || dout.rows != B)
         return gt_error_set(err, GT_EINVAL, "model_head: dout [%d, %d] -> dx [%d, %d]",
                             dout.rows, dout.cols, dx.rows, dx.cols);
@@ -167,9 +161,8 @@ int model_head_backward(model_head *h, nn_tensor dout, nn_tensor dx, gt_error *e
     /* voxel columns pass through; the fraction columns go back through the
      * standardisation, the product and the de-standardisation */
     nn_tensor vparts[2] = {nn_f32(NULL, B, L), nn_tensor_cols(dx, L - 1, D - (L - 1))};
-    if ((rc = nn_split(h->b, vparts, 2, dout, 0, err)) ||
-        (rc = nn_affine_cols(h->b, df, df, h->f_scale, NULL, err)) ||
-        (rc = nn_sb_bwd(h->b, dz, df, nn_f32(h->z, B, L - 1), 0, err)))
-        return rc;
+    GT_TRY(nn_split(h->b, vparts, 2, dout, 0, err));
+    GT_TRY(nn_affine_cols(h->b, df, df, h->f_scale, NULL, err));
+    GT_TRY(nn_sb_bwd(h->b, dz, df, nn_f32(h->z, B, L - 1), 0, err));
     return nn_affine_cols(h->b, dz, dz, h->u_scale, NULL, err);
 }
