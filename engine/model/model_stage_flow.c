@@ -106,7 +106,8 @@ int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
 int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
 {
     const int B = s->batch, D = s->dim, C = s->n_cond;
-    /* the generator's order: rows, times, noise */
+    /* one fixed order of draws (rows, times, noise), the same number of
+     * generator blocks every step: a resumed run continues the stream */
     GT_TRY(model_stage_real_batch(s, err));
     model_stage_uniforms(&s->rng, s->t_h, B);
     times_from_uniforms(s->objective, s->t_h, B);
