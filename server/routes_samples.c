@@ -14,8 +14,6 @@
 #include "app.h"
 #include "calo_h5.h"
 #include "giant_client.h"
-#include "geo.h"
-#include "model_data.h"
 #include "routes.h"
 #include "runs.h"
 #include "sampling.h"
@@ -31,7 +29,6 @@ typedef struct sample_call {
     sampling_job job;
     http_request *req;
     int format;
-    char geometry[1024];
 } sample_call;
 
 static void sample_done(sampling_job *job)
@@ -70,9 +67,10 @@ static int accept_format(const char *accept)
 
 /* The binary layout of api/README.md, written by the client library's
  * encoder so the layout lives beside its decoder. */
-static void reply_binary(http_request *req, sample_call *c, int layers, int *layer_voxels)
+static void reply_binary(http_request *req, sample_call *c)
 {
-    gc_showers s = {c->job.n, c->job.voxels, layers, layer_voxels, c->job.e_inc, c->job.showers};
+    gc_showers s = {c->job.n,        c->job.voxels, c->job.layers, c->job.layer_voxels,
+                    c->job.e_inc, c->job.showers};
     size_t len = gc_showers_size(s.n, s.voxels, s.layers);
     unsigned char *buf = len ? malloc(len) : NULL;
     gt_error err = {0};
@@ -145,21 +143,7 @@ static void samples_resume(http_request *req, void *ctx)
     } else if (c->format == FMT_HDF5) {
         reply_hdf5(req, c);
     } else {
-        geo_geometry g;
-        gt_error err = {0};
-        if (model_geometry_load(c->geometry, &g, &err) != GT_OK) {
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
-        } else {
-            int *lv = malloc((size_t)(g.n_layers ? g.n_layers : 1) * sizeof *lv);
-            for (int l = 0; lv && l < g.n_layers; l++)
-                lv[l] = g.layers[l].n_voxels;
-            if (lv)
-                reply_binary(req, c, g.n_layers, lv);
-            else
-                http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-            free(lv);
-            geo_free(&g);
-        }
+        reply_binary(req, c);
     }
     http_set_user(req, NULL, NULL);
     sample_call_free(c);
@@ -304,28 +288,18 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
     return 1;
 }
 
-/* The run's geometry when both stages have a best checkpoint; replies 409
- * and returns 0 otherwise. */
+/* The version of the run's best pair when both stages have a best
+ * checkpoint; replies 409 and returns 0 otherwise. */
 static int sample_ready(http_request *req, app *a, int64_t id, sample_call *c)
 {
     gt_error err = {0};
-    char *config = NULL;
     int rc = runs_best_pair(a->db, id, &c->job.version, &err);
-    if (rc == GT_ENOTFOUND) {
+    if (rc == GT_ENOTFOUND)
         http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
                          "run %lld has no best checkpoint of both stages yet", (long long)id);
-        return 0;
-    }
-    if (rc || (rc = runs_config(a->db, id, &config, &err))) {
+    else if (rc)
         routes_reply_internal(req, &err);
-        return 0;
-    }
-    json_t *cfg = json_loads(config, 0, NULL);
-    const char *g = json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
-    snprintf(c->geometry, sizeof c->geometry, "%s", g ? g : "");
-    json_decref(cfg);
-    free(config);
-    return 1;
+    return rc == GT_OK;
 }
 
 void route_runs_samples(http_request *req, void *ctx)

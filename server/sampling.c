@@ -147,6 +147,12 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
         return;
     }
     int V = model_sampler_voxels(c->smp);
+    int L = model_sampler_layers(c->smp, NULL, 0);
+    if (L > SAMPLING_MAX_LAYERS) {
+        for (int i = 0; i < n; i++)
+            job_fail(batch[i], GT_EUNSUPPORTED, "the geometry has more layers than sampling holds");
+        return;
+    }
     model_sample_request reqs[SAMPLING_MAX_BATCH_JOBS];
     int m = 0;
     int64_t rows = 0;
@@ -154,6 +160,7 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
     for (int i = 0; i < n; i++) {
         sampling_job *j = batch[i];
         j->voxels = V;
+        j->layers = model_sampler_layers(c->smp, j->layer_voxels, SAMPLING_MAX_LAYERS);
         j->showers = malloc((size_t)j->n * (size_t)V * sizeof(float));
         if (!j->showers) {
             job_fail(j, GT_ENOMEM, "out of memory for the showers");

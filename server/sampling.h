@@ -4,7 +4,9 @@
  * is queued by an HTTP handler, which then suspends its connection; the
  * worker takes the oldest job, waits up to batch_delay_ms for more jobs of
  * the same run and steps, serves them all in one model_sampler_run call,
- * and calls each job's done callback (which resumes its connection).
+ * and calls each job's done callback (which resumes its connection).  A
+ * job comes back with its showers and the layer layout of the sampler's
+ * geometry, so nobody else reloads the geometry to describe them.
  * Showers depend only on (seed, row) however jobs are batched.
  *
  * Loaded samplers are cached per run (least recently used out first), so a
@@ -19,6 +21,8 @@
 #include "store.h"
 
 typedef struct sampling sampling;
+
+#define SAMPLING_MAX_LAYERS 256    /* the engine's GEO_MAX_LAYERS */
 
 typedef struct sampling_job sampling_job;
 struct sampling_job {
@@ -35,6 +39,9 @@ struct sampling_job {
     /* out */
     float *showers;        /* [n, voxels], malloc'ed by the worker          */
     int voxels;
+    int layers;            /* of the run's geometry, with or without voxels */
+    int layer_voxels[SAMPLING_MAX_LAYERS];  /* voxels of each; they sum to
+                              voxels (the binary reply's header needs them) */
     int rc;                /* GT_OK or the failure                          */
     char message[512];
     sampling_job *next;    /* queue link (worker's)                         */

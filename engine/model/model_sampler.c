@@ -79,6 +79,13 @@ void model_sampler_close(model_sampler *s)
 }
 
 int model_sampler_voxels(const model_sampler *s) { return s->geo.n_voxels; }
+
+int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
+{
+    for (int l = 0; l < s->geo.n_layers && l < max; l++)
+        voxels_per_layer[l] = s->geo.layers[l].n_voxels;
+    return s->geo.n_layers;
+}
 double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
 
 static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,

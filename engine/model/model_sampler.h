@@ -46,6 +46,11 @@ void model_sampler_close(model_sampler *s);
 
 int model_sampler_voxels(const model_sampler *s);
 
+/* The layers of the sampler's geometry: returns how many there are and
+ * writes the voxels of the first max of them (empty layers are 0) into
+ * voxels_per_layer (may be NULL with max 0). */
+int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max);
+
 /* steps <= 0: the config's sample.steps. */
 int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
                       gt_error *err);
