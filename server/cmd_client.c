@@ -5,8 +5,8 @@
  *   giant watch ID                         live progress until the run ends
  *   giant sample --server URL --run ID ... -o OUT.h5   showers over HTTP
  *
- * Each takes --server URL (default http://127.0.0.1:8080, env
- * GIANT_SERVER). */
+ * Each takes --server URL (default: http:// and the service's default
+ * listen address, from the settings table; env GIANT_SERVER). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +14,18 @@
 
 #include "commands.h"
 #include "giant_client.h"
+#include "settings.h"
 
-#define DEFAULT_SERVER "http://127.0.0.1:8080"
-
+/* GIANT_SERVER, else where `giant serve` listens by default (the settings
+ * table's listen). */
 static const char *default_server(void)
 {
+    static char url[300];
     const char *s = getenv("GIANT_SERVER");
-    return s && *s ? s : DEFAULT_SERVER;
+    if (s && *s)
+        return s;
+    snprintf(url, sizeof url, "http://%s", settings_default("listen"));
+    return url;
 }
 
 static char *read_file(const char *path, gt_error *err)

@@ -12,6 +12,7 @@
 #include "model_run.h"
 #include "model_sampler.h"
 #include "runs.h"
+#include "settings.h"
 #include "store.h"
 #include "synth.h"
 
@@ -34,8 +35,9 @@ static void usage(FILE *f)
             "  --batch B         showers per device pass (default 1024, at most 65536);\n"
             "                    the showers are the same bytes whatever it is\n"
             "  --device SPEC     cpu, cuda:N or auto (default: the run's train.device)\n"
-            "  --db FILE         database (default giant.db, env GIANT_DB)\n"
-            "  --server URL      ask a running service instead (giant sample --server URL --help)\n");
+            "  --db FILE         database (default %s, env GIANT_DB)\n"
+            "  --server URL      ask a running service instead (giant sample --server URL --help)\n",
+            settings_default("db"));
 }
 
 static double now_s(void)
@@ -51,7 +53,7 @@ int cmd_sample(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
             return cmd_sample_remote(argc, argv);
-    const char *db_path = getenv("GIANT_DB") ? getenv("GIANT_DB") : "giant.db";
+    const char *db_path = settings_env_or_default("db");
     const char *out_path = NULL, *device = NULL, *energy = "log-uniform";
     long long n = 0, run = 0, steps = 0, batch = 1024;
     unsigned long long seed = 1;

@@ -17,6 +17,7 @@
 #include "model_config.h"
 #include "runs.h"
 #include "sched.h"
+#include "settings.h"
 #include "store.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -88,26 +89,27 @@ static void usage(FILE *f)
             "Trains both stages of a run config into a local database, printing progress.\n"
             "With no dataset in the config the built-in synthetic dataset-2 showers are used.\n\n"
             "options:\n"
-            "  --db FILE         database (default giant.db, env GIANT_DB)\n"
-            "  --data-dir DIR    where relative dataset paths live (default giant-data,\n"
+            "  --db FILE         database (default %s, env GIANT_DB)\n"
+            "  --data-dir DIR    where relative dataset paths live (default %s,\n"
             "                    env GIANT_DATA_DIR)\n"
             "  --resume RUN_ID   continue a run from its last checkpoints\n"
             "  --device SPEC     override train.device: cpu, cuda:N or auto\n"
             "  --allow-bf16-emulation\n"
             "                    let a bf16 config train on a CPU without AVX512-BF16\n"
             "                    (exact emulation, ~3x slower; env GIANT_ALLOW_BF16_EMULATION=1)\n"
-            "  --quiet           no progress output\n");
+            "  --quiet           no progress output\n",
+            settings_default("db"), settings_default("data_dir"));
 }
 
 int cmd_train(int argc, char **argv)
 {
-    const char *db_path = getenv("GIANT_DB") ? getenv("GIANT_DB") : "giant.db";
-    const char *data_dir = getenv("GIANT_DATA_DIR") ? getenv("GIANT_DATA_DIR") : "giant-data";
+    /* The service's settings table has the defaults and variable names. */
+    const char *db_path = settings_env_or_default("db");
+    const char *data_dir = settings_env_or_default("data_dir");
     const char *device = NULL;
     long long resume = 0;
     int quiet = 0;
-    const char *emu_env = getenv("GIANT_ALLOW_BF16_EMULATION");
-    int allow_emulation = emu_env && strcmp(emu_env, "1") == 0;
+    int allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0;
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},     {"data-dir", required_argument, 0, 'D'},
         {"resume", required_argument, 0, 'r'}, {"device", required_argument, 0, 'x'},

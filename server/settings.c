@@ -73,6 +73,31 @@ static void env_name(const set_def *d, char *out, size_t cap)
         *p = (char)toupper((unsigned char)*p);
 }
 
+static const set_def *find_def(const char *name)
+{
+    for (size_t i = 0; i < NDEFS; i++)
+        if (strcmp(defs[i].name, name) == 0)
+            return &defs[i];
+    return NULL;
+}
+
+const char *settings_default(const char *name)
+{
+    const set_def *d = find_def(name);
+    return d ? d->def : NULL;
+}
+
+const char *settings_env_or_default(const char *name)
+{
+    const set_def *d = find_def(name);
+    if (!d)
+        return NULL;
+    char env[64];
+    env_name(d, env, sizeof env);
+    const char *v = getenv(env);
+    return v ? v : d->def;
+}
+
 /* ---------------------------------------------------------------------------
  * Assigning one value, with the source named in any error
  * ------------------------------------------------------------------------- */
@@ -120,10 +145,7 @@ static int load_config_file(settings *s, const char *path, gt_error *err)
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
-        const set_def *d = NULL;
-        for (size_t i = 0; i < NDEFS; i++)
-            if (strcmp(defs[i].name, key) == 0)
-                d = &defs[i];
+        const set_def *d = find_def(key);
         char source[1200];
         snprintf(source, sizeof source, "config %s: %s", path, key);
         if (!d || strcmp(key, "config") == 0) {
@@ -248,10 +270,7 @@ int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err)
 
     /* The config file's path follows the same precedence as everything else,
      * but it must be known before the file is read. */
-    const set_def *cfg = NULL;
-    for (size_t i = 0; i < NDEFS; i++)
-        if (strcmp(defs[i].name, "config") == 0)
-            cfg = &defs[i];
+    const set_def *cfg = find_def("config");
     const char *env = getenv("GIANT_CONFIG");
     if (env && (rc = set_value(s, cfg, env, "GIANT_CONFIG", err)) != GT_OK)
         return rc;

@@ -45,6 +45,16 @@ typedef struct settings {
  * rest is still parsed so the help can show effective values). */
 int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err);
 
+/* The built-in default of a setting, as text ("giant.db" for "db"); NULL
+ * for a name the table does not have.  Commands that share a setting with
+ * the service take its default from here, so the table says it once. */
+const char *settings_default(const char *name);
+
+/* For the commands that parse their own flags but share a setting with the
+ * service (giant train --db, giant sample --db, ...): the GIANT_* variable
+ * when it is set, else the built-in default.  NULL for an unknown name. */
+const char *settings_env_or_default(const char *name);
+
 /* Prints usage for `giant serve`: every setting with its default and env. */
 void settings_print_help(const char *usage, void *stream);
 

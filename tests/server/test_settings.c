@@ -1,5 +1,6 @@
-/* settings: defaults, each source, precedence flags > env > file > default,
- * and refusal of bad values with the source named. */
+/* settings: defaults (also as settings_default and settings_env_or_default
+ * give them to the offline commands), each source, precedence flags > env >
+ * file > default, and refusal of bad values with the source named. */
 #include "check.h"
 
 #include <stdio.h>
@@ -39,6 +40,18 @@ int main(void)
     CHECK(strcmp(s.config, "") == 0);
     CHECK_EQ_INT(s.threads, 4);
     CHECK_EQ_INT(s.max_body_bytes, 1048576);
+
+    /* The one table's defaults, as the offline commands read them. */
+    CHECK(settings_default("db") && strcmp(settings_default("db"), s.db) == 0);
+    CHECK(settings_default("data_dir") && strcmp(settings_default("data_dir"), s.data_dir) == 0);
+    CHECK(settings_default("listen") && strcmp(settings_default("listen"), s.listen) == 0);
+    CHECK(settings_default("threads") && strcmp(settings_default("threads"), "4") == 0);
+    CHECK(settings_default("no_such_setting") == NULL);
+    CHECK(settings_env_or_default("no_such_setting") == NULL);
+    CHECK(strcmp(settings_env_or_default("db"), "giant.db") == 0);
+    setenv("GIANT_DB", "from-env.db", 1);
+    CHECK(strcmp(settings_env_or_default("db"), "from-env.db") == 0);
+    unsetenv("GIANT_DB");
 
     /* Each layer overrides the one below. */
     write_file("settings-test.json",
