@@ -19,7 +19,7 @@
 #include "nn_adamw.h"
 #include "nn_trunk.h"
 
-#define TRY(x)                                                                 \
+#define BENCH_TRY(x)                                                               \
     do {                                                                       \
         if ((x) != GT_OK) {                                                    \
             fprintf(stderr, "bench_trunk: %s failed: %s\n", #x, err.message);  \
@@ -68,16 +68,16 @@ static int bench_gemm(int n, nn_dtype dt, int reps)
 {
     size_t nn = (size_t)n * n;
     void *a = NULL, *bb = NULL, *af = NULL, *c = NULL;
-    TRY(nn_alloc(B, nn * sizeof(float), &af, &err));
-    TRY(nn_alloc(B, nn * sizeof(float), &c, &err));
-    TRY(nn_rand_fill(B, af, nn, NN_DIST_NORMAL, 0.0f, 1.0f, 1, 0, 0, &err));
+    BENCH_TRY(nn_alloc(B, nn * sizeof(float), &af, &err));
+    BENCH_TRY(nn_alloc(B, nn * sizeof(float), &c, &err));
+    BENCH_TRY(nn_rand_fill(B, af, nn, NN_DIST_NORMAL, 0.0f, 1.0f, 1, 0, 0, &err));
     nn_tensor A, Bt, C = nn_tensor_make(c, NN_F32, n, n);
     if (dt == NN_BF16) {
-        TRY(nn_alloc(B, nn * 2, &a, &err));
-        TRY(nn_alloc(B, nn * 2, &bb, &err));
-        TRY(nn_cast_bf16(B, nn_tensor_make(a, NN_BF16, n, n),
+        BENCH_TRY(nn_alloc(B, nn * 2, &a, &err));
+        BENCH_TRY(nn_alloc(B, nn * 2, &bb, &err));
+        BENCH_TRY(nn_cast_bf16(B, nn_tensor_make(a, NN_BF16, n, n),
                               nn_tensor_make(af, NN_F32, n, n), &err));
-        TRY(nn_cast_bf16(B, nn_tensor_make(bb, NN_BF16, n, n),
+        BENCH_TRY(nn_cast_bf16(B, nn_tensor_make(bb, NN_BF16, n, n),
                               nn_tensor_make(af, NN_F32, n, n), &err));
         A = nn_tensor_make(a, NN_BF16, n, n);
         Bt = nn_tensor_make(bb, NN_BF16, n, n);
@@ -86,12 +86,12 @@ static int bench_gemm(int n, nn_dtype dt, int reps)
         Bt = nn_tensor_make(af, NN_F32, n, n);
     }
     for (int i = 0; i < 3; i++)
-        TRY(nn_matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
+        BENCH_TRY(nn_matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
     timer t;
     if (timer_start(&t))
         return 1;
     for (int i = 0; i < reps; i++)
-        TRY(nn_matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
+        BENCH_TRY(nn_matmul(B, C, A, 0, Bt, 1, NULL, NN_ACT_NONE, 0, &err));
     double ms = timer_stop(&t) / reps;
     char name[64];
     snprintf(name, sizeof name, "gemm_%s_%d", dt == NN_BF16 ? "bf16" : "fp32", n);
@@ -124,24 +124,24 @@ static int run_open(run *r, nn_dtype dt, int batch)
     r->in = c.in_dim;
     r->out_dim = c.out_dim;
     r->cond = c.cond_dim;
-    TRY(nn_trunk_create(B, &c, &r->t, &err));
+    BENCH_TRY(nn_trunk_create(B, &c, &r->t, &err));
     nn_trunk_set_input_check(r->t, 0);   /* no read-back: graphs can hold a step */
-    TRY(nn_trunk_init(r->t, 1, 1.0f, &err));
-    TRY(nn_trunk_plan(r->t, batch, &err));
+    BENCH_TRY(nn_trunk_init(r->t, 1, 1.0f, &err));
+    BENCH_TRY(nn_trunk_plan(r->t, batch, &err));
     nn_adamw_config ac;
     nn_adamw_config_default(&ac);
     ac.lr = 1e-4f;
-    TRY(nn_adamw_create(&r->opt, nn_trunk_params(r->t), &ac, &err));
+    BENCH_TRY(nn_adamw_create(&r->opt, nn_trunk_params(r->t), &ac, &err));
     size_t nx = (size_t)batch * r->in, no = (size_t)batch * r->out_dim;
-    TRY(nn_alloc(B, nx * 4, (void **)&r->x, &err));
-    TRY(nn_alloc(B, (size_t)batch * r->cond * 4, (void **)&r->c, &err));
-    TRY(nn_alloc(B, no * 4, (void **)&r->tgt, &err));
-    TRY(nn_alloc(B, no * 4, (void **)&r->out, &err));
-    TRY(nn_alloc(B, no * 4, (void **)&r->dout, &err));
-    TRY(nn_alloc(B, 256, (void **)&r->loss, &err));
-    TRY(nn_rand_fill(B, r->x, nx, NN_DIST_NORMAL, 0, 1, 3, 0, 0, &err));
-    TRY(nn_rand_fill(B, r->c, (size_t)batch * r->cond, NN_DIST_UNIFORM, 0, 1, 3, 1, 0, &err));
-    TRY(nn_rand_fill(B, r->tgt, no, NN_DIST_NORMAL, 0, 1, 3, 2, 0, &err));
+    BENCH_TRY(nn_alloc(B, nx * 4, (void **)&r->x, &err));
+    BENCH_TRY(nn_alloc(B, (size_t)batch * r->cond * 4, (void **)&r->c, &err));
+    BENCH_TRY(nn_alloc(B, no * 4, (void **)&r->tgt, &err));
+    BENCH_TRY(nn_alloc(B, no * 4, (void **)&r->out, &err));
+    BENCH_TRY(nn_alloc(B, no * 4, (void **)&r->dout, &err));
+    BENCH_TRY(nn_alloc(B, 256, (void **)&r->loss, &err));
+    BENCH_TRY(nn_rand_fill(B, r->x, nx, NN_DIST_NORMAL, 0, 1, 3, 0, 0, &err));
+    BENCH_TRY(nn_rand_fill(B, r->c, (size_t)batch * r->cond, NN_DIST_UNIFORM, 0, 1, 3, 1, 0, &err));
+    BENCH_TRY(nn_rand_fill(B, r->tgt, no, NN_DIST_NORMAL, 0, 1, 3, 2, 0, &err));
     return 0;
 }
 
@@ -161,11 +161,11 @@ static int grad_step(run *r)
     nn_tensor X = nn_f32(r->x, r->rows, r->in), C = nn_f32(r->c, r->rows, r->cond);
     nn_tensor O = nn_f32(r->out, r->rows, r->out_dim), Y = nn_f32(r->tgt, r->rows, r->out_dim);
     nn_tensor D = nn_f32(r->dout, r->rows, r->out_dim);
-    TRY(nn_params_zero_grad(nn_trunk_params(r->t), &err));
-    TRY(nn_trunk_forward(r->t, X, C, O, 1, &err));
-    TRY(nn_mse_fwd(B, r->loss, O, Y, &err));
-    TRY(nn_mse_bwd(B, D, 1.0f, O, Y, 0, &err));
-    TRY(nn_trunk_backward(r->t, D, nn_f32(NULL, r->rows, r->in), &err));
+    BENCH_TRY(nn_params_zero_grad(nn_trunk_params(r->t), &err));
+    BENCH_TRY(nn_trunk_forward(r->t, X, C, O, 1, &err));
+    BENCH_TRY(nn_mse_fwd(B, r->loss, O, Y, &err));
+    BENCH_TRY(nn_mse_bwd(B, D, 1.0f, O, Y, 0, &err));
+    BENCH_TRY(nn_trunk_backward(r->t, D, nn_f32(NULL, r->rows, r->in), &err));
     return 0;
 }
 
@@ -173,13 +173,13 @@ static int train_step(run *r)
 {
     if (grad_step(r))
         return 1;
-    TRY(nn_adamw_step(&r->opt, NULL, &err));
+    BENCH_TRY(nn_adamw_step(&r->opt, NULL, &err));
     return 0;
 }
 
 static int forward(run *r)
 {
-    TRY(nn_trunk_forward(r->t, nn_f32(r->x, r->rows, r->in), nn_f32(r->c, r->rows, r->cond),
+    BENCH_TRY(nn_trunk_forward(r->t, nn_f32(r->x, r->rows, r->in), nn_f32(r->c, r->rows, r->cond),
                          nn_f32(r->out, r->rows, r->out_dim), 0, &err));
     return 0;
 }
@@ -206,7 +206,7 @@ static int time_both(const char *name, int (*fn)(run *), run *r, int graph, int 
         return 0;
     cuda_graph *g = NULL;
     gt_error e2;
-    TRY(cuda_graph_begin(B, &err));
+    BENCH_TRY(cuda_graph_begin(B, &err));
     int rc = fn(r);
     if (cuda_graph_end(B, &g, &e2) != GT_OK || rc) {
         fprintf(stderr, "bench_trunk: capture of %s failed: %s / %s\n", name, err.message,
@@ -214,11 +214,11 @@ static int time_both(const char *name, int (*fn)(run *), run *r, int graph, int 
         return 1;
     }
     for (int i = 0; i < 3; i++)
-        TRY(cuda_graph_launch(B, g, &err));
+        BENCH_TRY(cuda_graph_launch(B, g, &err));
     if (timer_start(&t))
         return 1;
     for (int i = 0; i < reps; i++)
-        TRY(cuda_graph_launch(B, g, &err));
+        BENCH_TRY(cuda_graph_launch(B, g, &err));
     ms = timer_stop(&t) / reps;
     snprintf(full, sizeof full, "%s_graph", name);
     result(full, ms, flops, r->rows / (ms * 1e-3));
@@ -246,7 +246,7 @@ static int bench_train(nn_dtype dt, int batch, int reps)
     if (time_both(name, grad_step, &r, 1, reps, fl))
         return 1;
     /* the sampler's forward: packed weights, the fixed-order product */
-    TRY(nn_trunk_pack(r.t, &err));
+    BENCH_TRY(nn_trunk_pack(r.t, &err));
     snprintf(name, sizeof name, "fwd_%s", p);
     if (time_both(name, forward, &r, 1, reps, ff))
         return 1;
@@ -263,9 +263,9 @@ static int euler(run *r)
 {
     nn_tensor X = nn_f32(r->x, r->rows, r->in), V = nn_f32(r->out, r->rows, r->out_dim);
     for (int k = 0; k < sampler_steps; k++) {
-        TRY(nn_trunk_forward(r->t, X, nn_f32(s_cond + (size_t)k * r->rows * 2, r->rows, 2), V, 0,
+        BENCH_TRY(nn_trunk_forward(r->t, X, nn_f32(s_cond + (size_t)k * r->rows * 2, r->rows, 2), V, 0,
                              &err));
-        TRY(nn_axpby_rows(B, X, s_ones, X, s_dts, V, &err));
+        BENCH_TRY(nn_axpby_rows(B, X, s_ones, X, s_dts, V, &err));
     }
     return 0;
 }
@@ -276,7 +276,7 @@ static int bench_sampler(nn_dtype dt, int batch, int steps, int reps)
     run r;
     if (run_open(&r, dt, batch))
         return 1;
-    TRY(nn_trunk_pack(r.t, &err));
+    BENCH_TRY(nn_trunk_pack(r.t, &err));
     sampler_steps = steps;
     size_t nc = (size_t)steps * batch * 2;
     float *h = malloc(nc * sizeof(float));
@@ -292,11 +292,11 @@ static int bench_sampler(nn_dtype dt, int batch, int steps, int reps)
         hd[i] = 1.0f;
         hd[batch + i] = 1.0f / steps;
     }
-    TRY(nn_alloc(B, nc * sizeof(float), (void **)&s_cond, &err));
-    TRY(nn_alloc(B, (size_t)batch * 2 * sizeof(float), (void **)&s_ones, &err));
+    BENCH_TRY(nn_alloc(B, nc * sizeof(float), (void **)&s_cond, &err));
+    BENCH_TRY(nn_alloc(B, (size_t)batch * 2 * sizeof(float), (void **)&s_ones, &err));
     s_dts = s_ones + batch;
-    TRY(nn_copy_h2d(B, s_cond, h, nc * sizeof(float), &err));
-    TRY(nn_copy_h2d(B, s_ones, hd, (size_t)batch * 2 * sizeof(float), &err));
+    BENCH_TRY(nn_copy_h2d(B, s_cond, h, nc * sizeof(float), &err));
+    BENCH_TRY(nn_copy_h2d(B, s_ones, hd, (size_t)batch * 2 * sizeof(float), &err));
     free(h);
     free(hd);
     char name[64];

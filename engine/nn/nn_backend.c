@@ -71,13 +71,6 @@ void nn_backend_close(nn_backend *b)
 /* validation helpers                                                       */
 /* ------------------------------------------------------------------------ */
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        int rc_ = (x);                                                         \
-        if (rc_)                                                               \
-            return rc_;                                                        \
-    } while (0)
-
 static int need_backend(nn_backend *b, const char *op, gt_error *err)
 {
     if (!b || !b->ops)
@@ -89,7 +82,7 @@ static int need_f32(nn_tensor t, const char *op, const char *what, gt_error *err
 {
     char name[96];
     snprintf(name, sizeof name, "%s: %s", op, what);
-    TRY(nn_tensor_check(t, name, err));
+    GT_TRY(nn_tensor_check(t, name, err));
     if (t.dtype != NN_F32)
         return gt_error_set(err, GT_EINVAL, "%s: %s must be f32, got %s", op, what,
                             nn_dtype_name(t.dtype));
@@ -127,7 +120,7 @@ static inline int need_contiguous(nn_tensor t, const char *op, const char *what,
 
 int nn_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
 {
-    TRY(need_backend(b, "alloc", err));
+    GT_TRY(need_backend(b, "alloc", err));
     if (!out)
         return gt_error_set(err, GT_EINVAL, "alloc: NULL out");
     return b->ops->alloc(b, bytes, out, err);
@@ -141,38 +134,38 @@ void nn_free(nn_backend *b, void *p)
 
 int nn_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error *err)
 {
-    TRY(need_backend(b, "memset", err));
-    TRY(need_ptr(p, bytes > 0, "memset", "pointer", err));
+    GT_TRY(need_backend(b, "memset", err));
+    GT_TRY(need_ptr(p, bytes > 0, "memset", "pointer", err));
     return bytes ? b->ops->memset(b, p, value, bytes, err) : GT_OK;
 }
 
 int nn_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    TRY(need_backend(b, "copy_h2d", err));
-    TRY(need_ptr(dst, bytes > 0, "copy_h2d", "destination", err));
-    TRY(need_ptr(src, bytes > 0, "copy_h2d", "source", err));
+    GT_TRY(need_backend(b, "copy_h2d", err));
+    GT_TRY(need_ptr(dst, bytes > 0, "copy_h2d", "destination", err));
+    GT_TRY(need_ptr(src, bytes > 0, "copy_h2d", "source", err));
     return bytes ? b->ops->copy_h2d(b, dst, src, bytes, err) : GT_OK;
 }
 
 int nn_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    TRY(need_backend(b, "copy_d2h", err));
-    TRY(need_ptr(dst, bytes > 0, "copy_d2h", "destination", err));
-    TRY(need_ptr(src, bytes > 0, "copy_d2h", "source", err));
+    GT_TRY(need_backend(b, "copy_d2h", err));
+    GT_TRY(need_ptr(dst, bytes > 0, "copy_d2h", "destination", err));
+    GT_TRY(need_ptr(src, bytes > 0, "copy_d2h", "source", err));
     return bytes ? b->ops->copy_d2h(b, dst, src, bytes, err) : GT_OK;
 }
 
 int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    TRY(need_backend(b, "copy_d2d", err));
-    TRY(need_ptr(dst, bytes > 0, "copy_d2d", "destination", err));
-    TRY(need_ptr(src, bytes > 0, "copy_d2d", "source", err));
+    GT_TRY(need_backend(b, "copy_d2d", err));
+    GT_TRY(need_ptr(dst, bytes > 0, "copy_d2d", "destination", err));
+    GT_TRY(need_ptr(src, bytes > 0, "copy_d2d", "source", err));
     return bytes ? b->ops->copy_d2d(b, dst, src, bytes, err) : GT_OK;
 }
 
 int nn_sync(nn_backend *b, gt_error *err)
 {
-    TRY(need_backend(b, "synchronize", err));
+    GT_TRY(need_backend(b, "synchronize", err));
     return b->ops->synchronize(b, err);
 }
 
@@ -184,10 +177,10 @@ int nn_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_tensor bm
               int trans_b, const float *bias, nn_act act, int accumulate, gt_error *err)
 {
     const char *op = "matmul";
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(c, op, "C", err));
-    TRY(nn_tensor_check(a, "matmul: A", err));
-    TRY(nn_tensor_check(bm, "matmul: B", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(c, op, "C", err));
+    GT_TRY(nn_tensor_check(a, "matmul: A", err));
+    GT_TRY(nn_tensor_check(bm, "matmul: B", err));
     if (a.dtype != bm.dtype)
         return gt_error_set(err, GT_EINVAL, "matmul: A is %s but B is %s (must match)",
                             nn_dtype_name(a.dtype), nn_dtype_name(bm.dtype));
@@ -214,36 +207,36 @@ int nn_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_tensor bm
 
 int nn_bias_grad(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err)
 {
-    TRY(need_backend(b, "bias_grad", err));
-    TRY(need_f32(dy, "bias_grad", "dy", err));
-    TRY(need_ptr(db, dy.cols > 0, "bias_grad", "db", err));
+    GT_TRY(need_backend(b, "bias_grad", err));
+    GT_TRY(need_f32(dy, "bias_grad", "dy", err));
+    GT_TRY(need_ptr(db, dy.cols > 0, "bias_grad", "db", err));
     return b->ops->bias_grad(b, db, dy, accumulate, err);
 }
 
 static int unary_check(nn_backend *b, nn_tensor y, nn_tensor x, const char *op, gt_error *err)
 {
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(y, op, "y", err));
-    TRY(need_f32(x, op, "x", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, "y", err));
+    GT_TRY(need_f32(x, op, "x", err));
     return same_shape(y, x, op, "y", "x", err);
 }
 
 int nn_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    TRY(unary_check(b, y, x, "silu_fwd", err));
+    GT_TRY(unary_check(b, y, x, "silu_fwd", err));
     return b->ops->silu_fwd(b, y, x, err);
 }
 
 int nn_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
 {
-    TRY(unary_check(b, dx, x, "silu_bwd", err));
-    TRY(unary_check(b, dy, x, "silu_bwd", err));
+    GT_TRY(unary_check(b, dx, x, "silu_bwd", err));
+    GT_TRY(unary_check(b, dy, x, "silu_bwd", err));
     return b->ops->silu_bwd(b, dx, dy, x, err);
 }
 
 int nn_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err)
 {
-    TRY(unary_check(b, y, x, "leaky_fwd", err));
+    GT_TRY(unary_check(b, y, x, "leaky_fwd", err));
     if (!isfinite(slope))
         return gt_error_set(err, GT_EINVAL, "leaky_fwd: slope is not finite");
     return b->ops->leaky_fwd(b, y, x, slope, err);
@@ -252,8 +245,8 @@ int nn_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error 
 int nn_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
                  gt_error *err)
 {
-    TRY(unary_check(b, dx, x, "leaky_bwd", err));
-    TRY(unary_check(b, dy, x, "leaky_bwd", err));
+    GT_TRY(unary_check(b, dx, x, "leaky_bwd", err));
+    GT_TRY(unary_check(b, dy, x, "leaky_bwd", err));
     if (!isfinite(slope))
         return gt_error_set(err, GT_EINVAL, "leaky_bwd: slope is not finite");
     return b->ops->leaky_bwd(b, dx, dy, x, slope, err);
@@ -262,11 +255,11 @@ int nn_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float s
 int nn_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
               const float *gamma, const float *beta, float eps, gt_error *err)
 {
-    TRY(unary_check(b, y, x, "ln_fwd", err));
-    TRY(need_ptr(mean, x.rows > 0, "ln_fwd", "mean", err));
-    TRY(need_ptr(rstd, x.rows > 0, "ln_fwd", "rstd", err));
-    TRY(need_ptr(gamma, x.cols > 0, "ln_fwd", "gamma", err));
-    TRY(need_ptr(beta, x.cols > 0, "ln_fwd", "beta", err));
+    GT_TRY(unary_check(b, y, x, "ln_fwd", err));
+    GT_TRY(need_ptr(mean, x.rows > 0, "ln_fwd", "mean", err));
+    GT_TRY(need_ptr(rstd, x.rows > 0, "ln_fwd", "rstd", err));
+    GT_TRY(need_ptr(gamma, x.cols > 0, "ln_fwd", "gamma", err));
+    GT_TRY(need_ptr(beta, x.cols > 0, "ln_fwd", "beta", err));
     if (!(eps > 0.0f) || !isfinite(eps))
         return gt_error_set(err, GT_EINVAL, "ln_fwd: eps must be positive, got %g", eps);
     if (x.cols == 0 && x.rows > 0)
@@ -278,13 +271,13 @@ int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tenso
               nn_tensor x, const float *mean, const float *rstd, const float *gamma,
               int accumulate_dx, gt_error *err)
 {
-    TRY(unary_check(b, dx, x, "ln_bwd", err));
-    TRY(unary_check(b, dy, x, "ln_bwd", err));
-    TRY(need_ptr(mean, x.rows > 0, "ln_bwd", "mean", err));
-    TRY(need_ptr(rstd, x.rows > 0, "ln_bwd", "rstd", err));
-    TRY(need_ptr(gamma, x.cols > 0, "ln_bwd", "gamma", err));
-    TRY(need_ptr(dgamma, x.cols > 0, "ln_bwd", "dgamma", err));
-    TRY(need_ptr(dbeta, x.cols > 0, "ln_bwd", "dbeta", err));
+    GT_TRY(unary_check(b, dx, x, "ln_bwd", err));
+    GT_TRY(unary_check(b, dy, x, "ln_bwd", err));
+    GT_TRY(need_ptr(mean, x.rows > 0, "ln_bwd", "mean", err));
+    GT_TRY(need_ptr(rstd, x.rows > 0, "ln_bwd", "rstd", err));
+    GT_TRY(need_ptr(gamma, x.cols > 0, "ln_bwd", "gamma", err));
+    GT_TRY(need_ptr(dgamma, x.cols > 0, "ln_bwd", "dgamma", err));
+    GT_TRY(need_ptr(dbeta, x.cols > 0, "ln_bwd", "dbeta", err));
     if (dx.data == x.data || dx.data == dy.data)
         return gt_error_set(err, GT_EINVAL, "ln_bwd: dx must not alias x or dy");
     return b->ops->ln_bwd(b, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, accumulate_dx, err);
@@ -292,16 +285,16 @@ int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tenso
 
 int nn_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
-    TRY(unary_check(b, y, x1, "add", err));
-    TRY(unary_check(b, y, x2, "add", err));
+    GT_TRY(unary_check(b, y, x1, "add", err));
+    GT_TRY(unary_check(b, y, x2, "add", err));
     return b->ops->add(b, y, x1, x2, err);
 }
 
 static int blocks_check(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
                         const char *op, gt_error *err)
 {
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(y, op, "y", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, "y", err));
     if (nparts < 1 || !parts)
         return gt_error_set(err, GT_EINVAL, "%s: no parts", op);
     int cols = 0;
@@ -314,7 +307,7 @@ static int blocks_check(nn_backend *b, nn_tensor y, const nn_tensor *parts, int 
                                 p.rows, y.rows);
         if (p.data) {
             nn_tensor q = p;
-            TRY(nn_tensor_check(q, op, err));
+            GT_TRY(nn_tensor_check(q, op, err));
         } else if (p.cols < 0) {
             return gt_error_set(err, GT_EINVAL, "%s: part %d has negative cols", op, i);
         }
@@ -328,23 +321,23 @@ static int blocks_check(nn_backend *b, nn_tensor y, const nn_tensor *parts, int 
 
 int nn_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts, gt_error *err)
 {
-    TRY(blocks_check(b, y, parts, nparts, "concat", err));
+    GT_TRY(blocks_check(b, y, parts, nparts, "concat", err));
     return b->ops->concat(b, y, parts, nparts, err);
 }
 
 int nn_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
              gt_error *err)
 {
-    TRY(blocks_check(b, y, parts, nparts, "split", err));
+    GT_TRY(blocks_check(b, y, parts, nparts, "split", err));
     return b->ops->split(b, parts, nparts, y, accumulate, err);
 }
 
 static int embed_check(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, float scale,
                        float max_period, const char *op, const char *yname, gt_error *err)
 {
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(y, op, yname, err));
-    TRY(need_f32(cond, op, "cond", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, yname, err));
+    GT_TRY(need_f32(cond, op, "cond", err));
     if (emb_dim <= 0 || emb_dim % 2)
         return gt_error_set(err, GT_EINVAL, "%s: emb_dim must be positive and even, got %d",
                             op, emb_dim);
@@ -360,22 +353,22 @@ static int embed_check(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, 
 int nn_embed_fwd(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, float scale,
                  float max_period, gt_error *err)
 {
-    TRY(embed_check(b, y, cond, emb_dim, scale, max_period, "embed_fwd", "y", err));
+    GT_TRY(embed_check(b, y, cond, emb_dim, scale, max_period, "embed_fwd", "y", err));
     return b->ops->embed_fwd(b, y, cond, emb_dim, scale, max_period, err);
 }
 
 int nn_embed_bwd(nn_backend *b, nn_tensor dcond, nn_tensor dy, nn_tensor cond, int emb_dim,
                  float scale, float max_period, int accumulate, gt_error *err)
 {
-    TRY(embed_check(b, dy, cond, emb_dim, scale, max_period, "embed_bwd", "dy", err));
-    TRY(need_f32(dcond, "embed_bwd", "dcond", err));
-    TRY(same_shape(dcond, cond, "embed_bwd", "dcond", "cond", err));
+    GT_TRY(embed_check(b, dy, cond, emb_dim, scale, max_period, "embed_bwd", "dy", err));
+    GT_TRY(need_f32(dcond, "embed_bwd", "dcond", err));
+    GT_TRY(same_shape(dcond, cond, "embed_bwd", "dcond", "cond", err));
     return b->ops->embed_bwd(b, dcond, dy, cond, emb_dim, scale, max_period, accumulate, err);
 }
 
 int nn_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    TRY(unary_check(b, y, x, "softmax_fwd", err));
+    GT_TRY(unary_check(b, y, x, "softmax_fwd", err));
     if (x.cols == 0 && x.rows > 0)
         return gt_error_set(err, GT_EINVAL, "softmax_fwd: rows with zero columns");
     return b->ops->softmax_fwd(b, y, x, err);
@@ -383,15 +376,15 @@ int nn_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 
 int nn_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y, gt_error *err)
 {
-    TRY(unary_check(b, dx, y, "softmax_bwd", err));
-    TRY(unary_check(b, dy, y, "softmax_bwd", err));
+    GT_TRY(unary_check(b, dx, y, "softmax_bwd", err));
+    GT_TRY(unary_check(b, dy, y, "softmax_bwd", err));
     return b->ops->softmax_bwd(b, dx, dy, y, err);
 }
 
 static int topk_check(nn_backend *b, nn_tensor probs, int k, const char *op, gt_error *err)
 {
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(probs, op, "probs", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(probs, op, "probs", err));
     if (k < 1 || k > probs.cols)
         return gt_error_set(err, GT_EINVAL, "%s: k = %d outside 1..%d", op, k, probs.cols);
     return GT_OK;
@@ -399,71 +392,71 @@ static int topk_check(nn_backend *b, nn_tensor probs, int k, const char *op, gt_
 
 int nn_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, int k, gt_error *err)
 {
-    TRY(topk_check(b, probs, k, "topk_fwd", err));
-    TRY(need_ptr(idx, probs.rows > 0, "topk_fwd", "idx", err));
-    TRY(need_ptr(w, probs.rows > 0, "topk_fwd", "w", err));
+    GT_TRY(topk_check(b, probs, k, "topk_fwd", err));
+    GT_TRY(need_ptr(idx, probs.rows > 0, "topk_fwd", "idx", err));
+    GT_TRY(need_ptr(w, probs.rows > 0, "topk_fwd", "w", err));
     return b->ops->topk_fwd(b, idx, w, probs, k, err);
 }
 
 int nn_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const int32_t *idx,
                 const float *w, nn_tensor probs, int k, int accumulate, gt_error *err)
 {
-    TRY(topk_check(b, probs, k, "topk_bwd", err));
-    TRY(need_f32(dprobs, "topk_bwd", "dprobs", err));
-    TRY(same_shape(dprobs, probs, "topk_bwd", "dprobs", "probs", err));
-    TRY(need_ptr(idx, probs.rows > 0, "topk_bwd", "idx", err));
-    TRY(need_ptr(w, probs.rows > 0, "topk_bwd", "w", err));
-    TRY(need_ptr(dw, probs.rows > 0, "topk_bwd", "dw", err));
+    GT_TRY(topk_check(b, probs, k, "topk_bwd", err));
+    GT_TRY(need_f32(dprobs, "topk_bwd", "dprobs", err));
+    GT_TRY(same_shape(dprobs, probs, "topk_bwd", "dprobs", "probs", err));
+    GT_TRY(need_ptr(idx, probs.rows > 0, "topk_bwd", "idx", err));
+    GT_TRY(need_ptr(w, probs.rows > 0, "topk_bwd", "w", err));
+    GT_TRY(need_ptr(dw, probs.rows > 0, "topk_bwd", "dw", err));
     return b->ops->topk_bwd(b, dprobs, dw, idx, w, probs, k, accumulate, err);
 }
 
 int nn_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                    const float *scale, gt_error *err)
 {
-    TRY(need_backend(b, "gather_rows", err));
-    TRY(need_f32(y, "gather_rows", "y", err));
-    TRY(need_f32(x, "gather_rows", "x", err));
+    GT_TRY(need_backend(b, "gather_rows", err));
+    GT_TRY(need_f32(y, "gather_rows", "y", err));
+    GT_TRY(need_f32(x, "gather_rows", "x", err));
     if (y.cols != x.cols)
         return gt_error_set(err, GT_EINVAL, "gather_rows: y has %d cols, x has %d", y.cols,
                             x.cols);
-    TRY(need_ptr(idx, y.rows > 0, "gather_rows", "idx", err));
+    GT_TRY(need_ptr(idx, y.rows > 0, "gather_rows", "idx", err));
     return y.rows ? b->ops->gather_rows(b, y, x, idx, scale, err) : GT_OK;
 }
 
 int nn_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                         const float *scale, gt_error *err)
 {
-    TRY(need_backend(b, "scatter_add_rows", err));
-    TRY(need_f32(y, "scatter_add_rows", "y", err));
-    TRY(need_f32(x, "scatter_add_rows", "x", err));
+    GT_TRY(need_backend(b, "scatter_add_rows", err));
+    GT_TRY(need_f32(y, "scatter_add_rows", "y", err));
+    GT_TRY(need_f32(x, "scatter_add_rows", "x", err));
     if (y.cols != x.cols)
         return gt_error_set(err, GT_EINVAL, "scatter_add_rows: y has %d cols, x has %d",
                             y.cols, x.cols);
-    TRY(need_ptr(idx, x.rows > 0, "scatter_add_rows", "idx", err));
+    GT_TRY(need_ptr(idx, x.rows > 0, "scatter_add_rows", "idx", err));
     return x.rows ? b->ops->scatter_add_rows(b, y, x, idx, scale, err) : GT_OK;
 }
 
 int nn_gather_dot(nn_backend *b, float *out, nn_tensor a, const int32_t *idx, nn_tensor x,
                   gt_error *err)
 {
-    TRY(need_backend(b, "gather_dot", err));
-    TRY(need_f32(a, "gather_dot", "a", err));
-    TRY(need_f32(x, "gather_dot", "x", err));
+    GT_TRY(need_backend(b, "gather_dot", err));
+    GT_TRY(need_f32(a, "gather_dot", "a", err));
+    GT_TRY(need_f32(x, "gather_dot", "x", err));
     if (a.cols != x.cols)
         return gt_error_set(err, GT_EINVAL, "gather_dot: a has %d cols, x has %d", a.cols,
                             x.cols);
-    TRY(need_ptr(idx, x.rows > 0, "gather_dot", "idx", err));
-    TRY(need_ptr(out, x.rows > 0, "gather_dot", "out", err));
+    GT_TRY(need_ptr(idx, x.rows > 0, "gather_dot", "idx", err));
+    GT_TRY(need_ptr(out, x.rows > 0, "gather_dot", "out", err));
     return x.rows ? b->ops->gather_dot(b, out, a, idx, x, err) : GT_OK;
 }
 
 int nn_balance_fwd(nn_backend *b, float *loss, nn_tensor probs, const float *frac,
                    gt_error *err)
 {
-    TRY(need_backend(b, "balance_fwd", err));
-    TRY(need_f32(probs, "balance_fwd", "probs", err));
-    TRY(need_ptr(loss, 1, "balance_fwd", "loss", err));
-    TRY(need_ptr(frac, probs.cols > 0, "balance_fwd", "frac", err));
+    GT_TRY(need_backend(b, "balance_fwd", err));
+    GT_TRY(need_f32(probs, "balance_fwd", "probs", err));
+    GT_TRY(need_ptr(loss, 1, "balance_fwd", "loss", err));
+    GT_TRY(need_ptr(frac, probs.cols > 0, "balance_fwd", "frac", err));
     if (probs.rows < 1)
         return gt_error_set(err, GT_EINVAL, "balance_fwd: no rows");
     return b->ops->balance_fwd(b, loss, probs, frac, err);
@@ -472,9 +465,9 @@ int nn_balance_fwd(nn_backend *b, float *loss, nn_tensor probs, const float *fra
 int nn_balance_bwd(nn_backend *b, nn_tensor dprobs, float dloss, const float *frac,
                    gt_error *err)
 {
-    TRY(need_backend(b, "balance_bwd", err));
-    TRY(need_f32(dprobs, "balance_bwd", "dprobs", err));
-    TRY(need_ptr(frac, dprobs.cols > 0, "balance_bwd", "frac", err));
+    GT_TRY(need_backend(b, "balance_bwd", err));
+    GT_TRY(need_f32(dprobs, "balance_bwd", "dprobs", err));
+    GT_TRY(need_ptr(frac, dprobs.cols > 0, "balance_bwd", "frac", err));
     if (dprobs.rows < 1)
         return gt_error_set(err, GT_EINVAL, "balance_bwd: no rows");
     return b->ops->balance_bwd(b, dprobs, dloss, frac, err);
@@ -482,9 +475,9 @@ int nn_balance_bwd(nn_backend *b, nn_tensor dprobs, float dloss, const float *fr
 
 int nn_entropy_fwd(nn_backend *b, float *loss, nn_tensor probs, gt_error *err)
 {
-    TRY(need_backend(b, "entropy_fwd", err));
-    TRY(need_f32(probs, "entropy_fwd", "probs", err));
-    TRY(need_ptr(loss, 1, "entropy_fwd", "loss", err));
+    GT_TRY(need_backend(b, "entropy_fwd", err));
+    GT_TRY(need_f32(probs, "entropy_fwd", "probs", err));
+    GT_TRY(need_ptr(loss, 1, "entropy_fwd", "loss", err));
     if (probs.rows < 1)
         return gt_error_set(err, GT_EINVAL, "entropy_fwd: no rows");
     return b->ops->entropy_fwd(b, loss, probs, err);
@@ -493,10 +486,10 @@ int nn_entropy_fwd(nn_backend *b, float *loss, nn_tensor probs, gt_error *err)
 int nn_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs,
                    gt_error *err)
 {
-    TRY(need_backend(b, "entropy_bwd", err));
-    TRY(need_f32(dprobs, "entropy_bwd", "dprobs", err));
-    TRY(need_f32(probs, "entropy_bwd", "probs", err));
-    TRY(same_shape(dprobs, probs, "entropy_bwd", "dprobs", "probs", err));
+    GT_TRY(need_backend(b, "entropy_bwd", err));
+    GT_TRY(need_f32(dprobs, "entropy_bwd", "dprobs", err));
+    GT_TRY(need_f32(probs, "entropy_bwd", "probs", err));
+    GT_TRY(same_shape(dprobs, probs, "entropy_bwd", "dprobs", "probs", err));
     if (probs.rows < 1)
         return gt_error_set(err, GT_EINVAL, "entropy_bwd: no rows");
     return b->ops->entropy_bwd(b, dprobs, dloss, probs, err);
@@ -504,11 +497,11 @@ int nn_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs
 
 int nn_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target, gt_error *err)
 {
-    TRY(need_backend(b, "mse_fwd", err));
-    TRY(need_f32(pred, "mse_fwd", "pred", err));
-    TRY(need_f32(target, "mse_fwd", "target", err));
-    TRY(same_shape(pred, target, "mse_fwd", "pred", "target", err));
-    TRY(need_ptr(loss, 1, "mse_fwd", "loss", err));
+    GT_TRY(need_backend(b, "mse_fwd", err));
+    GT_TRY(need_f32(pred, "mse_fwd", "pred", err));
+    GT_TRY(need_f32(target, "mse_fwd", "target", err));
+    GT_TRY(same_shape(pred, target, "mse_fwd", "pred", "target", err));
+    GT_TRY(need_ptr(loss, 1, "mse_fwd", "loss", err));
     if ((long long)pred.rows * pred.cols == 0)
         return gt_error_set(err, GT_EINVAL, "mse_fwd: empty input");
     return b->ops->mse_fwd(b, loss, pred, target, err);
@@ -517,12 +510,12 @@ int nn_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target, gt_
 int nn_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred, nn_tensor target,
                int accumulate, gt_error *err)
 {
-    TRY(need_backend(b, "mse_bwd", err));
-    TRY(need_f32(dpred, "mse_bwd", "dpred", err));
-    TRY(need_f32(pred, "mse_bwd", "pred", err));
-    TRY(need_f32(target, "mse_bwd", "target", err));
-    TRY(same_shape(pred, target, "mse_bwd", "pred", "target", err));
-    TRY(same_shape(dpred, pred, "mse_bwd", "dpred", "pred", err));
+    GT_TRY(need_backend(b, "mse_bwd", err));
+    GT_TRY(need_f32(dpred, "mse_bwd", "dpred", err));
+    GT_TRY(need_f32(pred, "mse_bwd", "pred", err));
+    GT_TRY(need_f32(target, "mse_bwd", "target", err));
+    GT_TRY(same_shape(pred, target, "mse_bwd", "pred", "target", err));
+    GT_TRY(same_shape(dpred, pred, "mse_bwd", "dpred", "pred", err));
     if ((long long)pred.rows * pred.cols == 0)
         return gt_error_set(err, GT_EINVAL, "mse_bwd: empty input");
     return b->ops->mse_bwd(b, dpred, dloss, pred, target, accumulate, err);
@@ -530,9 +523,9 @@ int nn_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred, nn_t
 
 int nn_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
 {
-    TRY(need_backend(b, "mean_fwd", err));
-    TRY(need_f32(x, "mean_fwd", "x", err));
-    TRY(need_ptr(out, 1, "mean_fwd", "out", err));
+    GT_TRY(need_backend(b, "mean_fwd", err));
+    GT_TRY(need_f32(x, "mean_fwd", "x", err));
+    GT_TRY(need_ptr(out, 1, "mean_fwd", "out", err));
     if ((long long)x.rows * x.cols == 0)
         return gt_error_set(err, GT_EINVAL, "mean_fwd: empty input");
     return b->ops->mean_fwd(b, out, x, err);
@@ -540,8 +533,8 @@ int nn_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
 
 int nn_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_error *err)
 {
-    TRY(need_backend(b, "mean_bwd", err));
-    TRY(need_f32(dx, "mean_bwd", "dx", err));
+    GT_TRY(need_backend(b, "mean_bwd", err));
+    GT_TRY(need_f32(dx, "mean_bwd", "dx", err));
     if ((long long)dx.rows * dx.cols == 0)
         return gt_error_set(err, GT_EINVAL, "mean_bwd: empty input");
     return b->ops->mean_bwd(b, dx, dout, accumulate, err);
@@ -549,9 +542,9 @@ int nn_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_erro
 
 static int sb_check(nn_backend *b, nn_tensor f, nn_tensor z, const char *op, gt_error *err)
 {
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(f, op, "fractions", err));
-    TRY(need_f32(z, op, "logits", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(f, op, "fractions", err));
+    GT_TRY(need_f32(z, op, "logits", err));
     if (f.rows != z.rows || f.cols != z.cols + 1 || f.cols < 2)
         return gt_error_set(err, GT_EINVAL,
                             "%s: fractions are %dx%d, logits %dx%d (need rows equal, "
@@ -562,22 +555,22 @@ static int sb_check(nn_backend *b, nn_tensor f, nn_tensor z, const char *op, gt_
 
 int nn_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
 {
-    TRY(sb_check(b, f, z, "sb_fwd", err));
+    GT_TRY(sb_check(b, f, z, "sb_fwd", err));
     return b->ops->sb_fwd(b, f, z, err);
 }
 
 int nn_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int accumulate,
               gt_error *err)
 {
-    TRY(sb_check(b, df, z, "sb_bwd", err));
-    TRY(need_f32(dz, "sb_bwd", "dz", err));
-    TRY(same_shape(dz, z, "sb_bwd", "dz", "z", err));
+    GT_TRY(sb_check(b, df, z, "sb_bwd", err));
+    GT_TRY(need_f32(dz, "sb_bwd", "dz", err));
+    GT_TRY(same_shape(dz, z, "sb_bwd", "dz", "z", err));
     return b->ops->sb_bwd(b, dz, df, z, accumulate, err);
 }
 
 int nn_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
 {
-    TRY(sb_check(b, f, z, "sb_inv", err));
+    GT_TRY(sb_check(b, f, z, "sb_inv", err));
     if (!(eps > 0.0f && eps < 0.5f))
         return gt_error_set(err, GT_EINVAL, "sb_inv: eps must be in (0, 0.5), got %g", eps);
     return b->ops->sb_inv(b, z, f, eps, err);
@@ -585,33 +578,33 @@ int nn_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
 
 int nn_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    TRY(need_backend(b, "cast_bf16", err));
-    TRY(nn_tensor_check(y, "cast_bf16: y", err));
-    TRY(need_f32(x, "cast_bf16", "x", err));
+    GT_TRY(need_backend(b, "cast_bf16", err));
+    GT_TRY(nn_tensor_check(y, "cast_bf16: y", err));
+    GT_TRY(need_f32(x, "cast_bf16", "x", err));
     if (y.dtype != NN_BF16)
         return gt_error_set(err, GT_EINVAL, "cast_bf16: y must be bf16, got %s",
                             nn_dtype_name(y.dtype));
-    TRY(same_shape(y, x, "cast_bf16", "y", "x", err));
+    GT_TRY(same_shape(y, x, "cast_bf16", "y", "x", err));
     return b->ops->cast_bf16(b, y, x, err);
 }
 
 int nn_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err)
 {
-    TRY(need_backend(b, "sumsq", err));
-    TRY(need_ptr(out, 1, "sumsq", "out", err));
-    TRY(need_ptr(x, n > 0, "sumsq", "x", err));
+    GT_TRY(need_backend(b, "sumsq", err));
+    GT_TRY(need_ptr(out, 1, "sumsq", "out", err));
+    GT_TRY(need_ptr(x, n > 0, "sumsq", "x", err));
     return b->ops->sumsq(b, out, x, n, err);
 }
 
 int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad, float *m,
              float *v, size_t n, const nn_adamw_hp *hp, gt_error *err)
 {
-    TRY(need_backend(b, "adamw", err));
-    TRY(need_ptr(hp, 1, "adamw", "hyper-parameters", err));
-    TRY(need_ptr(param, n > 0, "adamw", "param", err));
-    TRY(need_ptr(grad, n > 0, "adamw", "grad", err));
-    TRY(need_ptr(m, n > 0, "adamw", "m", err));
-    TRY(need_ptr(v, n > 0, "adamw", "v", err));
+    GT_TRY(need_backend(b, "adamw", err));
+    GT_TRY(need_ptr(hp, 1, "adamw", "hyper-parameters", err));
+    GT_TRY(need_ptr(param, n > 0, "adamw", "param", err));
+    GT_TRY(need_ptr(grad, n > 0, "adamw", "grad", err));
+    GT_TRY(need_ptr(m, n > 0, "adamw", "m", err));
+    GT_TRY(need_ptr(v, n > 0, "adamw", "v", err));
     if (!isfinite(hp->step_size) || !isfinite(hp->grad_scale) || !isfinite(hp->decay))
         return gt_error_set(err, GT_EINVAL, "adamw: non-finite hyper-parameters");
     return n ? b->ops->adamw(b, param, param_bf16, grad, m, v, n, hp, err) : GT_OK;
@@ -620,8 +613,8 @@ int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *gra
 int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
                  uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err)
 {
-    TRY(need_backend(b, "rand_fill", err));
-    TRY(need_ptr(x, n > 0, "rand_fill", "x", err));
+    GT_TRY(need_backend(b, "rand_fill", err));
+    GT_TRY(need_ptr(x, n > 0, "rand_fill", "x", err));
     if (dist != NN_DIST_NORMAL && dist != NN_DIST_UNIFORM)
         return gt_error_set(err, GT_EINVAL, "rand_fill: unknown distribution %d", (int)dist);
     if (!isfinite(a) || !isfinite(bb))
@@ -632,14 +625,14 @@ int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float
 int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                   const float *beta, nn_tensor z, gt_error *err)
 {
-    TRY(need_backend(b, "axpby_rows", err));
-    TRY(need_f32(y, "axpby_rows", "y", err));
-    TRY(need_f32(x, "axpby_rows", "x", err));
-    TRY(need_f32(z, "axpby_rows", "z", err));
-    TRY(same_shape(y, x, "axpby_rows", "y", "x", err));
-    TRY(same_shape(y, z, "axpby_rows", "y", "z", err));
-    TRY(need_ptr(alpha, y.rows > 0, "axpby_rows", "alpha", err));
-    TRY(need_ptr(beta, y.rows > 0, "axpby_rows", "beta", err));
+    GT_TRY(need_backend(b, "axpby_rows", err));
+    GT_TRY(need_f32(y, "axpby_rows", "y", err));
+    GT_TRY(need_f32(x, "axpby_rows", "x", err));
+    GT_TRY(need_f32(z, "axpby_rows", "z", err));
+    GT_TRY(same_shape(y, x, "axpby_rows", "y", "x", err));
+    GT_TRY(same_shape(y, z, "axpby_rows", "y", "z", err));
+    GT_TRY(need_ptr(alpha, y.rows > 0, "axpby_rows", "alpha", err));
+    GT_TRY(need_ptr(beta, y.rows > 0, "axpby_rows", "beta", err));
     if (!b->ops->axpby_rows)
         return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: backend %s lacks this op",
                             b->name);
@@ -650,11 +643,11 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
 int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                    const float *shift, gt_error *err)
 {
-    TRY(need_backend(b, "affine_cols", err));
-    TRY(need_f32(y, "affine_cols", "y", err));
-    TRY(need_f32(x, "affine_cols", "x", err));
-    TRY(same_shape(y, x, "affine_cols", "y", "x", err));
-    TRY(need_ptr(scale, y.cols > 0, "affine_cols", "scale", err));
+    GT_TRY(need_backend(b, "affine_cols", err));
+    GT_TRY(need_f32(y, "affine_cols", "y", err));
+    GT_TRY(need_f32(x, "affine_cols", "x", err));
+    GT_TRY(same_shape(y, x, "affine_cols", "y", "x", err));
+    GT_TRY(need_ptr(scale, y.cols > 0, "affine_cols", "scale", err));
     if (!b->ops->affine_cols)
         return gt_error_set(err, GT_EUNSUPPORTED, "affine_cols: backend %s lacks this op",
                             b->name);
@@ -664,10 +657,10 @@ int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
 int nn_pack_weight(nn_backend *b, nn_tensor w, nn_packed *out, gt_error *err)
 {
     const char *op = "pack_weight";
-    TRY(need_ptr(out, 1, op, "out", err));
+    GT_TRY(need_ptr(out, 1, op, "out", err));
     memset(out, 0, sizeof *out);
-    TRY(need_backend(b, op, err));
-    TRY(nn_tensor_check(w, "pack_weight: W", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(nn_tensor_check(w, "pack_weight: W", err));
     if (w.dtype == NN_BF16 && !b->has_bf16 && !b->bf16_emulated)
         return gt_error_set(err, GT_EUNSUPPORTED, "pack_weight: backend %s cannot do bf16",
                             b->name);
@@ -681,7 +674,7 @@ int nn_pack_weight(nn_backend *b, nn_tensor w, nn_packed *out, gt_error *err)
     p.dtype = w.dtype;
     p.n = w.rows;
     p.k = w.cols;
-    TRY(nn_alloc(b, bytes, &p.data, err));
+    GT_TRY(nn_alloc(b, bytes, &p.data, err));
     int rc = b->ops->pack_weight(b, &p, w, err);
     if (rc) {
         nn_free(b, p.data);
@@ -704,11 +697,11 @@ int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
                     const float *bias, nn_act act, int accumulate, gt_error *err)
 {
     const char *op = "linear_fixed";
-    TRY(need_backend(b, op, err));
-    TRY(need_f32(y, op, "y", err));
-    TRY(nn_tensor_check(x, "linear_fixed: x", err));
-    TRY(need_ptr(w, 1, op, "packed weight", err));
-    TRY(need_ptr(w->data, 1, op, "packed weight data", err));
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, "y", err));
+    GT_TRY(nn_tensor_check(x, "linear_fixed: x", err));
+    GT_TRY(need_ptr(w, 1, op, "packed weight", err));
+    GT_TRY(need_ptr(w->data, 1, op, "packed weight data", err));
     if (!b->ops->linear_fixed)
         return gt_error_set(err, GT_EUNSUPPORTED, "linear_fixed: backend %s lacks this op",
                             b->name);

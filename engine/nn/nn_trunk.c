@@ -89,7 +89,7 @@ static int declare_expert(nn_trunk *t, expert *e, const char *pre, int which, gt
 #define DECL(field, suffix, r, co)                                                  \
     do {                                                                            \
         snprintf(nm, sizeof nm, "%s%s", pre, suffix);                               \
-        TRY(nn_params_add(p, nm, r, co, which, &(field), err));                     \
+        GT_TRY(nn_params_add(p, nm, r, co, which, &(field), err));                     \
     } while (0)
     if (which) {
         DECL(e->w_in, "in.w", H, t->D);
@@ -126,16 +126,16 @@ static int declare_all(nn_trunk *t, gt_error *err)
 {
     for (int which = 1; which >= 0; which--) {
         if (t->cfg.kind == NN_TRUNK_ROUTED) {
-            TRY(nn_params_add(&t->params, which ? "gate.w" : "gate.b", which ? t->cfg.n_experts : 1,
+            GT_TRY(nn_params_add(&t->params, which ? "gate.w" : "gate.b", which ? t->cfg.n_experts : 1,
                               which ? t->D : t->cfg.n_experts, which,
                               which ? &t->w_gate : &t->b_gate, err));
             for (int i = 0; i < t->n_ex; i++) {
                 char pre[16];
                 snprintf(pre, sizeof pre, "e%d.", i);
-                TRY(declare_expert(t, &t->ex[i], pre, which, err));
+                GT_TRY(declare_expert(t, &t->ex[i], pre, which, err));
             }
         } else {
-            TRY(declare_expert(t, &t->ex[0], "", which, err));
+            GT_TRY(declare_expert(t, &t->ex[0], "", which, err));
         }
     }
     return GT_OK;
@@ -148,7 +148,7 @@ int nn_trunk_create(nn_backend *b, const nn_trunk_config *cfg, nn_trunk **out, g
     *out = NULL;
     if (!b)
         return gt_error_set(err, GT_EINVAL, "trunk: NULL backend");
-    TRY(nn_trunk_config_check(cfg, err));
+    GT_TRY(nn_trunk_config_check(cfg, err));
     if (cfg->precision == NN_BF16 && !b->has_bf16 && !b->bf16_emulated)
         return gt_error_set(err, GT_EUNSUPPORTED,
                             "trunk: precision bf16 requested but backend %s cannot do bf16",
@@ -244,7 +244,7 @@ int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "trunk init: out_scale not finite");
     nn_params *p = &t->params;
     nn_rng rng = nn_rng_make(seed, 0);
-    TRY(nn_memset(t->b, p->value, 0, p->count * sizeof(float), err));
+    GT_TRY(nn_memset(t->b, p->value, 0, p->count * sizeof(float), err));
     for (int i = 0; i < p->n_views; i++) {
         const nn_param_view *v = &p->views[i];
         size_t n = (size_t)v->rows * v->cols;
@@ -255,11 +255,11 @@ int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err)
             float sd = 1.0f / sqrtf((float)v->cols);
             if (L >= 5 && !strcmp(nm + L - 5, "out.w"))
                 sd *= out_scale;
-            TRY(nn_rand_fill(t->b, p->value + v->offset, n, NN_DIST_NORMAL, 0.0f, sd, rng.seed,
+            GT_TRY(nn_rand_fill(t->b, p->value + v->offset, n, NN_DIST_NORMAL, 0.0f, sd, rng.seed,
                              rng.stream, nn_rng_take(&rng, n), err));
         } else if (is_gamma) {
             /* gamma = 1: uniform on [1, 1) is exactly 1 */
-            TRY(nn_rand_fill(t->b, p->value + v->offset, n, NN_DIST_UNIFORM, 1.0f, 1.0f, 0, 0,
+            GT_TRY(nn_rand_fill(t->b, p->value + v->offset, n, NN_DIST_UNIFORM, 1.0f, 1.0f, 0, 0,
                              0, err));
         }
     }
@@ -350,7 +350,7 @@ int nn_trunk_plan(nn_trunk *t, int batch, gt_error *err)
     planner pl = {NULL, 0};
     plan_layout(t, &pl, batch);
     void *mem = NULL;
-    TRY(nn_alloc(t->b, pl.off, &mem, err));
+    GT_TRY(nn_alloc(t->b, pl.off, &mem, err));
     if (t->cfg.kind == NN_TRUNK_ROUTED) {
         size_t n = (size_t)batch * (size_t)t->cfg.top_k +
                    (size_t)t->cfg.n_experts * NN_ROUTE_BUCKET;
@@ -381,9 +381,9 @@ int nn_trunk_plan(nn_trunk *t, int batch, gt_error *err)
 static int check_io(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, gt_error *err)
 {
     const nn_trunk_config *c = &t->cfg;
-    TRY(nn_tensor_check(x, "trunk forward: x", err));
-    TRY(nn_tensor_check(cond, "trunk forward: cond", err));
-    TRY(nn_tensor_check(out, "trunk forward: out", err));
+    GT_TRY(nn_tensor_check(x, "trunk forward: x", err));
+    GT_TRY(nn_tensor_check(cond, "trunk forward: cond", err));
+    GT_TRY(nn_tensor_check(out, "trunk forward: out", err));
     if (x.dtype != NN_F32 || cond.dtype != NN_F32 || out.dtype != NN_F32)
         return gt_error_set(err, GT_EINVAL, "trunk forward: x, cond and out must be f32 "
                                             "(got %s, %s, %s)", nn_dtype_name(x.dtype),
@@ -416,15 +416,15 @@ static int assemble_input(nn_trunk *t, nn_tensor x, nn_tensor cond, float *xin, 
         parts[np++] = x;
     if (c->cond_dim) {
         nn_tensor emb = T(t->emb, n, nemb);
-        TRY(nn_embed_fwd(t->b, emb, cond, c->emb_dim, c->emb_scale, c->emb_max_period, err));
+        GT_TRY(nn_embed_fwd(t->b, emb, cond, c->emb_dim, c->emb_scale, c->emb_max_period, err));
         parts[np++] = emb;
     }
-    TRY(nn_concat(t->b, T(xin, n, t->D), parts, np, err));
+    GT_TRY(nn_concat(t->b, T(xin, n, t->D), parts, np, err));
     if (!t->check_input)
         return GT_OK;
     float ss = 0.0f;
-    TRY(nn_sumsq(t->b, t->scalars + 2, xin, (size_t)n * t->D, err));
-    TRY(nn_copy_d2h(t->b, &ss, t->scalars + 2, sizeof ss, err));
+    GT_TRY(nn_sumsq(t->b, t->scalars + 2, xin, (size_t)n * t->D, err));
+    GT_TRY(nn_copy_d2h(t->b, &ss, t->scalars + 2, sizeof ss, err));
     if (!isfinite(ss))
         return gt_error_set(err, GT_EINVAL,
                             "trunk forward: input x or cond contains NaN or infinite values");
@@ -436,14 +436,14 @@ int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, in
 {
     if (!t)
         return gt_error_set(err, GT_EINVAL, "trunk forward: NULL trunk");
-    TRY(check_io(t, x, cond, out, err));
+    GT_TRY(check_io(t, x, cond, out, err));
     int n = x.rows;
     t->fwd_rows = 0;
-    TRY(assemble_input(t, x, cond, t->xin, err));
+    GT_TRY(assemble_input(t, x, cond, t->xin, err));
     if (t->cfg.kind == NN_TRUNK_EXPERT)
-        TRY(nn_expert_forward(t, &t->ex[0], n, out, training, err));
+        GT_TRY(nn_expert_forward(t, &t->ex[0], n, out, training, err));
     else
-        TRY(nn_routed_forward(t, n, out, training, err));
+        GT_TRY(nn_routed_forward(t, n, out, training, err));
     t->fwd_rows = n;
     t->fwd_training = training;
     return GT_OK;
@@ -457,7 +457,7 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
         return gt_error_set(err, GT_EINVAL,
                             "trunk backward: no training forward to differentiate");
     int n = t->fwd_rows;
-    TRY(nn_tensor_check(d_out, "trunk backward: d_out", err));
+    GT_TRY(nn_tensor_check(d_out, "trunk backward: d_out", err));
     if (d_out.dtype != NN_F32 || d_out.rows != n || d_out.cols != t->cfg.out_dim)
         return gt_error_set(err, GT_EINVAL,
                             "trunk backward: d_out is %s %dx%d, expected f32 %dx%d",
@@ -465,7 +465,7 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
                             t->cfg.out_dim);
     int want_dx = d_x.data != NULL;
     if (want_dx) {
-        TRY(nn_tensor_check(d_x, "trunk backward: d_x", err));
+        GT_TRY(nn_tensor_check(d_x, "trunk backward: d_x", err));
         if (d_x.dtype != NN_F32 || d_x.rows != n || d_x.cols != t->cfg.in_dim)
             return gt_error_set(err, GT_EINVAL,
                                 "trunk backward: d_x is %s %dx%d, expected f32 %dx%d",
@@ -473,12 +473,12 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
                                 t->cfg.in_dim);
     }
     if (t->cfg.kind == NN_TRUNK_EXPERT)
-        TRY(nn_expert_backward(t, &t->ex[0], d_out, want_dx ? t->dxin : NULL, err));
+        GT_TRY(nn_expert_backward(t, &t->ex[0], d_out, want_dx ? t->dxin : NULL, err));
     else
-        TRY(nn_routed_backward(t, d_out, want_dx, err));
+        GT_TRY(nn_routed_backward(t, d_out, want_dx, err));
     if (want_dx && t->cfg.in_dim) {
         nn_tensor parts[2] = {d_x, T(NULL, n, t->cfg.cond_dim * t->cfg.emb_dim)};
-        TRY(nn_split(t->b, parts, t->cfg.cond_dim ? 2 : 1, T(t->dxin, n, t->D), 0, err));
+        GT_TRY(nn_split(t->b, parts, t->cfg.cond_dim ? 2 : 1, T(t->dxin, n, t->D), 0, err));
     }
     return GT_OK;
 }

@@ -13,7 +13,7 @@ static int operand(nn_trunk *t, nn_tensor f, uint16_t *bf, nn_tensor *out, gt_er
         return GT_OK;
     }
     nn_tensor h = TH(bf, f.rows, f.cols);
-    TRY(nn_cast_bf16(t->b, h, f, err));
+    GT_TRY(nn_cast_bf16(t->b, h, f, err));
     *out = h;
     return GT_OK;
 }
@@ -39,41 +39,41 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
     float eps = c->ln_eps;
     size_t BH = (size_t)B * H;
     nn_tensor X;
-    TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
+    GT_TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
     nn_tensor h0 = T(e->h, n, H);
-    TRY(linear(t, training, h0, X, e->w_in, P(t, e->b_in), NN_ACT_NONE, 0, err));
+    GT_TRY(linear(t, training, h0, X, e->w_in, P(t, e->b_in), NN_ACT_NONE, 0, err));
     nn_tensor hl = h0;
     for (int l = 0; l < N; l++) {
         const ex_block *k = &e->blk[l];
         size_t lo = training ? (size_t)l : 0;   /* inference reuses slot 0 */
         nn_tensor a = T(e->a + lo * BH, n, H), A;
-        TRY(nn_ln_fwd(b, a, e->mean + lo * B, e->rstd + lo * B, hl, P(t, k->ln_g),
+        GT_TRY(nn_ln_fwd(b, a, e->mean + lo * B, e->rstd + lo * B, hl, P(t, k->ln_g),
                       P(t, k->ln_b), eps, err));
-        TRY(operand(t, a, e->a_bf ? e->a_bf + lo * BH : NULL, &A, err));
+        GT_TRY(operand(t, a, e->a_bf ? e->a_bf + lo * BH : NULL, &A, err));
         nn_tensor s = T(e->s + lo * BH, n, H), S;
         if (training) {
             nn_tensor z = T(e->z + lo * BH, n, H);
-            TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));
-            TRY(nn_silu_fwd(b, s, z, err));
+            GT_TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));
+            GT_TRY(nn_silu_fwd(b, s, z, err));
         } else {
-            TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));
+            GT_TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));
         }
-        TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
+        GT_TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
         nn_tensor hn = hl;
         if (training) {
             /* keep h_l for the LayerNorm backward: h_{l+1} = h_l + ... */
             hn = T(e->h + (size_t)(l + 1) * BH, n, H);
-            TRY(nn_copy_d2d(b, hn.data, hl.data, (size_t)n * H * sizeof(float), err));
+            GT_TRY(nn_copy_d2d(b, hn.data, hl.data, (size_t)n * H * sizeof(float), err));
         }
-        TRY(linear(t, training, hn, S, k->w2, P(t, k->b2), NN_ACT_NONE, 1, err));
+        GT_TRY(linear(t, training, hn, S, k->w2, P(t, k->b2), NN_ACT_NONE, 1, err));
         hl = hn;
     }
     size_t lf = training ? (size_t)N : 0;
     nn_tensor af = T(e->af, n, H), AF;
-    TRY(nn_ln_fwd(b, af, e->mean + lf * B, e->rstd + lf * B, hl, P(t, e->lnf_g),
+    GT_TRY(nn_ln_fwd(b, af, e->mean + lf * B, e->rstd + lf * B, hl, P(t, e->lnf_g),
                   P(t, e->lnf_b), eps, err));
-    TRY(operand(t, af, e->af_bf, &AF, err));
-    TRY(linear(t, training, out, AF, e->w_out, P(t, e->b_out), NN_ACT_NONE, 0, err));
+    GT_TRY(operand(t, af, e->af_bf, &AF, err));
+    GT_TRY(linear(t, training, out, AF, e->w_out, P(t, e->b_out), NN_ACT_NONE, 0, err));
     e->rows = n;
     return GT_OK;
 }
@@ -87,15 +87,15 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
     size_t BH = (size_t)B * H;
     nn_tensor G, AF, X;
     /* output head */
-    TRY(operand(t, d_out, t->g_bf, &G, err));
+    GT_TRY(operand(t, d_out, t->g_bf, &G, err));
     int bf = t->compute == NN_BF16;
     AF = bf ? TH(e->af_bf, n, H) : T(e->af, n, H);
-    TRY(nn_matmul(b, WG(t, e->w_out), G, 1, AF, 0, NULL, NN_ACT_NONE, 1, err));
-    TRY(nn_bias_grad(b, PG(t, e->b_out), d_out, 1, err));
+    GT_TRY(nn_matmul(b, WG(t, e->w_out), G, 1, AF, 0, NULL, NN_ACT_NONE, 1, err));
+    GT_TRY(nn_bias_grad(b, PG(t, e->b_out), d_out, 1, err));
     nn_tensor daf = T(t->da, n, H);
-    TRY(nn_matmul(b, daf, G, 0, W(t, e->w_out), 0, NULL, NN_ACT_NONE, 0, err));
+    GT_TRY(nn_matmul(b, daf, G, 0, W(t, e->w_out), 0, NULL, NN_ACT_NONE, 0, err));
     nn_tensor dh = T(t->dh, n, H);
-    TRY(nn_ln_bwd(b, dh, PG(t, e->lnf_g), PG(t, e->lnf_b), daf, T(e->h + (size_t)N * BH, n, H),
+    GT_TRY(nn_ln_bwd(b, dh, PG(t, e->lnf_g), PG(t, e->lnf_b), daf, T(e->h + (size_t)N * BH, n, H),
                   e->mean + (size_t)N * B, e->rstd + (size_t)N * B, P(t, e->lnf_g), 0, err));
     /* blocks, last to first; dh carries the residual gradient */
     for (int l = N - 1; l >= 0; l--) {
@@ -103,26 +103,26 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
         size_t lo = (size_t)l;
         nn_tensor S = bf ? TH(e->s_bf + lo * BH, n, H) : T(e->s + lo * BH, n, H);
         nn_tensor A = bf ? TH(e->a_bf + lo * BH, n, H) : T(e->a + lo * BH, n, H);
-        TRY(operand(t, dh, t->g_bf, &G, err));
-        TRY(nn_matmul(b, WG(t, k->w2), G, 1, S, 0, NULL, NN_ACT_NONE, 1, err));
-        TRY(nn_bias_grad(b, PG(t, k->b2), dh, 1, err));
+        GT_TRY(operand(t, dh, t->g_bf, &G, err));
+        GT_TRY(nn_matmul(b, WG(t, k->w2), G, 1, S, 0, NULL, NN_ACT_NONE, 1, err));
+        GT_TRY(nn_bias_grad(b, PG(t, k->b2), dh, 1, err));
         nn_tensor ds = T(t->dtmp, n, H);
-        TRY(nn_matmul(b, ds, G, 0, W(t, k->w2), 0, NULL, NN_ACT_NONE, 0, err));
-        TRY(nn_silu_bwd(b, ds, ds, T(e->z + lo * BH, n, H), err));
-        TRY(operand(t, ds, t->g_bf, &G, err));
-        TRY(nn_matmul(b, WG(t, k->w1), G, 1, A, 0, NULL, NN_ACT_NONE, 1, err));
-        TRY(nn_bias_grad(b, PG(t, k->b1), ds, 1, err));
+        GT_TRY(nn_matmul(b, ds, G, 0, W(t, k->w2), 0, NULL, NN_ACT_NONE, 0, err));
+        GT_TRY(nn_silu_bwd(b, ds, ds, T(e->z + lo * BH, n, H), err));
+        GT_TRY(operand(t, ds, t->g_bf, &G, err));
+        GT_TRY(nn_matmul(b, WG(t, k->w1), G, 1, A, 0, NULL, NN_ACT_NONE, 1, err));
+        GT_TRY(nn_bias_grad(b, PG(t, k->b1), ds, 1, err));
         nn_tensor da = T(t->da, n, H);
-        TRY(nn_matmul(b, da, G, 0, W(t, k->w1), 0, NULL, NN_ACT_NONE, 0, err));
-        TRY(nn_ln_bwd(b, dh, PG(t, k->ln_g), PG(t, k->ln_b), da, T(e->h + lo * BH, n, H),
+        GT_TRY(nn_matmul(b, da, G, 0, W(t, k->w1), 0, NULL, NN_ACT_NONE, 0, err));
+        GT_TRY(nn_ln_bwd(b, dh, PG(t, k->ln_g), PG(t, k->ln_b), da, T(e->h + lo * BH, n, H),
                       e->mean + lo * B, e->rstd + lo * B, P(t, k->ln_g), 1, err));
     }
     /* input projection */
-    TRY(operand(t, dh, t->g_bf, &G, err));
+    GT_TRY(operand(t, dh, t->g_bf, &G, err));
     X = bf ? TH(e->x_bf, n, t->D) : T(e->x, n, t->D);
-    TRY(nn_matmul(b, WG(t, e->w_in), G, 1, X, 0, NULL, NN_ACT_NONE, 1, err));
-    TRY(nn_bias_grad(b, PG(t, e->b_in), dh, 1, err));
+    GT_TRY(nn_matmul(b, WG(t, e->w_in), G, 1, X, 0, NULL, NN_ACT_NONE, 1, err));
+    GT_TRY(nn_bias_grad(b, PG(t, e->b_in), dh, 1, err));
     if (dxin)
-        TRY(nn_matmul(b, T(dxin, n, t->D), G, 0, W(t, e->w_in), 0, NULL, NN_ACT_NONE, 0, err));
+        GT_TRY(nn_matmul(b, T(dxin, n, t->D), G, 0, W(t, e->w_in), 0, NULL, NN_ACT_NONE, 0, err));
     return GT_OK;
 }

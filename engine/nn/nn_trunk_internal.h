@@ -8,13 +8,6 @@
 
 #include "nn_trunk.h"
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        int rc_ = (x);                                                         \
-        if (rc_)                                                               \
-            return rc_;                                                        \
-    } while (0)
-
 /* A routed expert runs on its rows padded up to a multiple of this (at
  * most the planned batch), so the matmul shapes an expert sees come from a
  * small set and the backend's per-shape plans (oneDNN primitives, cuBLASLt
