@@ -19,7 +19,7 @@
 #include "nn_adamw.h"
 #include "nn_trunk.h"
 
-#define BENCH_TRY(x)                                                               \
+#define BENCH_TRY(x)                                                           \
     do {                                                                       \
         if ((x) != GT_OK) {                                                    \
             fprintf(stderr, "bench_trunk: %s failed: %s\n", #x, err.message);  \
