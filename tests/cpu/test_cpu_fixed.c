@@ -1,7 +1,9 @@
 /* The fixed-order ("row-invariant") linear layer of the CPU backend
- * (engine/nn/nn_cpu_fixed.{h,c}: nn_pack_weight + nn_linear_fixed) and the
+ * (engine/cpu/cpu_fixed.{h,c}: nn_pack_weight + nn_linear_fixed) and the
  * trunks that sample through it (nn_trunk_pack).  Six parts, one summary
- * line each:
+ * line each (one program over 800 lines because all six share the
+ * per-kernel backends it opens and the independent reference they are
+ * checked against):
  *
  *  1. row invariance: rows [r0, r0+m) of a bigger x give exactly the bytes
  *     of the same rows of one big call, for every kernel the CPU runs, fp32

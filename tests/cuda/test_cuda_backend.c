@@ -1,4 +1,7 @@
-/* test_cuda_backend: the CUDA backend against the CPU backend.
+/* test_cuda_backend: the CUDA backend against the CPU backend.  (One
+ * program over 800 lines: every op family's comparison, the fixed-order
+ * layer and the whole steps share the paired-buffer harness below and the
+ * two backends it opens; one function per op family.)
  *
  * Every op runs on both backends on the same random inputs, outputs
  * poisoned (all bits set: NaN) beforehand, and the results are compared by
