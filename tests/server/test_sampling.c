@@ -1,0 +1,224 @@
+/* The sampling worker driven directly, on an in-memory database: a tiny
+ * run trained with sched_train_run serves jobs; jobs queued together run in
+ * one device batch (those with other steps in their own) and give the very
+ * bytes each gives alone; each job comes back with the layer layout of its
+ * geometry; an unknown run and a run without checkpoints fail their jobs
+ * with the reason; a new checkpoint version reloads the sampler; stopping
+ * fails what is still queued.  Every job's done is called exactly once. */
+#include "check.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "geo.h"
+#include "model_config.h"
+#include "model_data.h"
+#include "runs.h"
+#include "sampling.h"
+#include "sched.h"
+#include "store.h"
+#include "svc_harness.h"
+
+static store *db;
+
+/* Jobs finished so far, under mu (done runs on the worker thread). */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int finished;
+
+static void on_done(sampling_job *job)
+{
+    pthread_mutex_lock(&mu);
+    finished++;
+    *(int *)job->user += 1;            /* calls of this job's done */
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+static void wait_finished(int n)
+{
+    pthread_mutex_lock(&mu);
+    while (finished < n)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+typedef struct job {
+    sampling_job j;
+    int calls;
+} job;
+
+static void job_init(job *k, int64_t run, int64_t version, int n, uint64_t seed, int steps)
+{
+    memset(k, 0, sizeof *k);
+    k->j.run = run;
+    k->j.version = version;
+    k->j.n = n;
+    k->j.e_inc = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        k->j.e_inc[i] = 1000.0f * (float)(1 + 7 * i + (int)seed);
+    k->j.seed = seed;
+    k->j.steps = steps;
+    k->j.done = on_done;
+    k->j.user = &k->calls;
+}
+
+static void job_free(job *k)
+{
+    free(k->j.e_inc);
+    free(k->j.showers);
+}
+
+/* Submits jobs [0, n) at once and waits for all of them. */
+static void run_jobs(sampling *s, job *k, int n)
+{
+    pthread_mutex_lock(&mu);
+    int target = finished + n;
+    pthread_mutex_unlock(&mu);
+    gt_error err = {0};
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_INT(sampling_submit(s, &k[i].j, &err), GT_OK);
+    wait_finished(target);
+}
+
+static int64_t create_run(const char *name, int steps)
+{
+    char *text = svc_tiny_config(name, steps, 5, 5, NULL);
+    model_config cfg;
+    char field[128];
+    gt_error err = {0};
+    int64_t id = 0;
+    CHECK_EQ_INT(model_config_parse(text, strlen(text), &cfg, field, sizeof field, &err), GT_OK);
+    CHECK_EQ_INT(runs_create(db, cfg.name, text, "fp32", NULL, cfg.steps1 + cfg.steps2, &id,
+                             &err), GT_OK);
+    free(text);
+    return id;
+}
+
+int main(void)
+{
+    store_migration list[STORE_MAX_MIGRATIONS];
+    int nmig = 0;
+    gt_error err = {0};
+    CHECK_EQ_INT(store_builtin_migrations(list, &nmig, &err), GT_OK);
+    CHECK_EQ_INT(store_open(&db, ":memory:", &err), GT_OK);
+    CHECK_EQ_INT(store_migrate(db, list, nmig, NULL, &err), GT_OK);
+
+    /* A trained run (the scheduler's training loop, no worker) and one
+     * that never trained. */
+    int64_t run = create_run("trained", 10);
+    int64_t bare = create_run("bare", 10);
+    CHECK_MSG(sched_train_run(db, run, ".", "cpu", MODEL_BF16_NATIVE, NULL, &err) == GT_OK,
+              "training: %s", err.message);
+    int64_t version = 0;
+    CHECK_EQ_INT(runs_best_pair(db, run, &version, &err), GT_OK);
+    if (check_failures_)
+        return check_finish();
+
+    /* Two workers: one waits a second to gather jobs into a batch, the
+     * other serves each job as it comes (the "alone" reference). */
+    sampling *batched = NULL, *alone = NULL;
+    CHECK_EQ_INT(sampling_start(&batched, db, "cpu", 2, 1000, &err), GT_OK);
+    CHECK_EQ_INT(sampling_start(&alone, db, "cpu", 2, 0, &err), GT_OK);
+
+    /* Six jobs at once: four with the run's steps, two with 2 steps. */
+    enum { NJ = 6 };
+    static const int rows[NJ] = {1, 3, 2, 5, 4, 1};
+    static const int steps[NJ] = {0, 0, 0, 0, 2, 2};
+    job k[NJ], a[NJ];
+    for (int i = 0; i < NJ; i++)
+        job_init(&k[i], run, version, rows[i], 100 + (uint64_t)i, steps[i]);
+    sampling_stats s0, s1;
+    sampling_get_stats(batched, &s0);
+    run_jobs(batched, k, NJ);
+    sampling_get_stats(batched, &s1);
+    CHECK_EQ_INT(s1.requests - s0.requests, NJ);
+    CHECK_MSG(s1.batches - s0.batches == 2, "%llu batches for %d jobs of two step counts",
+              s1.batches - s0.batches, NJ);
+    CHECK_EQ_INT(s1.showers - s0.showers, 1 + 3 + 2 + 5 + 4 + 1);
+    CHECK_EQ_INT(s1.loads, 1);
+
+    /* The geometry's layer layout comes back with the showers. */
+    geo_geometry g;
+    CHECK_EQ_INT(model_geometry_load("dataset_1_photons", &g, &err), GT_OK);
+    for (int i = 0; i < NJ; i++) {
+        CHECK_MSG(k[i].j.rc == GT_OK && k[i].calls == 1, "job %d: rc %d (%s), %d calls", i,
+                  k[i].j.rc, k[i].j.message, k[i].calls);
+        CHECK_EQ_INT(k[i].j.voxels, g.n_voxels);
+        CHECK_EQ_INT(k[i].j.layers, g.n_layers);
+        int same = 1, sum = 0;
+        for (int l = 0; l < g.n_layers && l < SAMPLING_MAX_LAYERS; l++) {
+            same &= k[i].j.layer_voxels[l] == g.layers[l].n_voxels;
+            sum += k[i].j.layer_voxels[l];
+        }
+        CHECK(same && sum == k[i].j.voxels);
+    }
+    CHECK(g.n_layers > 5);            /* layers without voxels are counted too */
+    geo_free(&g);
+
+    /* Each job alone gives the same bytes as in the batch. */
+    for (int i = 0; i < NJ; i++) {
+        job_init(&a[i], run, version, rows[i], 100 + (uint64_t)i, steps[i]);
+        run_jobs(alone, &a[i], 1);
+        size_t bytes = (size_t)rows[i] * (size_t)k[i].j.voxels * sizeof(float);
+        CHECK_MSG(a[i].j.rc == GT_OK && k[i].j.showers && a[i].j.showers &&
+                      memcmp(a[i].j.showers, k[i].j.showers, bytes) == 0,
+                  "job %d: batched showers differ from the job alone", i);
+        int bad = 0;
+        for (size_t v = 0; k[i].j.showers && v < bytes / sizeof(float); v++)
+            bad += !(k[i].j.showers[v] >= 0);
+        CHECK_EQ_INT(bad, 0);
+    }
+    /* 2 steps are not the run's 3: the job's step count reached the sampler. */
+    job other;
+    job_init(&other, run, version, 4, 104, 0);
+    run_jobs(alone, &other, 1);
+    CHECK(other.j.rc == GT_OK &&
+          memcmp(other.j.showers, k[4].j.showers, 4 * (size_t)k[4].j.voxels * sizeof(float)) != 0);
+    job_free(&other);
+
+    /* An unknown run and a run without checkpoints fail with the reason. */
+    job bad[2];
+    job_init(&bad[0], 999, 0, 2, 1, 0);
+    job_init(&bad[1], bare, 0, 2, 1, 0);
+    run_jobs(alone, bad, 2);
+    CHECK_EQ_INT(bad[0].j.rc, GT_ENOTFOUND);
+    CHECK_MSG(strstr(bad[0].j.message, "999"), "unknown run: %s", bad[0].j.message);
+    CHECK_EQ_INT(bad[1].j.rc, GT_ENOTFOUND);
+    CHECK_MSG(strstr(bad[1].j.message, "checkpoint"), "run without checkpoints: %s",
+              bad[1].j.message);
+    CHECK(bad[0].calls == 1 && bad[1].calls == 1 && !bad[0].j.showers && !bad[1].j.showers);
+    job_free(&bad[0]);
+    job_free(&bad[1]);
+
+    /* Another version of the best pair loads the sampler again. */
+    sampling_stats before, after;
+    sampling_get_stats(alone, &before);
+    job again;
+    job_init(&again, run, version + 1, rows[0], 100, 0);
+    run_jobs(alone, &again, 1);
+    sampling_get_stats(alone, &after);
+    CHECK_EQ_INT(after.loads - before.loads, 1);
+    CHECK(again.j.rc == GT_OK &&
+          memcmp(again.j.showers, k[0].j.showers, (size_t)k[0].j.voxels * sizeof(float)) == 0);
+    job_free(&again);
+
+    /* Stopping fails the job still waiting for its batch. */
+    job late;
+    job_init(&late, run, version, 1, 1, 0);
+    CHECK_EQ_INT(sampling_submit(batched, &late.j, &err), GT_OK);
+    sampling_stop(batched);
+    CHECK_EQ_INT(late.calls, 1);
+    CHECK_EQ_INT(late.j.rc, GT_ECANCELLED);
+    job_free(&late);
+
+    sampling_stop(alone);
+    for (int i = 0; i < NJ; i++) {
+        job_free(&k[i]);
+        job_free(&a[i]);
+    }
+    CHECK_EQ_INT(store_close(db, &err), GT_OK);
+    return check_finish();
+}
