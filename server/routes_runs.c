@@ -243,7 +243,7 @@ void route_runs_create(http_request *req, void *ctx)
         /* Two requests with one new key at once: the loser finds the winner. */
         if (!key || attempt == 1) {
             free(text);
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+            routes_reply_internal(req, &err);
             return;
         }
     }
@@ -336,7 +336,7 @@ void route_runs_cancel(http_request *req, void *ctx)
     char status[16] = "";
     gt_error err = {0};
     if (sched_cancel(a->sched, a->db, id, status, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
         return;
     }
     if (strcmp(status, "succeeded") == 0 || strcmp(status, "failed") == 0) {

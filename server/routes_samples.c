@@ -93,17 +93,17 @@ static void reply_hdf5(http_request *req, sample_call *c)
     void *image = NULL;
     size_t len = 0;
     if (calo_h5_create_memory(&w, c->job.voxels, 0, 1, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
         return;
     }
     if (calo_h5_append(&w, c->job.e_inc, c->job.showers, c->job.n, &err) != GT_OK) {
         calo_h5_finish_memory(&w, &image, &len, NULL);
         free(image);
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
         return;
     }
     if (calo_h5_finish_memory(&w, &image, &len, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        routes_reply_internal(req, &err);
         return;
     }
     static const char *const headers[] = {"Content-Disposition",
