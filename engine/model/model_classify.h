@@ -1,0 +1,63 @@
+/* model_classify: the CaloChallenge classifier test.
+ *
+ * A binary classifier is trained to tell sample A (generated) from sample B
+ * (reference); its ROC AUC on showers it never saw says how far apart the
+ * two are: 0.5 means indistinguishable, 1 means told apart every time.
+ * The classifier is the CaloChallenge one (code/evaluate.py of the
+ * CaloChallenge homepage): a LeakyReLU MLP, `depth` hidden layers of
+ * `hidden` units and one logit out, binary cross-entropy, Adam(W) at lr
+ * 2e-4, batches of 1000, 50 epochs; here on the engine's own network
+ * (model_critic, the same piecewise-linear MLP) and AdamW with no weight
+ * decay, seeded.
+ *
+ * Protocol (documented in engine/model/README.md, "Fidelity"):
+ *  - each sample is shuffled (seed) and cut 60 / 20 / 20 into train,
+ *    select and test rows, the two samples alike, with equal counts of A
+ *    and B (the larger is truncated to the smaller);
+ *  - features are standardised with the train rows' mean and standard
+ *    deviation (constant columns pass as 0);
+ *  - after each epoch the select rows' cross-entropy is measured; the
+ *    epoch with the lowest one is kept (early stopping without a stop);
+ *  - the result is that epoch's AUC on the test rows, with its
+ *    cross-entropy and the JSD estimate ln 2 - BCE (in bits: / ln 2).
+ * Inputs are host arrays (row-major, n x d). */
+#ifndef MODEL_CLASSIFY_H
+#define MODEL_CLASSIFY_H
+
+#include <stdint.h>
+
+#include "gt_error.h"
+#include "nn_backend.h"
+
+typedef struct model_classify_config {
+    int hidden;        /* units per hidden layer (CaloChallenge: 2048) */
+    int depth;         /* hidden layers (CaloChallenge: 3, i.e. its n_layer 2 + 1) */
+    int epochs;
+    int batch;
+    float lr;
+    uint64_t seed;
+} model_classify_config;
+
+typedef struct model_classify_result {
+    double auc;          /* test rows, best epoch */
+    double bce;          /* test rows' mean cross-entropy (nats) */
+    double jsd_bits;     /* (ln 2 - bce) / ln 2, clipped at 0 */
+    double select_bce;   /* the selection value of the best epoch */
+    int best_epoch;      /* 1-based */
+    int64_t n_train, n_select, n_test;   /* rows of each sample per split */
+} model_classify_result;
+
+/* hidden 512, depth 3, 50 epochs, batch 1000, lr 2e-4, seed 1. */
+void model_classify_config_default(model_classify_config *cfg);
+
+/* xa [na x d], xb [nb x d].  Needs at least 10 rows of each. */
+int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, int64_t nb,
+                   int d, const model_classify_config *cfg, model_classify_result *out,
+                   gt_error *err);
+
+/* ROC AUC of scores (higher = more "positive") against labels 0/1, ties
+ * counted half (the Mann-Whitney U statistic).  NAN when a class is
+ * missing. */
+double model_classify_auc(const float *score, const uint8_t *label, int64_t n);
+
+#endif
