@@ -151,7 +151,9 @@ int main(void)
     test_cancel(c);
 
     /* SIGKILL mid-run, after checkpoints of both stages. */
-    const int steps = 100;
+    /* long enough that the signal lands mid-run even where a step takes
+     * 0.2 ms (a Release build): a run that ends first has nothing to resume */
+    const int steps = 2000;
     long long run = submit(c, "crash", steps, 20);
     CHECK(wait_steps(c, run, steps + 45, 90000));
     svc_stop(&s, SIGKILL, 5000);
@@ -198,7 +200,7 @@ int main(void)
 
     /* SIGTERM mid-run: a clean exit, the run back in the queue with its
      * checkpoints, resumed at the next start. */
-    const int steps2 = 100;
+    const int steps2 = 2000;   /* as above */
     long long run2 = submit(c, "term", steps2, 25);
     CHECK(wait_steps(c, run2, steps2 + 30, 90000));
     /* An open event stream must not hold the shutdown: it ends. */
