@@ -314,7 +314,15 @@ int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, 
     shuffle(D.order[0], nb, cfg->seed, 0);
     shuffle(D.order[1], na, cfg->seed, 1);
     fit_standardise(&D);
-    if ((rc = net_open(&net, b, d, cfg, err)))
+    /* at least ~20 steps an epoch: a small sample in batches of 1000 would
+     * train for a handful of steps and understate the difference */
+    model_classify_config run_cfg = *cfg;
+    int64_t per_epoch = 2 * D.n_train / 20;
+    if (per_epoch < 32)
+        per_epoch = 32;
+    if (run_cfg.batch > per_epoch)
+        run_cfg.batch = (int)per_epoch;
+    if ((rc = net_open(&net, b, d, &run_cfg, err)))
         goto done;
     nn_params *params = model_critic_params(net.c);
     double best = INFINITY;

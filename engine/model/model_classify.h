@@ -6,7 +6,9 @@
  * The classifier is the CaloChallenge one (code/evaluate.py of the
  * CaloChallenge homepage): a LeakyReLU MLP, `depth` hidden layers of
  * `hidden` units and one logit out, binary cross-entropy, Adam(W) at lr
- * 2e-4, batches of 1000, 50 epochs; here on the engine's own network
+ * 2e-4, batches of 1000 (here at most a twentieth of the training rows, so
+ * that a sample of thousands, not CaloChallenge's 100 000, still gets about
+ * twenty steps an epoch), 50 epochs; here on the engine's own network
  * (model_critic, the same piecewise-linear MLP) and AdamW with no weight
  * decay, seeded.
  *

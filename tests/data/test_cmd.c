@@ -101,11 +101,11 @@ int main(void)
 
     /* eval: a file against itself is exactly 0, against another seed small */
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s1b.h5", "--geometry", g2, "--json",
-                     "self.json", "--no-distances"), 0);
+                     "self.json", "--no-distances", "--classifier", "none"), 0);
     CHECK(file_contains("self.json", "\"summary\": {\"count\": 362, \"mean\": 0, "));
     CHECK(file_contains("self.json", "\"fpd_x1e3\": null"));
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--json",
-                     "e12.json"), 0);
+                     "e12.json", "--classifier", "none"), 0);
     CHECK(file_contains("e12.json", "\"E_layer_12\": "));
     CHECK(file_contains("e12.json", "\"groups\": {"));
     if (dt_have_h5py()) {
@@ -121,10 +121,41 @@ int main(void)
                         "assert d['summary']['mean'] < 0.15, d['summary']; "
                         "assert len(d['separation_power']) == 362\"") == 0);
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "d1.h5", "d1.h5", "--geometry", g1, "--max-showers",
-                     "20", "--json", "d1.json"), 0);
+                     "20", "--json", "d1.json", "--classifier", "none"), 0);
     /* too few showers for FPD/KPD: reported as not computed */
     CHECK(file_contains("d1.json", "\"fpd_x1e3\": null"));
     CHECK(file_contains("d1.json", "\"summary\": {\"count\": 30, \"mean\": 0, "));
+    /* the floor and the classifiers: s2 against s1 beside s1b (the same
+     * showers as s1) against s1; then a sample from another energy range,
+     * which log10 E_inc alone gives away */
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "300", "--seed", "4", "--emin",
+                     "100000", "-o", "hi.h5"), 0);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s2.h5", "s1.h5", "--ref2", "s1b.h5", "--geometry", g2,
+                     "--json", "floor.json", "--no-distances", "--cls-hidden", "32",
+                     "--cls-epochs", "8"), 0);
+    CHECK(file_contains("floor.json", "\"ref2\": \"s1b.h5\""));
+    CHECK(file_contains("floor.json", "\"floor\": {"));
+    CHECK(file_contains("floor.json", "\"classifier\": {"));
+    CHECK(file_contains("floor.json", "\"low\": {\"auc\": "));
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "hi.h5", "s1.h5", "--geometry", g2, "--json", "hi.json",
+                     "--no-distances", "--classifier", "high", "--cls-hidden", "32",
+                     "--cls-epochs", "8"), 0);
+    if (dt_have_h5py()) {
+        /* same distribution: chance (60 test showers a side: wide); energies
+         * of 1e5-1e6 MeV against 1e3-1e6 (log-uniform: a third overlaps):
+         * the best classifier reaches 1 - 1/3 * 1/2 = 0.83; a file against
+         * itself: floor 0 */
+        CHECK(dt_system("/usr/bin/python3 -c \"import json; d = json.load(open('floor.json')); "
+                        "a = d['classifier']['high']['auc']; assert 0.3 < a < 0.7, a; "
+                        "assert d['floor']['summary']['mean'] == 0, d['floor']['summary']; "
+                        "h = json.load(open('hi.json'))['classifier']['high']['auc']; "
+                        "assert h > 0.75, h; assert 'low' not in json.load(open('hi.json'))"
+                        "['classifier']\"") == 0);
+    }
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--classifier",
+                     "mid"), 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--cls-hidden", "0"),
+                 2);
     /* eval errors */
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "--geometry", g2), 2);
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5"), 2);
