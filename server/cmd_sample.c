@@ -167,7 +167,7 @@ int cmd_sample(int argc, char **argv)
     if (calo_h5_create(&w, out_path, V, 0, 4, &err))
         goto out;
     writer_open = 1;
-    double t0 = now_s();
+    double t0 = now_s(), evals = 0, flops = 0;
     for (long long first = 0; first < n; first += batch) {
         long long m = n - first < batch ? n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
@@ -177,6 +177,8 @@ int cmd_sample(int argc, char **argv)
             model_sampler_run(smp, &rq, 1, (int)steps, &err) ||
             calo_h5_append(&w, e_inc, showers, m, &err))
             goto out;
+        evals += model_sampler_evals_per_shower(smp) * (double)m;
+        flops += model_sampler_flops_per_shower(smp) * (double)m;
     }
     double dt = now_s() - t0;
     writer_open = 0;
@@ -184,6 +186,9 @@ int cmd_sample(int argc, char **argv)
         goto out;
     fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", n,
             run, out_path, dt, (double)n / dt, b->name);
+    /* the sampling cost: network evaluations per shower times their FLOPs */
+    fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n", evals / (double)n,
+            flops / (double)n / 1e6);
     status = 0;
 out:
     if (writer_open)

@@ -39,7 +39,9 @@ struct model_sampler {
     stage_net net[2];
     int max_batch;
     double evals_per_shower;
+    double flops_per_shower;
     double evals_sum;   /* shower-evaluations of the current run */
+    double flops_sum;   /* and their multiply-add FLOPs */
     int64_t evals_rows;
     /* backend buffers, max_batch rows */
     float *x, *xp, *v1, *v2, *c, *cond, *t, *ca, *cb;
@@ -87,6 +89,13 @@ int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
     return s->geo.n_layers;
 }
 double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
+double model_sampler_flops_per_shower(const model_sampler *s) { return s->flops_per_shower; }
+
+/* FLOPs of one row through a stage's trunk (matmuls, as nn_trunk counts). */
+static double row_flops(const stage_net *n)
+{
+    return nn_trunk_forward_flops(n->trunk, 1);
+}
 
 static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,
                     const model_ckpt_view *v, gt_error *err)
@@ -364,7 +373,7 @@ static int fill_noise(model_sampler *s, const model_sample_request *reqs, const 
  * so those rows leave the batch without a network call: skipping changes
  * no output.  Writes the full standardised stage-2 vectors to x2_h. */
 static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, int np,
-                  int rows, int steps, double *evals, gt_error *err)
+                  int rows, int steps, double *evals, double *flops, gt_error *err)
 {
     const prep_layout *lay = &s->repr.layout;
     const geo_geometry *g = lay->geo;
@@ -420,6 +429,7 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
             (rc = nn_copy_d2h(s->b, s->tok_h, s->x, (size_t)na * TD * sizeof(float), err)))
             return rc;
         *evals += ev * na / rows;
+        *flops += ev * na / rows * row_flops(&s->net[1]);
         for (int a = 0; a < na; a++) {
             int i = s->act_h[a];
             const float *t = s->tok_h + (size_t)a * TD;
@@ -445,7 +455,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
 {
     const int D2 = s->repr.layout.dim, V = s->geo.n_voxels;
     int rc;
-    double evals = 0;
+    double evals = 0, flops = 0, ev1 = 0, ev2 = 0;
     for (int i = 0; i < np; i++)
         memcpy(s->e_inc_h + p[i].at, reqs[p[i].req].e_inc + p[i].first,
                (size_t)p[i].rows * sizeof(float));
@@ -453,17 +463,17 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
     /* stage 1: energy */
     if ((rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 1, 1, err)) ||
-        (rc = integrate(s, &s->net[0], rows, steps, &evals, err)) ||
+        (rc = integrate(s, &s->net[0], rows, steps, &ev1, err)) ||
         (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * sizeof(float), err)))
         return rc;
     model_repr_energy(&s->repr, s->e_inc_h, s->c1_h, s->x1_h, rows, s->edep_h, s->c2_h);
     /* stage 2: shower */
     if (s->ar) {
-        if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, err)))
+        if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, &flops, err)))
             return rc;
     } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * 2 * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
-        (rc = integrate(s, &s->net[1], rows, steps, &evals, err)) ||
+        (rc = integrate(s, &s->net[1], rows, steps, &ev2, err)) ||
         (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)))
         return rc;
     for (int i = 0; i < np; i++) {
@@ -476,7 +486,10 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
     }
     /* evals counts per-shower evaluations of this batch (all rows for
      * oneshot; the active share of each layer for autoregressive) */
+    evals += ev1 + ev2;
+    flops += ev1 * row_flops(&s->net[0]) + ev2 * row_flops(&s->net[1]);
     s->evals_sum += evals * rows;
+    s->flops_sum += flops * rows;
     s->evals_rows += rows;
     return GT_OK;
 }
@@ -488,10 +501,13 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
                       gt_error *err)
 {
     s->evals_sum = 0;
+    s->flops_sum = 0;
     s->evals_rows = 0;
     int rc = sampler_run(s, reqs, n_reqs, steps, err);
-    if (rc == GT_OK && s->evals_rows > 0)
+    if (rc == GT_OK && s->evals_rows > 0) {
         s->evals_per_shower = s->evals_sum / (double)s->evals_rows;
+        s->flops_per_shower = s->flops_sum / (double)s->evals_rows;
+    }
     return rc;
 }
 

@@ -57,5 +57,9 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
 
 /* Trunk forward passes per shower of the last run (for cost reports). */
 double model_sampler_evals_per_shower(const model_sampler *s);
+/* Matrix-product FLOPs per shower of the last run: the evaluations of each
+ * stage times that stage's trunk FLOPs per row (the sampling cost the
+ * fidelity work is held to). */
+double model_sampler_flops_per_shower(const model_sampler *s);
 
 #endif
