@@ -16,49 +16,52 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline void gt_le_put_u16(void *p, uint16_t v)
+/* The n low bytes of v at p, least significant first: every width below
+ * is this with its own n. */
+static inline void gt_le_put_bytes(void *p, uint64_t v, int n)
 {
     uint8_t *b = p;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < n; i++)
         b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t gt_le_get_bytes(const void *p, int n)
+{
+    const uint8_t *b = p;
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+static inline void gt_le_put_u16(void *p, uint16_t v)
+{
+    gt_le_put_bytes(p, v, 2);
 }
 
 static inline uint16_t gt_le_get_u16(const void *p)
 {
-    const uint8_t *b = p;
-    return (uint16_t)(b[0] | (uint16_t)b[1] << 8);
+    return (uint16_t)gt_le_get_bytes(p, 2);
 }
 
 static inline void gt_le_put_u32(void *p, uint32_t v)
 {
-    uint8_t *b = p;
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
+    gt_le_put_bytes(p, v, 4);
 }
 
 static inline uint32_t gt_le_get_u32(const void *p)
 {
-    const uint8_t *b = p;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)b[i] << (8 * i);
-    return v;
+    return (uint32_t)gt_le_get_bytes(p, 4);
 }
 
 static inline void gt_le_put_u64(void *p, uint64_t v)
 {
-    uint8_t *b = p;
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
+    gt_le_put_bytes(p, v, 8);
 }
 
 static inline uint64_t gt_le_get_u64(const void *p)
 {
-    const uint8_t *b = p;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)b[i] << (8 * i);
-    return v;
+    return gt_le_get_bytes(p, 8);
 }
 
 static inline void gt_le_put_f32(void *p, float f)
