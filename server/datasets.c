@@ -1,12 +1,10 @@
 #include "datasets.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -16,6 +14,7 @@
 #include "log.h"
 #include "model_data.h"
 #include "synth.h"
+#include "worker_thread.h"
 
 /* ---------------------------------------------------------------------------
  * The table
@@ -125,11 +124,7 @@ static void set_failed(store *db, int64_t id, const char *error)
 struct datasets {
     store *db;
     char data_dir[1024];
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int kicked;
-    atomic_int stopping;
+    worker_thread w;
 };
 
 /* Makes one pending dataset; returns GT_ECANCELLED when stopped. */
@@ -185,7 +180,7 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
         goto out;
     have_w = 1;
     for (long long first = 0; first < n; first += DATASETS_BLOCK) {
-        if (atomic_load(&d->stopping)) {
+        if (atomic_load(&d->w.stopping)) {
             rc = gt_error_set(err, GT_ECANCELLED, "stopped");
             goto out;
         }
@@ -224,18 +219,10 @@ out:
 static void *worker_main(void *arg)
 {
     datasets *d = arg;
-    while (!atomic_load(&d->stopping)) {
+    while (!atomic_load(&d->w.stopping)) {
         json_t *row = NULL;
         if (next_pending(d->db, &row, NULL) != GT_OK) {
-            pthread_mutex_lock(&d->mu);
-            if (!d->kicked && !atomic_load(&d->stopping)) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += 1;
-                pthread_cond_timedwait(&d->cv, &d->mu, &until);
-            }
-            d->kicked = 0;
-            pthread_mutex_unlock(&d->mu);
+            worker_thread_nap(&d->w, 1);
             continue;
         }
         int64_t id = json_integer_value(json_object_get(row, "id"));
@@ -273,12 +260,8 @@ int datasets_start(datasets **out, const char *db_path, const char *data_dir, gt
         return rc;
     }
     snprintf(d->data_dir, sizeof d->data_dir, "%s", data_dir);
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
-    if (pthread_create(&d->thread, NULL, worker_main, d) != 0) {
+    if (worker_thread_start(&d->w, worker_main, d) != 0) {
         store_close(d->db, NULL);
-        pthread_mutex_destroy(&d->mu);
-        pthread_cond_destroy(&d->cv);
         free(d);
         return gt_error_set(err, GT_EIO, "cannot start the dataset thread");
     }
@@ -288,23 +271,15 @@ int datasets_start(datasets **out, const char *db_path, const char *data_dir, gt
 
 void datasets_kick(datasets *d)
 {
-    if (!d)
-        return;
-    pthread_mutex_lock(&d->mu);
-    d->kicked = 1;
-    pthread_cond_signal(&d->cv);
-    pthread_mutex_unlock(&d->mu);
+    if (d)
+        worker_thread_kick(&d->w);
 }
 
 void datasets_stop(datasets *d)
 {
     if (!d)
         return;
-    atomic_store(&d->stopping, 1);
-    datasets_kick(d);
-    pthread_join(d->thread, NULL);
+    worker_thread_stop(&d->w);
     store_close(d->db, NULL);
-    pthread_mutex_destroy(&d->mu);
-    pthread_cond_destroy(&d->cv);
     free(d);
 }

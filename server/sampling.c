@@ -12,6 +12,7 @@
 #include "model_run.h"
 #include "model_sampler.h"
 #include "runs.h"
+#include "worker_thread.h"
 
 #define SAMPLING_MAX_CACHE 64
 #define SAMPLING_MAX_BATCH_JOBS 256
@@ -30,11 +31,8 @@ struct sampling {
     int cache_size, delay_ms;
     cached cache[SAMPLING_MAX_CACHE];
     unsigned long long clock;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    worker_thread w;           /* its mu guards the queue and the stats */
     sampling_job *head, *tail;
-    int stopping;
     sampling_stats stats;
 };
 
@@ -100,9 +98,9 @@ static int cache_get(sampling *s, int64_t run, int64_t version, cached **out, gt
     b = NULL;
     smp = NULL;
     *out = &s->cache[slot];
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
     s->stats.loads++;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->w.mu);
     log_msg(LOG_INFO, "sampler", "run=%lld loaded=1 slot=%d", (long long)run, slot);
 out:
     model_sampler_close(smp);
@@ -173,12 +171,12 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
     if (m == 0)
         return;
     int rc = model_sampler_run(c->smp, reqs, m, ok[0]->steps, &err);
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
     s->stats.batches++;
     s->stats.requests += (unsigned long long)m;
     if (rc == GT_OK)
         s->stats.showers += (unsigned long long)rows;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->w.mu);
     log_msg(LOG_DEBUG, "sampler", "run=%lld requests=%d showers=%lld rc=%d",
             (long long)ok[0]->run, m, (long long)rows, rc);
     for (int i = 0; i < m; i++) {
@@ -197,11 +195,11 @@ static void *worker_main(void *arg)
 {
     sampling *s = arg;
     sampling_job *batch[SAMPLING_MAX_BATCH_JOBS];
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
     for (;;) {
-        while (!s->head && !s->stopping)
-            pthread_cond_wait(&s->cv, &s->mu);
-        if (s->stopping)
+        while (!s->head && !atomic_load(&s->w.stopping))
+            pthread_cond_wait(&s->w.cv, &s->w.mu);
+        if (atomic_load(&s->w.stopping))
             break;
         /* Let concurrent requests join the batch for a few ms. */
         if (s->delay_ms > 0) {
@@ -210,21 +208,21 @@ static void *worker_main(void *arg)
             until.tv_nsec += (long)s->delay_ms * 1000000L;
             until.tv_sec += until.tv_nsec / 1000000000L;
             until.tv_nsec %= 1000000000L;
-            while (!s->stopping &&
-                   pthread_cond_timedwait(&s->cv, &s->mu, &until) != ETIMEDOUT)
+            while (!atomic_load(&s->w.stopping) &&
+                   pthread_cond_timedwait(&s->w.cv, &s->w.mu, &until) != ETIMEDOUT)
                 ;
-            if (s->stopping)
+            if (atomic_load(&s->w.stopping))
                 break;
         }
         int n = take_batch(s, batch);
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->w.mu);
         run_batch(s, batch, n);
-        pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->w.mu);
     }
     /* Stopping: fail whatever is still queued. */
     sampling_job *j = s->head;
     s->head = s->tail = NULL;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->w.mu);
     while (j) {
         sampling_job *next = j->next;
         job_fail(j, GT_ECANCELLED, "the server is shutting down");
@@ -245,11 +243,7 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
     s->cache_size = cache_size < 1 ? 1 : cache_size > SAMPLING_MAX_CACHE ? SAMPLING_MAX_CACHE
                                                                          : cache_size;
     s->delay_ms = batch_delay_ms < 0 ? 0 : batch_delay_ms;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
+    if (worker_thread_start(&s->w, worker_main, s) != 0) {
         free(s);
         return gt_error_set(err, GT_EIO, "cannot start the sampling thread: %s",
                             strerror(errno));
@@ -266,9 +260,9 @@ int sampling_submit(sampling *s, sampling_job *job, gt_error *err)
     job->showers = NULL;
     job->rc = GT_OK;
     job->message[0] = '\0';
-    pthread_mutex_lock(&s->mu);
-    if (s->stopping) {
-        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
+    if (atomic_load(&s->w.stopping)) {
+        pthread_mutex_unlock(&s->w.mu);
         return gt_error_set(err, GT_ECANCELLED, "the server is shutting down");
     }
     if (s->tail)
@@ -276,8 +270,8 @@ int sampling_submit(sampling *s, sampling_job *job, gt_error *err)
     else
         s->head = job;
     s->tail = job;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    pthread_cond_signal(&s->w.cv);
+    pthread_mutex_unlock(&s->w.mu);
     return GT_OK;
 }
 
@@ -286,24 +280,18 @@ void sampling_get_stats(sampling *s, sampling_stats *out)
     memset(out, 0, sizeof *out);
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
     *out = s->stats;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->w.mu);
 }
 
 void sampling_stop(sampling *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
+    worker_thread_stop(&s->w);
     for (int i = 0; i < s->cache_size; i++)
         if (s->cache[i].smp)
             cache_drop(&s->cache[i]);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     free(s);
 }

@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 #include "model_config.h"
 #include "model_run.h"
 #include "runs.h"
+#include "worker_thread.h"
 
 /* ---------------------------------------------------------------------------
  * One run, start to end: shared by the worker and `giant train`
@@ -149,13 +149,9 @@ struct sched {
     char data_dir[1024];
     char device[32];
     model_bf16_policy bf16;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int kicked;
-    atomic_int stopping;
+    worker_thread w;
     atomic_llong started;
-    int64_t current;           /* run being trained, 0 = none (under mu) */
+    int64_t current;           /* run being trained, 0 = none (under w.mu) */
 };
 
 typedef struct worker_obs {
@@ -167,7 +163,7 @@ typedef struct worker_obs {
 static int worker_should_stop(void *user)
 {
     worker_obs *w = user;
-    if (atomic_load(&w->s->stopping))
+    if (atomic_load(&w->s->w.stopping))
         return 1;
     if (runs_cancel_requested(w->s->db, w->run)) {
         w->cancel = 1;
@@ -185,7 +181,7 @@ static void worker_phase(void *user, const char *phase)
 static void *worker_main(void *arg)
 {
     sched *s = arg;
-    while (!atomic_load(&s->stopping)) {
+    while (!atomic_load(&s->w.stopping)) {
         int64_t run = 0;
         gt_error qerr = {0};
         int found = runs_oldest(s->db, "queued", &run, &qerr);
@@ -193,27 +189,19 @@ static void *worker_main(void *arg)
             if (found != GT_ENOTFOUND)
                 log_msg(LOG_ERROR, "sched", "error=\"%s\"", qerr.message);
             /* Woken by sched_kick; the timeout is a safety net only. */
-            pthread_mutex_lock(&s->mu);
-            if (!s->kicked && !atomic_load(&s->stopping)) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += 1;
-                pthread_cond_timedwait(&s->cv, &s->mu, &until);
-            }
-            s->kicked = 0;
-            pthread_mutex_unlock(&s->mu);
+            worker_thread_nap(&s->w, 1);
             continue;
         }
-        pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->w.mu);
         s->current = run;
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->w.mu);
         /* sched_cancel holds mu while it cancels a queued run, so after
          * this re-read either the run is ours or it was cancelled. */
         char st_now[16] = "";
         if (runs_status(s->db, run, st_now, NULL) != GT_OK || strcmp(st_now, "queued") != 0) {
-            pthread_mutex_lock(&s->mu);
+            pthread_mutex_lock(&s->w.mu);
             s->current = 0;
-            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_unlock(&s->w.mu);
             continue;
         }
         atomic_fetch_add(&s->started, 1);
@@ -239,9 +227,9 @@ static void *worker_main(void *arg)
         } else {
             log_msg(LOG_INFO, "run", "id=%lld status=succeeded", (long long)run);
         }
-        pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->w.mu);
         s->current = 0;
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->w.mu);
     }
     return NULL;
 }
@@ -278,11 +266,7 @@ int sched_start(sched **out, const char *db_path, const char *data_dir, const ch
     snprintf(s->data_dir, sizeof s->data_dir, "%s", data_dir);
     snprintf(s->device, sizeof s->device, "%s", device ? device : "");
     s->bf16 = bf16;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
+    if (worker_thread_start(&s->w, worker_main, s) != 0) {
         free(s);
         store_close(db, NULL);
         return gt_error_set(err, GT_EIO, "cannot start the scheduler thread: %s",
@@ -294,12 +278,8 @@ int sched_start(sched **out, const char *db_path, const char *data_dir, const ch
 
 void sched_kick(sched *s)
 {
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->mu);
-    s->kicked = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    if (s)
+        worker_thread_kick(&s->w);
 }
 
 int sched_cancel(sched *s, store *db, int64_t run, char *status, gt_error *err)
@@ -316,13 +296,13 @@ int sched_cancel(sched *s, store *db, int64_t run, char *status, gt_error *err)
          * just taken is left to it (it sees the flag). */
         int busy = 0, cancelled = 0;
         if (s) {
-            pthread_mutex_lock(&s->mu);
+            pthread_mutex_lock(&s->w.mu);
             busy = s->current == run;
         }
         if (!busy)
             rc = runs_cancel_queued(db, run, &cancelled, err);
         if (s)
-            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_unlock(&s->w.mu);
         if (rc)
             return rc;
         if (cancelled)
@@ -343,11 +323,7 @@ void sched_stop(sched *s)
 {
     if (!s)
         return;
-    atomic_store(&s->stopping, 1);
-    sched_kick(s);
-    pthread_join(s->thread, NULL);
+    worker_thread_stop(&s->w);
     store_close(s->db, NULL);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     free(s);
 }
