@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "giant_client.h"
+#include "sample_args.h"
 #include "settings.h"
 
 /* GIANT_SERVER, else where `giant serve` listens by default (the settings
@@ -68,30 +69,63 @@ static long long parse_run_id(const char *s)
     return *end || v <= 0 ? 0 : v;
 }
 
+/* A command's own options, handed over one at a time: 0 to go on, or the
+ * exit status that ends the command. */
+typedef int (*client_option_fn)(void *ctx, int opt, const char *arg);
+
+/* The option loop every client command shares: opts holds the command's
+ * own options and --server ('S') and --help ('h').  --server sets *server,
+ * --help prints `help` and ends the command with 0, an option getopt
+ * refuses ends it with 2, the others go to take.  Returns -1 when the
+ * command goes on (its operands from optind). */
+static int client_options(int argc, char **argv, const char *shortopts,
+                          const struct option *opts, const char *help, const char **server,
+                          client_option_fn take, void *ctx)
+{
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+        if (o == 'S') {
+            *server = optarg;
+        } else if (o == 'h') {
+            printf("%s", help);
+            return 0;
+        } else {
+            int rc = take && o != '?' ? take(ctx, o, optarg) : 2;
+            if (rc)
+                return rc;
+        }
+    }
+    return -1;
+}
+
+#define CLIENT_SERVER_OPTION {"server", required_argument, 0, 'S'}
+#define CLIENT_HELP_OPTION {"help", no_argument, 0, 'h'}
+
 /* ---------------------------------------------------------------------------
  * giant submit
  * ------------------------------------------------------------------------- */
 
+static int submit_option(void *key, int opt, const char *arg)
+{
+    (void)opt;                 /* --key, its one option */
+    *(const char **)key = arg;
+    return 0;
+}
+
 int cmd_submit(int argc, char **argv)
 {
     const char *server = default_server(), *key = NULL;
-    static const struct option opts[] = {{"server", required_argument, 0, 's'},
+    static const struct option opts[] = {CLIENT_SERVER_OPTION,
                                          {"key", required_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
+                                         CLIENT_HELP_OPTION,
                                          {0, 0, 0, 0}};
-    optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case 's': server = optarg; break;
-        case 'k': key = optarg; break;
-        case 'h':
-            printf("usage: giant submit CONFIG.json [--key IDEMPOTENCY_KEY] [--server URL]\n\n"
-                   "Queues a training run on the service and prints its id.\n");
-            return 0;
-        default: return 2;
-        }
-    }
+    static const char help[] =
+        "usage: giant submit CONFIG.json [--key IDEMPOTENCY_KEY] [--server URL]\n\n"
+        "Queues a training run on the service and prints its id.\n";
+    int rc = client_options(argc, argv, "h", opts, help, &server, submit_option, &key);
+    if (rc >= 0)
+        return rc;
     if (optind + 1 != argc) {
         fprintf(stderr, "usage: giant submit CONFIG.json [--key K] [--server URL]\n");
         return 2;
@@ -120,37 +154,44 @@ int cmd_submit(int argc, char **argv)
  * giant runs
  * ------------------------------------------------------------------------- */
 
+typedef struct runs_filter {
+    const char *status;
+    int limit;
+} runs_filter;
+
+static int runs_option(void *ctx, int opt, const char *arg)
+{
+    runs_filter *f = ctx;
+    if (opt == 't')
+        f->status = arg;
+    else
+        f->limit = atoi(arg);
+    return 0;
+}
+
 int cmd_runs(int argc, char **argv)
 {
-    const char *server = default_server(), *status_filter = NULL;
-    int limit = 20;
-    static const struct option opts[] = {{"server", required_argument, 0, 's'},
+    const char *server = default_server();
+    runs_filter f = {NULL, 20};
+    static const struct option opts[] = {CLIENT_SERVER_OPTION,
                                          {"status", required_argument, 0, 't'},
                                          {"limit", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
+                                         CLIENT_HELP_OPTION,
                                          {0, 0, 0, 0}};
-    optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case 's': server = optarg; break;
-        case 't': status_filter = optarg; break;
-        case 'n': limit = atoi(optarg); break;
-        case 'h':
-            printf("usage: giant runs [--status S] [--limit N] [--server URL]\n\n"
-                   "Lists runs, newest first.\n");
-            return 0;
-        default: return 2;
-        }
-    }
-    if (optind != argc || limit < 1 || limit > 100) {
+    static const char help[] =
+        "usage: giant runs [--status S] [--limit N] [--server URL]\n\n"
+        "Lists runs, newest first.\n";
+    int rc = client_options(argc, argv, "h", opts, help, &server, runs_option, &f);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc || f.limit < 1 || f.limit > 100) {
         fprintf(stderr, "usage: giant runs [--status S] [--limit 1..100] [--server URL]\n");
         return 2;
     }
     gt_error err = {0};
     gc_client *c = NULL;
     json_t *page = NULL;
-    if (gc_open(&c, server, &err) || gc_list_runs(c, status_filter, NULL, limit, &page, &err)) {
+    if (gc_open(&c, server, &err) || gc_list_runs(c, f.status, NULL, f.limit, &page, &err)) {
         fprintf(stderr, "giant runs: %s\n", err.message);
         gc_close(c);
         return 1;
@@ -217,21 +258,13 @@ static int on_event(void *user, long long id, const char *event, const char *dat
 int cmd_watch(int argc, char **argv)
 {
     const char *server = default_server();
-    static const struct option opts[] = {{"server", required_argument, 0, 's'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case 's': server = optarg; break;
-        case 'h':
-            printf("usage: giant watch RUN_ID [--server URL]\n\n"
-                   "Prints a run's progress live until it ends; exits 0 when it succeeded.\n");
-            return 0;
-        default: return 2;
-        }
-    }
+    static const struct option opts[] = {CLIENT_SERVER_OPTION, CLIENT_HELP_OPTION, {0, 0, 0, 0}};
+    static const char help[] =
+        "usage: giant watch RUN_ID [--server URL]\n\n"
+        "Prints a run's progress live until it ends; exits 0 when it succeeded.\n";
+    int rc = client_options(argc, argv, "h", opts, help, &server, NULL, NULL);
+    if (rc >= 0)
+        return rc;
     long long id = optind + 1 == argc ? parse_run_id(argv[optind]) : 0;
     if (!id) {
         fprintf(stderr, "usage: giant watch RUN_ID [--server URL]\n");
@@ -253,55 +286,37 @@ int cmd_watch(int argc, char **argv)
  * giant sample --server
  * ------------------------------------------------------------------------- */
 
+static int sample_option(void *args, int opt, const char *arg)
+{
+    /* only the sample_args options are in its table */
+    return sample_args_take(args, opt, arg) < 0 ? 2 : 0;
+}
+
 int cmd_sample_remote(int argc, char **argv)
 {
-    const char *server = default_server(), *out_path = NULL, *energy = "log-uniform";
-    long long n = 0, run = 0, steps = 0;
-    unsigned long long seed = 1;
-    double emin = 1e3, emax = 1e6;
-    static const struct option opts[] = {
-        {"server", required_argument, 0, 'S'}, {"n", required_argument, 0, 'n'},
-        {"out", required_argument, 0, 'o'},    {"run", required_argument, 0, 'r'},
-        {"seed", required_argument, 0, 's'},   {"energy", required_argument, 0, 'E'},
-        {"emin", required_argument, 0, 'a'},   {"emax", required_argument, 0, 'b'},
-        {"steps", required_argument, 0, 'k'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "n:o:h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (o) {
-        case 'S': server = optarg; break;
-        case 'n': n = strtoll(optarg, &end, 10); break;
-        case 'o': out_path = optarg; break;
-        case 'r': run = strtoll(optarg, &end, 10); break;
-        case 's': seed = strtoull(optarg, &end, 10); break;
-        case 'E': energy = optarg; break;
-        case 'a': emin = strtod(optarg, &end); break;
-        case 'b': emax = strtod(optarg, &end); break;
-        case 'k': steps = strtoll(optarg, &end, 10); break;
-        case 'h':
-            printf("usage: giant sample --server URL --run ID --n N -o OUT.h5 [--seed S]\n"
-                   "       [--energy MODE] [--emin MEV] [--emax MEV] [--steps K]\n\n"
-                   "Asks a running service for N showers of a run (its best checkpoints)\n"
-                   "and writes the CaloChallenge HDF5 file it returns.\n");
-            return 0;
-        default: return 2;
-        }
-        if (end && *end) {
-            fprintf(stderr, "giant sample: bad number '%s'\n", optarg);
-            return 2;
-        }
-    }
-    if (n <= 0 || run <= 0 || !out_path || steps < 0 || optind != argc) {
+    const char *server = default_server();
+    sample_args a;
+    sample_args_default(&a);
+    static const struct option opts[] = {CLIENT_SERVER_OPTION, SAMPLE_ARGS_OPTIONS,
+                                         CLIENT_HELP_OPTION, {0, 0, 0, 0}};
+    static const char help[] =
+        "usage: giant sample --server URL --run ID --n N -o OUT.h5 [--seed S]\n"
+        "       [--energy MODE] [--emin MEV] [--emax MEV] [--steps K]\n\n"
+        "Asks a running service for N showers of a run (its best checkpoints)\n"
+        "and writes the CaloChallenge HDF5 file it returns.\n";
+    int rc = client_options(argc, argv, SAMPLE_ARGS_SHORT "h", opts, help, &server, sample_option,
+                            &a);
+    if (rc >= 0)
+        return rc;
+    if (a.n <= 0 || a.run <= 0 || !a.out_path || a.steps < 0 || optind != argc) {
         fprintf(stderr, "usage: giant sample --server URL --run ID --n N -o OUT.h5 [options]\n");
         return 2;
     }
-    json_t *body = json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "count", (json_int_t)n, "seed",
-                             (json_int_t)seed, "energy", "dist", energy, "min_mev", emin,
-                             "max_mev", emax);
-    if (steps > 0)
-        json_object_set_new(body, "steps", json_integer(steps));
+    json_t *body = json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "count", (json_int_t)a.n, "seed",
+                             (json_int_t)a.seed, "energy", "dist", a.energy, "min_mev", a.emin,
+                             "max_mev", a.emax);
+    if (a.steps > 0)
+        json_object_set_new(body, "steps", json_integer(a.steps));
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     gt_error err = {0};
@@ -309,15 +324,15 @@ int cmd_sample_remote(int argc, char **argv)
     gc_response r = {0};
     int status = 1;
     if (!text || gc_open(&c, server, &err) ||
-        gc_sample(c, run, text, GC_ACCEPT_HDF5, &r, &err)) {
+        gc_sample(c, a.run, text, GC_ACCEPT_HDF5, &r, &err)) {
         fprintf(stderr, "giant sample: %s\n", text ? err.message : "out of memory");
     } else {
-        FILE *f = fopen(out_path, "wb");
+        FILE *f = fopen(a.out_path, "wb");
         if (!f || fwrite(r.body, 1, r.len, f) != r.len) {
-            fprintf(stderr, "giant sample: cannot write %s\n", out_path);
+            fprintf(stderr, "giant sample: cannot write %s\n", a.out_path);
         } else {
-            fprintf(stderr, "wrote %lld showers of run %lld to %s (%zu bytes)\n", n, run,
-                    out_path, r.len);
+            fprintf(stderr, "wrote %lld showers of run %lld to %s (%zu bytes)\n", a.n, a.run,
+                    a.out_path, r.len);
             status = 0;
         }
         if (f && fclose(f) != 0)

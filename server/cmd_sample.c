@@ -12,6 +12,7 @@
 #include "model_run.h"
 #include "model_sampler.h"
 #include "runs.h"
+#include "sample_args.h"
 #include "settings.h"
 #include "store.h"
 #include "synth.h"
@@ -54,40 +55,32 @@ int cmd_sample(int argc, char **argv)
         if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
             return cmd_sample_remote(argc, argv);
     const char *db_path = settings_env_or_default("db");
-    const char *out_path = NULL, *device = NULL, *energy = "log-uniform";
-    long long n = 0, run = 0, steps = 0, batch = 1024;
-    unsigned long long seed = 1;
-    double emin = 1e3, emax = 1e6;
+    const char *device = NULL;
+    long long batch = 1024;
+    sample_args a;
+    sample_args_default(&a);
     static const struct option opts[] = {
-        {"n", required_argument, 0, 'n'},      {"out", required_argument, 0, 'o'},
-        {"run", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
-        {"energy", required_argument, 0, 'E'}, {"emin", required_argument, 0, 'a'},
-        {"emax", required_argument, 0, 'b'},   {"steps", required_argument, 0, 'k'},
+        SAMPLE_ARGS_OPTIONS,
         {"batch", required_argument, 0, 'B'},  {"device", required_argument, 0, 'x'},
         {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
-    while ((o = getopt_long(argc, argv, "n:o:h", opts, NULL)) != -1) {
-        char *end = NULL;
+    while ((o = getopt_long(argc, argv, SAMPLE_ARGS_SHORT "h", opts, NULL)) != -1) {
+        int taken = sample_args_take(&a, o, optarg);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         switch (o) {
-        case 'n': n = strtoll(optarg, &end, 10); break;
-        case 'o': out_path = optarg; break;
-        case 'r': run = strtoll(optarg, &end, 10); break;
-        case 's': seed = strtoull(optarg, &end, 10); break;
-        case 'E': energy = optarg; break;
-        case 'a': emin = strtod(optarg, &end); break;
-        case 'b': emax = strtod(optarg, &end); break;
-        case 'k': steps = strtoll(optarg, &end, 10); break;
-        case 'B': batch = strtoll(optarg, &end, 10); break;
+        case 'B':
+            if (sample_args_number(optarg, &batch))
+                return 2;
+            break;
         case 'x': device = optarg; break;
         case 'd': db_path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
-        }
-        if (end && *end) {
-            fprintf(stderr, "giant sample: bad number '%s'\n", optarg);
-            return 2;
         }
     }
     /* every refusal says what was wrong; a batch only sizes the passes
@@ -95,11 +88,11 @@ int cmd_sample(int argc, char **argv)
     const char *bad = NULL;
     if (optind != argc)
         bad = "unexpected argument";
-    else if (n <= 0)
+    else if (a.n <= 0)
         bad = "--n must be a positive number of showers";
-    else if (!out_path)
+    else if (!a.out_path)
         bad = "-o OUT.h5 is required";
-    else if (steps < 0 || steps > 10000)
+    else if (a.steps < 0 || a.steps > 10000)
         bad = "--steps must be in [1, 10000] (0: the run's sample.steps)";
     else if (batch < 1)
         bad = "--batch must be at least 1";
@@ -114,8 +107,8 @@ int cmd_sample(int argc, char **argv)
                 batch, SAMPLE_MAX_BATCH, SAMPLE_MAX_BATCH);
         batch = SAMPLE_MAX_BATCH;
     }
-    if (batch > n)
-        batch = n;
+    if (batch > a.n)
+        batch = a.n;
 
     gt_error err = {0};
     char field[128] = "";
@@ -131,26 +124,26 @@ int cmd_sample(int argc, char **argv)
     model_config cfg;
     synth_config sc;
     synth_config_default(&sc);
-    sc.seed = seed;
-    sc.e_min_mev = emin;
-    sc.e_max_mev = emax;
+    sc.seed = a.seed;
+    sc.e_min_mev = a.emin;
+    sc.e_max_mev = a.emax;
 
     store_migration list[STORE_MAX_MIGRATIONS];
     int nmig = 0;
-    if (synth_parse_energy_mode(energy, &sc.energy_mode, &err) || synth_config_check(&sc, &err) ||
+    if (synth_parse_energy_mode(a.energy, &sc.energy_mode, &err) || synth_config_check(&sc, &err) ||
         store_builtin_migrations(list, &nmig, &err) || store_open(&db, db_path, &err) ||
         store_migrate(db, list, nmig, NULL, &err))
         goto out;
-    if (!run) {
+    if (!a.run) {
         int64_t id;
         if (runs_latest_succeeded(db, &id, &err))
             goto out;
-        run = id;
+        a.run = id;
     }
-    if (runs_config(db, run, &config_text, &err) ||
+    if (runs_config(db, a.run, &config_text, &err) ||
         model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field, &err) ||
-        runs_load_checkpoint(db, run, 1, 1, &ck1, &l1, NULL, &err) ||
-        runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, &err))
+        runs_load_checkpoint(db, a.run, 1, 1, &ck1, &l1, NULL, &err) ||
+        runs_load_checkpoint(db, a.run, 2, 1, &ck2, &l2, NULL, &err))
         goto out;
     if (device)
         snprintf(cfg.device, sizeof cfg.device, "%s", device);
@@ -164,17 +157,17 @@ int cmd_sample(int argc, char **argv)
         gt_error_set(&err, GT_ENOMEM, "out of memory");
         goto out;
     }
-    if (calo_h5_create(&w, out_path, V, 0, 4, &err))
+    if (calo_h5_create(&w, a.out_path, V, 0, 4, &err))
         goto out;
     writer_open = 1;
     double t0 = now_s(), evals = 0, flops = 0;
-    for (long long first = 0; first < n; first += batch) {
-        long long m = n - first < batch ? n - first : batch;
+    for (long long first = 0; first < a.n; first += batch) {
+        long long m = a.n - first < batch ? a.n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
          * is the same whatever --batch is. */
-        model_sample_request rq = {e_inc, m, seed, first, showers, NULL};
+        model_sample_request rq = {e_inc, m, a.seed, first, showers, NULL};
         if (synth_draw_energies(&sc, first, m, e_inc, &err) ||
-            model_sampler_run(smp, &rq, 1, (int)steps, &err) ||
+            model_sampler_run(smp, &rq, 1, (int)a.steps, &err) ||
             calo_h5_append(&w, e_inc, showers, m, &err))
             goto out;
         evals += model_sampler_evals_per_shower(smp) * (double)m;
@@ -184,11 +177,11 @@ int cmd_sample(int argc, char **argv)
     writer_open = 0;
     if (calo_h5_finish(&w, &err))
         goto out;
-    fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", n,
-            run, out_path, dt, (double)n / dt, b->name);
+    fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", a.n,
+            a.run, a.out_path, dt, (double)a.n / dt, b->name);
     /* the sampling cost: network evaluations per shower times their FLOPs */
-    fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n", evals / (double)n,
-            flops / (double)n / 1e6);
+    fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n", evals / (double)a.n,
+            flops / (double)a.n / 1e6);
     status = 0;
 out:
     if (writer_open)
