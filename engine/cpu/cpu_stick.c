@@ -17,12 +17,13 @@ static int cpu_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
     return GT_OK;
 }
 
-static int cpu_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int accumulate,
-                      gt_error *err)
+/* Runs row(ctx, i, scratch) for rows [0, rows), over the threads when the
+ * work is large; each thread brings its own L floats of scratch. */
+static int cpu_sb_rows(int rows, int L, long long work, void (*row)(const void *, int, float *),
+                       const void *ctx, const char *op, gt_error *err)
 {
-    (void)b;
-    int rows = df.rows, L = df.cols, nomem = 0;
-#pragma omp parallel if (NUMEL(df) > CPU_PAR_MIN)
+    int nomem = 0;
+#pragma omp parallel if (work > CPU_PAR_MIN)
     {
         float stack[CPU_SB_STACK];
         float *scratch = L <= CPU_SB_STACK ? stack : malloc((size_t)L * sizeof(float));
@@ -32,38 +33,51 @@ static int cpu_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, in
         } else {
 #pragma omp for schedule(static)
             for (int i = 0; i < rows; i++)
-                nn_sb_bwd_row(ROW(z, i), ROW(df, i), ROW(dz, i), L, scratch, accumulate);
+                row(ctx, i, scratch);
             if (scratch != stack)
                 free(scratch);
         }
     }
     if (nomem)
-        return gt_error_set(err, GT_ENOMEM, "sb_bwd: no memory for %d-float scratch", L);
+        return gt_error_set(err, GT_ENOMEM, "%s: no memory for %d-float scratch", op, L);
     return GT_OK;
+}
+
+typedef struct cpu_sb_bwd_args {
+    nn_tensor dz, df, z;
+    int accumulate;
+} cpu_sb_bwd_args;
+
+static void cpu_sb_bwd_row(const void *ctx, int i, float *scratch)
+{
+    const cpu_sb_bwd_args *a = ctx;
+    nn_sb_bwd_row(ROW(a->z, i), ROW(a->df, i), ROW(a->dz, i), a->df.cols, scratch, a->accumulate);
+}
+
+static int cpu_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int accumulate,
+                      gt_error *err)
+{
+    (void)b;
+    cpu_sb_bwd_args a = {dz, df, z, accumulate};
+    return cpu_sb_rows(df.rows, df.cols, NUMEL(df), cpu_sb_bwd_row, &a, "sb_bwd", err);
+}
+
+typedef struct cpu_sb_inv_args {
+    nn_tensor z, f;
+    float eps;
+} cpu_sb_inv_args;
+
+static void cpu_sb_inv_row(const void *ctx, int i, float *scratch)
+{
+    const cpu_sb_inv_args *a = ctx;
+    nn_sb_inv_row(ROW(a->f, i), ROW(a->z, i), a->f.cols, a->eps, scratch);
 }
 
 static int cpu_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
 {
     (void)b;
-    int rows = f.rows, L = f.cols, nomem = 0;
-#pragma omp parallel if (NUMEL(f) > CPU_PAR_MIN)
-    {
-        float stack[CPU_SB_STACK];
-        float *scratch = L <= CPU_SB_STACK ? stack : malloc((size_t)L * sizeof(float));
-        if (!scratch) {
-#pragma omp atomic write
-            nomem = 1;
-        } else {
-#pragma omp for schedule(static)
-            for (int i = 0; i < rows; i++)
-                nn_sb_inv_row(ROW(f, i), ROW(z, i), L, eps, scratch);
-            if (scratch != stack)
-                free(scratch);
-        }
-    }
-    if (nomem)
-        return gt_error_set(err, GT_ENOMEM, "sb_inv: no memory for %d-float scratch", L);
-    return GT_OK;
+    cpu_sb_inv_args a = {z, f, eps};
+    return cpu_sb_rows(f.rows, f.cols, NUMEL(f), cpu_sb_inv_row, &a, "sb_inv", err);
 }
 
 void cpu_stick_ops(nn_backend_ops *o)
