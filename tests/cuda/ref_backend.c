@@ -13,6 +13,12 @@
 #define AT(t, i, j) (((float *)(t).data)[(size_t)(i) * (t).ld + (j)])
 #define ATH(t, i, j) (((uint16_t *)(t).data)[(size_t)(i) * (t).ld + (j)])
 
+/* Every element (i, j) of t's shape, row by row: the loop of every
+ * per-element op below. */
+#define REF_EACH(t)                                                            \
+    for (int i = 0; i < (t).rows; i++)                                         \
+        for (int j = 0; j < (t).cols; j++)
+
 static float ref_get(nn_tensor t, int i, int j)
 {
     return t.dtype == NN_BF16 ? nn_f32_from_bf16(ATH(t, i, j)) : AT(t, i, j);
@@ -64,18 +70,17 @@ static int ref_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int ta, nn_tensor
                       const float *bias, nn_act act, int acc, gt_error *err)
 {
     (void)b, (void)err;
-    int m = c.rows, n = c.cols, k = ta ? a.rows : a.cols;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            double s = 0.0;
-            for (int q = 0; q < k; q++)
-                s += (double)(ta ? ref_get(a, q, i) : ref_get(a, i, q)) *
-                     (tb ? ref_get(bm, j, q) : ref_get(bm, q, j));
-            float v = (float)s + (bias ? bias[j] : 0.0f);
-            if (acc)
-                v += AT(c, i, j);
-            AT(c, i, j) = act == NN_ACT_SILU ? nn_silu(v) : v;
-        }
+    int k = ta ? a.rows : a.cols;
+    REF_EACH(c) {
+        double s = 0.0;
+        for (int q = 0; q < k; q++)
+            s += (double)(ta ? ref_get(a, q, i) : ref_get(a, i, q)) *
+                 (tb ? ref_get(bm, j, q) : ref_get(bm, q, j));
+        float v = (float)s + (bias ? bias[j] : 0.0f);
+        if (acc)
+            v += AT(c, i, j);
+        AT(c, i, j) = act == NN_ACT_SILU ? nn_silu(v) : v;
+    }
     return GT_OK;
 }
 
@@ -94,27 +99,24 @@ static int ref_bias_grad(nn_backend *b, float *db, nn_tensor dy, int acc, gt_err
 static int ref_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            AT(y, i, j) = nn_silu(AT(x, i, j));
+    REF_EACH(x)
+        AT(y, i, j) = nn_silu(AT(x, i, j));
     return GT_OK;
 }
 
 static int ref_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            AT(dx, i, j) = AT(dy, i, j) * nn_silu_grad(AT(x, i, j));
+    REF_EACH(x)
+        AT(dx, i, j) = AT(dy, i, j) * nn_silu_grad(AT(x, i, j));
     return GT_OK;
 }
 
 static int ref_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float sl, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            AT(y, i, j) = nn_leaky(AT(x, i, j), sl);
+    REF_EACH(x)
+        AT(y, i, j) = nn_leaky(AT(x, i, j), sl);
     return GT_OK;
 }
 
@@ -122,9 +124,8 @@ static int ref_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x,
                          gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            AT(dx, i, j) = AT(dy, i, j) * nn_leaky_grad(AT(x, i, j), sl);
+    REF_EACH(x)
+        AT(dx, i, j) = AT(dy, i, j) * nn_leaky_grad(AT(x, i, j), sl);
     return GT_OK;
 }
 
@@ -164,37 +165,41 @@ static int ref_ln_bwd(nn_backend *b, nn_tensor dx, float *dg, float *dbe, nn_ten
 static int ref_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < y.rows; i++)
-        for (int j = 0; j < y.cols; j++)
-            AT(y, i, j) = AT(x1, i, j) + AT(x2, i, j);
+    REF_EACH(y)
+        AT(y, i, j) = AT(x1, i, j) + AT(x2, i, j);
     return GT_OK;
+}
+
+/* The parts lie side by side in y's columns (absent ones, data NULL,
+ * too): to_parts copies each part's block of y into it (split, added to
+ * it when acc), else each part into its block of y (concat). */
+static void ref_blocks(nn_tensor y, const nn_tensor *p, int np, int to_parts, int acc)
+{
+    int c0 = 0;
+    for (int q = 0; q < np; q++) {
+        if (p[q].data)
+            for (int i = 0; i < y.rows; i++)
+                for (int j = 0; j < p[q].cols; j++) {
+                    if (to_parts)
+                        AT(p[q], i, j) = (acc ? AT(p[q], i, j) : 0.0f) + AT(y, i, c0 + j);
+                    else
+                        AT(y, i, c0 + j) = AT(p[q], i, j);
+                }
+        c0 += p[q].cols;
+    }
 }
 
 static int ref_concat(nn_backend *b, nn_tensor y, const nn_tensor *p, int np, gt_error *err)
 {
     (void)b, (void)err;
-    int c0 = 0;
-    for (int q = 0; q < np; q++) {
-        if (p[q].data)
-            for (int i = 0; i < y.rows; i++)
-                for (int j = 0; j < p[q].cols; j++)
-                    AT(y, i, c0 + j) = AT(p[q], i, j);
-        c0 += p[q].cols;
-    }
+    ref_blocks(y, p, np, 0, 0);
     return GT_OK;
 }
 
 static int ref_split(nn_backend *b, nn_tensor *p, int np, nn_tensor y, int acc, gt_error *err)
 {
     (void)b, (void)err;
-    int c0 = 0;
-    for (int q = 0; q < np; q++) {
-        if (p[q].data)
-            for (int i = 0; i < y.rows; i++)
-                for (int j = 0; j < p[q].cols; j++)
-                    AT(p[q], i, j) = (acc ? AT(p[q], i, j) : 0.0f) + AT(y, i, c0 + j);
-        c0 += p[q].cols;
-    }
+    ref_blocks(y, p, np, 1, acc);
     return GT_OK;
 }
 
@@ -293,9 +298,8 @@ static int ref_gather(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *id
                       const float *sc, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < y.rows; i++)
-        for (int j = 0; j < y.cols; j++)
-            AT(y, i, j) = (sc ? sc[i] : 1.0f) * AT(x, idx[i], j);
+    REF_EACH(y)
+        AT(y, i, j) = (sc ? sc[i] : 1.0f) * AT(x, idx[i], j);
     return GT_OK;
 }
 
@@ -303,9 +307,8 @@ static int ref_scatter(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *i
                        const float *sc, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            AT(y, idx[i], j) += (sc ? sc[i] : 1.0f) * AT(x, i, j);
+    REF_EACH(x)
+        AT(y, idx[i], j) += (sc ? sc[i] : 1.0f) * AT(x, i, j);
     return GT_OK;
 }
 
@@ -327,9 +330,8 @@ static int ref_balance_fwd(nn_backend *b, float *loss, nn_tensor p, const float 
 {
     (void)b, (void)err;
     double s = 0.0;
-    for (int i = 0; i < p.rows; i++)
-        for (int e = 0; e < p.cols; e++)
-            s += (double)frac[e] * AT(p, i, e);
+    REF_EACH(p)
+        s += (double)frac[j] * AT(p, i, j);
     *loss = (float)(s * p.cols / p.rows);
     return GT_OK;
 }
@@ -338,9 +340,8 @@ static int ref_balance_bwd(nn_backend *b, nn_tensor dp, float dl, const float *f
                            gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < dp.rows; i++)
-        for (int e = 0; e < dp.cols; e++)
-            AT(dp, i, e) += dl * (float)dp.cols * frac[e] / (float)dp.rows;
+    REF_EACH(dp)
+        AT(dp, i, j) += dl * (float)dp.cols * frac[j] / (float)dp.rows;
     return GT_OK;
 }
 
@@ -348,9 +349,8 @@ static int ref_entropy_fwd(nn_backend *b, float *loss, nn_tensor p, gt_error *er
 {
     (void)b, (void)err;
     double s = 0.0;
-    for (int i = 0; i < p.rows; i++)
-        for (int e = 0; e < p.cols; e++)
-            s += nn_entropy_term(AT(p, i, e));
+    REF_EACH(p)
+        s += nn_entropy_term(AT(p, i, j));
     *loss = (float)(s / p.rows);
     return GT_OK;
 }
@@ -359,9 +359,8 @@ static int ref_entropy_bwd(nn_backend *b, nn_tensor dp, float dl, nn_tensor p, g
 {
     (void)b, (void)err;
     float s = dl / (float)p.rows;
-    for (int i = 0; i < p.rows; i++)
-        for (int e = 0; e < p.cols; e++)
-            AT(dp, i, e) += s * nn_entropy_grad(AT(p, i, e));
+    REF_EACH(p)
+        AT(dp, i, j) += s * nn_entropy_grad(AT(p, i, j));
     return GT_OK;
 }
 
@@ -369,11 +368,10 @@ static int ref_mse_fwd(nn_backend *b, float *loss, nn_tensor p, nn_tensor t, gt_
 {
     (void)b, (void)err;
     double s = 0.0;
-    for (int i = 0; i < p.rows; i++)
-        for (int j = 0; j < p.cols; j++) {
-            double d = (double)AT(p, i, j) - AT(t, i, j);
-            s += d * d;
-        }
+    REF_EACH(p) {
+        double d = (double)AT(p, i, j) - AT(t, i, j);
+        s += d * d;
+    }
     *loss = (float)(s / ((double)p.rows * p.cols));
     return GT_OK;
 }
@@ -383,11 +381,10 @@ static int ref_mse_bwd(nn_backend *b, nn_tensor dp, float dl, nn_tensor p, nn_te
 {
     (void)b, (void)err;
     float sc = 2.0f * dl / (float)((double)p.rows * p.cols);
-    for (int i = 0; i < p.rows; i++)
-        for (int j = 0; j < p.cols; j++) {
-            float g = sc * (AT(p, i, j) - AT(t, i, j));
-            AT(dp, i, j) = acc ? AT(dp, i, j) + g : g;
-        }
+    REF_EACH(p) {
+        float g = sc * (AT(p, i, j) - AT(t, i, j));
+        AT(dp, i, j) = acc ? AT(dp, i, j) + g : g;
+    }
     return GT_OK;
 }
 
@@ -395,9 +392,8 @@ static int ref_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
 {
     (void)b, (void)err;
     double s = 0.0;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            s += AT(x, i, j);
+    REF_EACH(x)
+        s += AT(x, i, j);
     *out = (float)(s / ((double)x.rows * x.cols));
     return GT_OK;
 }
@@ -406,9 +402,8 @@ static int ref_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int acc, gt_err
 {
     (void)b, (void)err;
     float g = dout / (float)((double)dx.rows * dx.cols);
-    for (int i = 0; i < dx.rows; i++)
-        for (int j = 0; j < dx.cols; j++)
-            AT(dx, i, j) = acc ? AT(dx, i, j) + g : g;
+    REF_EACH(dx)
+        AT(dx, i, j) = acc ? AT(dx, i, j) + g : g;
     return GT_OK;
 }
 
@@ -416,9 +411,8 @@ static int ref_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float 
                            const float *shift, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < y.rows; i++)
-        for (int j = 0; j < y.cols; j++)
-            AT(y, i, j) = scale[j] * AT(x, i, j) + (shift ? shift[j] : 0.0f);
+    REF_EACH(y)
+        AT(y, i, j) = scale[j] * AT(x, i, j) + (shift ? shift[j] : 0.0f);
     return GT_OK;
 }
 
@@ -426,9 +420,8 @@ static int ref_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_ten
                           const float *beta, nn_tensor z, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < y.rows; i++)
-        for (int j = 0; j < y.cols; j++)
-            AT(y, i, j) = alpha[i] * AT(x, i, j) + beta[i] * AT(z, i, j);
+    REF_EACH(y)
+        AT(y, i, j) = alpha[i] * AT(x, i, j) + beta[i] * AT(z, i, j);
     return GT_OK;
 }
 
@@ -440,13 +433,22 @@ static int ref_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
     return GT_OK;
 }
 
+/* The L floats of scratch a stick-breaking row needs (one when L is 0). */
+static float *ref_sb_scratch(int L, const char *op, gt_error *err)
+{
+    float *s = malloc(sizeof(float) * (size_t)(L > 0 ? L : 1));
+    if (!s)
+        gt_error_set(err, GT_ENOMEM, "ref %s", op);
+    return s;
+}
+
 static int ref_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int acc,
                       gt_error *err)
 {
     (void)b;
-    float *s = malloc(sizeof(float) * (size_t)(df.cols > 0 ? df.cols : 1));
+    float *s = ref_sb_scratch(df.cols, "sb_bwd", err);
     if (!s)
-        return gt_error_set(err, GT_ENOMEM, "ref sb_bwd");
+        return GT_ENOMEM;
     for (int i = 0; i < df.rows; i++)
         nn_sb_bwd_row(&AT(z, i, 0), &AT(df, i, 0), &AT(dz, i, 0), df.cols, s, acc);
     free(s);
@@ -456,9 +458,9 @@ static int ref_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, in
 static int ref_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
 {
     (void)b;
-    float *s = malloc(sizeof(float) * (size_t)(f.cols > 0 ? f.cols : 1));
+    float *s = ref_sb_scratch(f.cols, "sb_inv", err);
     if (!s)
-        return gt_error_set(err, GT_ENOMEM, "ref sb_inv");
+        return GT_ENOMEM;
     for (int i = 0; i < f.rows; i++)
         nn_sb_inv_row(&AT(f, i, 0), &AT(z, i, 0), f.cols, eps, s);
     free(s);
@@ -468,9 +470,8 @@ static int ref_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_err
 static int ref_cast(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     (void)b, (void)err;
-    for (int i = 0; i < x.rows; i++)
-        for (int j = 0; j < x.cols; j++)
-            ATH(y, i, j) = nn_bf16_from_f32(AT(x, i, j));
+    REF_EACH(x)
+        ATH(y, i, j) = nn_bf16_from_f32(AT(x, i, j));
     return GT_OK;
 }
 
@@ -564,29 +565,28 @@ static int ref_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_pa
     if (w->layout != REF_FX_LAYOUT)
         return gt_error_set(err, GT_EINVAL, "ref linear_fixed: weight packed elsewhere");
     const int k = w->k;
-    for (int i = 0; i < y.rows; i++)
-        for (int j = 0; j < y.cols; j++) {
-            float s = 0.0f;
-            if (w->dtype == NN_BF16) {
-                const uint16_t *wh = (const uint16_t *)w->data;
-                for (int q = 0; 2 * q < k; q++) {
-                    s = ref_ftz(fmaf(ref_fx_x(x, i, 2 * q + 1), ref_fx_w(wh, k, j, 2 * q + 1), s));
-                    s = ref_ftz(fmaf(ref_fx_x(x, i, 2 * q), ref_fx_w(wh, k, j, 2 * q), s));
-                }
-            } else {
-                const float *wf = (const float *)w->data + (size_t)j * k;
-                for (int p = 0; p < k; p++)
-                    s = fmaf(AT(x, i, p), wf[p], s);
+    REF_EACH(y) {
+        float s = 0.0f;
+        if (w->dtype == NN_BF16) {
+            const uint16_t *wh = (const uint16_t *)w->data;
+            for (int q = 0; 2 * q < k; q++) {
+                s = ref_ftz(fmaf(ref_fx_x(x, i, 2 * q + 1), ref_fx_w(wh, k, j, 2 * q + 1), s));
+                s = ref_ftz(fmaf(ref_fx_x(x, i, 2 * q), ref_fx_w(wh, k, j, 2 * q), s));
             }
-            float v = s;
-            if (bias)
-                v = v + bias[j];
-            if (act == NN_ACT_SILU)
-                v = nn_silu_fixed(v);
-            if (acc)
-                v = AT(y, i, j) + v;
-            AT(y, i, j) = v;
+        } else {
+            const float *wf = (const float *)w->data + (size_t)j * k;
+            for (int p = 0; p < k; p++)
+                s = fmaf(AT(x, i, p), wf[p], s);
         }
+        float v = s;
+        if (bias)
+            v = v + bias[j];
+        if (act == NN_ACT_SILU)
+            v = nn_silu_fixed(v);
+        if (acc)
+            v = AT(y, i, j) + v;
+        AT(y, i, j) = v;
+    }
     return GT_OK;
 }
 
