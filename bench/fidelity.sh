@@ -1,0 +1,90 @@
+#!/bin/sh
+# The fidelity yardstick: trains each config on the built-in simulator, samples
+# N showers, and scores them with giant eval against N held-out simulated
+# showers, beside a second independent reference (the floor a perfect model
+# reaches at this N).  One row per config:
+#   train_s      training wall time (CPU, the threads this machine has)
+#   showers/s    sampling speed (giant sample, batch 1024)
+#   MFLOP/shower the sampler's matrix-product FLOPs per shower
+#   mean_x       mean over the feature groups of the mean separation power,
+#                as a multiple of the floor's
+#   worst_x      the worst group's multiple of its floor (and which group)
+#   AUC hi / lo  the classifier AUC on the high-level features / the voxels
+#                (floor: the second reference against the reference)
+# Usage: bench/fidelity.sh [--configs "quickstart cpu-long"] [--n N]
+#        [--device cpu]    (configs: names of files in configs/)
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+configs="quickstart"
+n=4000
+device=cpu
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --configs) configs=$2; shift 2 ;;
+    --n) n=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    *) echo "usage: $0 [--configs LIST] [--n N] [--device SPEC]" >&2; exit 2 ;;
+  esac
+done
+build="${GIANT_BUILD_DIR:-$root/build-bench-fidelity}"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" --target giant -j"$(nproc)" >/dev/null
+giant="$build/giant"
+work="$build/fidelity"
+mkdir -p "$work"
+echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) threads," \
+     "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
+     "$(grep -qw avx512_bf16 /proc/cpuinfo && echo AVX512-BF16 || (grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2))"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); $n showers per sample"
+
+results="$work/results.tsv"
+: > "$results"
+for name in $configs; do
+  cfg="$root/configs/$name.json"
+  [ -f "$cfg" ] || { echo "fidelity.sh: no config $cfg" >&2; exit 2; }
+  geo=$(/usr/bin/python3 -c "
+import json, sys
+g = json.load(open(sys.argv[1])).get('dataset', {}).get('geometry', 'dataset_2')
+print(g if g.endswith('.xml') else sys.argv[2] + '/configs/geometry/binning_' + g + '.xml')" "$cfg" "$root")
+  for s in 99 98; do
+    ref="$work/ref-$(basename "$geo" .xml)-$s-$n.h5"
+    [ -f "$ref" ] || "$giant" synth --geometry "$geo" --n "$n" --seed "$s" -o "$ref" >/dev/null 2>&1
+  done
+  ref="$work/ref-$(basename "$geo" .xml)-99-$n.h5"
+  ref2="$work/ref-$(basename "$geo" .xml)-98-$n.h5"
+  db="$work/$name.db"
+  rm -f "$db" "$db-wal" "$db-shm"
+  t0=$(date +%s.%N)
+  "$giant" train "$cfg" --db "$db" --device "$device" --quiet > /dev/null
+  t1=$(date +%s.%N)
+  "$giant" sample --n "$n" --seed 1 -o "$work/$name.h5" --db "$db" --device "$device" \
+      2> "$work/$name.sample.log"
+  t2=$(date +%s.%N)
+  "$giant" eval "$work/$name.h5" "$ref" --ref2 "$ref2" --geometry "$geo" \
+      --json "$work/$name.eval.json" > "$work/$name.eval.txt" 2> "$work/$name.eval.log"
+  /usr/bin/python3 - "$work/$name.eval.json" "$work/$name.sample.log" "$name" "$t0" "$t1" "$t2" "$n" \
+      >> "$results" <<'PY'
+import json, re, sys
+ev, log, name, t0, t1, t2, n = sys.argv[1:8]
+e = json.load(open(ev))
+f = e["floor"]
+groups = {g: e["groups"][g]["mean"] / f["groups"][g]["mean"] for g in e["groups"]}
+worst = max(groups, key=groups.get)
+m = re.search(r"([0-9.]+) MFLOP", open(log).read())
+def auc(d, k):
+    c = d.get("classifier", {}).get(k)
+    return "%.3f" % c["auc"] if c else "-"
+print("\t".join([name, "%.0f" % (float(t1) - float(t0)),
+                 "%.0f" % (int(n) / (float(t2) - float(t1))), m.group(1) if m else "-",
+                 "%.1f" % (e["mean_over_groups"] / f["mean_over_groups"]),
+                 "%.1f (%s)" % (groups[worst], worst),
+                 "%s (%s)" % (auc(e, "high"), auc(f, "high")),
+                 "%s (%s)" % (auc(e, "low"), auc(f, "low"))]))
+PY
+  tail -1 "$results"
+done
+echo
+printf "%-16s %8s %10s %13s %7s %-24s %-16s %-16s\n" config train_s showers/s MFLOP/shower mean_x \
+       "worst_x (group)" "AUC hi (floor)" "AUC lo (floor)"
+awk -F'\t' '{printf "%-16s %8s %10s %13s %7s %-24s %-16s %-16s\n", $1,$2,$3,$4,$5,$6,$7,$8}' "$results"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
