@@ -12,24 +12,29 @@
 /* functors                                                                 */
 /* ------------------------------------------------------------------------ */
 
-struct cuda_silu_fwd_f {
+/* y = op(x), element by element: SiLU and leaky ReLU forward.  Op is a
+ * per-element operation: a __device__ float operator()(float) const. */
+template <class Op> struct cuda_map_f {
     float *y; int ldy;
     const float *x; int ldx;
+    Op op;
     template <int V> __device__ void apply(int i, int j) const
     {
         float a[V];
         cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
 #pragma unroll
         for (int k = 0; k < V; k++)
-            a[k] = nn_silu(a[k]);
+            a[k] = op(a[k]);
         cuda_st<V>(cuda_row(y, ldy, i) + j, a);
     }
 };
 
-struct cuda_silu_bwd_f {
+/* dx = dy * grad(x), element by element: SiLU and leaky ReLU backward. */
+template <class Grad> struct cuda_grad_f {
     float *dx; int lddx;
     const float *dy; int lddy;
     const float *x; int ldx;
+    Grad grad;
     template <int V> __device__ void apply(int i, int j) const
     {
         float a[V], g[V];
@@ -37,41 +42,25 @@ struct cuda_silu_bwd_f {
         cuda_ld<V>(g, cuda_row(dy, lddy, i) + j);
 #pragma unroll
         for (int k = 0; k < V; k++)
-            g[k] *= nn_silu_grad(a[k]);
+            g[k] *= grad(a[k]);
         cuda_st<V>(cuda_row(dx, lddx, i) + j, g);
     }
 };
 
-struct cuda_leaky_fwd_f {
-    float *y; int ldy;
-    const float *x; int ldx;
-    float slope;
-    template <int V> __device__ void apply(int i, int j) const
-    {
-        float a[V];
-        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            a[k] = nn_leaky(a[k], slope);
-        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
-    }
+/* the per-element operations (nn_math.h) */
+struct cuda_silu_op {
+    __device__ float operator()(float v) const { return nn_silu(v); }
 };
-
-struct cuda_leaky_bwd_f {
-    float *dx; int lddx;
-    const float *dy; int lddy;
-    const float *x; int ldx;
+struct cuda_silu_grad_op {
+    __device__ float operator()(float v) const { return nn_silu_grad(v); }
+};
+struct cuda_leaky_op {
     float slope;
-    template <int V> __device__ void apply(int i, int j) const
-    {
-        float a[V], g[V];
-        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
-        cuda_ld<V>(g, cuda_row(dy, lddy, i) + j);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            g[k] *= nn_leaky_grad(a[k], slope);
-        cuda_st<V>(cuda_row(dx, lddx, i) + j, g);
-    }
+    __device__ float operator()(float v) const { return nn_leaky(v, slope); }
+};
+struct cuda_leaky_grad_op {
+    float slope;
+    __device__ float operator()(float v) const { return nn_leaky_grad(v, slope); }
 };
 
 /* y = x1 + x2, or y += x1 when x2 is NULL (accumulating copies). */
@@ -179,33 +168,42 @@ struct cuda_cast_bf16_f {
 /* launchers                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int cuda_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+template <class Op>
+static int cuda_map(nn_backend *b, nn_tensor y, nn_tensor x, Op op, gt_error *err)
 {
-    cuda_silu_fwd_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld};
+    cuda_map_f<Op> f = {(float *)y.data, y.ld, (const float *)x.data, x.ld, op};
     return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
 }
 
-static int cuda_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
+template <class Grad>
+static int cuda_grad(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, Grad grad,
+                     gt_error *err)
 {
-    cuda_silu_bwd_f f = {(float *)dx.data, dx.ld, (const float *)dy.data, dy.ld,
-                         (const float *)x.data, x.ld};
+    cuda_grad_f<Grad> f = {(float *)dx.data, dx.ld, (const float *)dy.data, dy.ld,
+                           (const float *)x.data, x.ld, grad};
     return cuda_ew2d(cuda_st(b), f, x.rows, x.cols,
                      cuda_vec4_ok(dx) && cuda_vec4_ok(dy) && cuda_vec4_ok(x), err);
 }
 
+static int cuda_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    return cuda_map(b, y, x, cuda_silu_op{}, err);
+}
+
+static int cuda_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
+{
+    return cuda_grad(b, dx, dy, x, cuda_silu_grad_op{}, err);
+}
+
 static int cuda_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err)
 {
-    cuda_leaky_fwd_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld, slope};
-    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
+    return cuda_map(b, y, x, cuda_leaky_op{slope}, err);
 }
 
 static int cuda_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
                           gt_error *err)
 {
-    cuda_leaky_bwd_f f = {(float *)dx.data, dx.ld, (const float *)dy.data, dy.ld,
-                          (const float *)x.data, x.ld, slope};
-    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols,
-                     cuda_vec4_ok(dx) && cuda_vec4_ok(dy) && cuda_vec4_ok(x), err);
+    return cuda_grad(b, dx, dy, x, cuda_leaky_grad_op{slope}, err);
 }
 
 static int cuda_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
