@@ -18,17 +18,19 @@ static int cuda_copy2d(cuda_state *s, nn_tensor dst, nn_tensor src, gt_error *er
     return GT_OK;
 }
 
-static int cuda_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
-                       gt_error *err)
+/* The parts lie side by side in y's columns (absent ones, data NULL,
+ * too): calls copy(blk, part) for each part with data, blk being its
+ * columns of y; stops at the first failure. */
+template <class Copy>
+static int cuda_each_block(nn_tensor y, const nn_tensor *parts, int nparts, Copy copy)
 {
-    cuda_state *s = cuda_st(b);
     int col = 0;
     for (int p = 0; p < nparts; p++) {
         nn_tensor blk = y;
         blk.data = (float *)y.data + col;
         blk.cols = parts[p].cols;
         if (parts[p].data) {
-            int rc = cuda_copy2d(s, blk, parts[p], err);
+            int rc = copy(blk, parts[p]);
             if (rc)
                 return rc;
         }
@@ -37,33 +39,28 @@ static int cuda_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int n
     return GT_OK;
 }
 
+static int cuda_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
+                       gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    return cuda_each_block(y, parts, nparts, [&](nn_tensor blk, nn_tensor part) {
+        return cuda_copy2d(s, blk, part, err);
+    });
+}
+
 static int cuda_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
                       gt_error *err)
 {
     cuda_state *s = cuda_st(b);
-    int col = 0;
-    for (int p = 0; p < nparts; p++) {
-        nn_tensor blk = y;
-        blk.data = (float *)y.data + col;
-        blk.cols = parts[p].cols;
-        if (parts[p].data) {
-            int rc;
-            if (accumulate) {
-                cuda_add_f f = {(float *)parts[p].data, parts[p].ld, (const float *)blk.data,
-                                blk.ld, NULL, 0};
-                rc = cuda_ew2d(s, f, y.rows, blk.cols,
-                               cuda_vec4_ok(parts[p]) && cuda_vec4_ok(blk), err);
-            } else {
-                nn_tensor dst = parts[p];
-                dst.rows = y.rows;
-                rc = cuda_copy2d(s, dst, blk, err);
-            }
-            if (rc)
-                return rc;
+    return cuda_each_block(y, parts, nparts, [&](nn_tensor blk, nn_tensor part) {
+        if (accumulate) {
+            cuda_add_f f = {(float *)part.data, part.ld, (const float *)blk.data, blk.ld, NULL, 0};
+            return cuda_ew2d(s, f, y.rows, blk.cols, cuda_vec4_ok(part) && cuda_vec4_ok(blk), err);
         }
-        col += parts[p].cols;
-    }
-    return GT_OK;
+        nn_tensor dst = part;
+        dst.rows = y.rows;
+        return cuda_copy2d(s, dst, blk, err);
+    });
 }
 
 /* This family's entries of the op table (each on the backend's device). */
