@@ -53,14 +53,11 @@ static int cuda_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
     int rc = cuda_no_capture(s, "alloc", err);
     if (rc)
         return rc;
-    if (s->n_allocs == s->cap_allocs) {
-        int cap = s->cap_allocs ? 2 * s->cap_allocs : 64;
-        cuda_alloc_rec *p = (cuda_alloc_rec *)realloc(s->allocs, (size_t)cap * sizeof *p);
-        if (!p)
-            return gt_error_set(err, GT_ENOMEM, "alloc: out of host memory");
-        s->allocs = p;
-        s->cap_allocs = cap;
-    }
+    cuda_alloc_rec *recs = (cuda_alloc_rec *)gt_array_grow(s->allocs, s->n_allocs, &s->cap_allocs,
+                                                           sizeof *recs, 64);
+    if (!recs)
+        return gt_error_set(err, GT_ENOMEM, "alloc: out of host memory");
+    s->allocs = recs;
     /* cudaMalloc returns 256-byte aligned memory; rounding the size up keeps
      * every 16-byte vector access of a tail inside the allocation, and
      * bytes == 0 still gets a unique pointer. */

@@ -11,9 +11,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-/* gt_error.h has no extern "C" guard of its own; included here first, its
- * include guard keeps nn_backend.h from re-including it as C++. */
+/* gt_error.h and gt_array.h have no extern "C" guard of their own;
+ * included here first, gt_error.h's include guard keeps nn_backend.h from
+ * re-including it as C++. */
 extern "C" {
+#include "gt_array.h"
 #include "gt_error.h"
 }
 #include "nn_backend.h"

@@ -348,14 +348,11 @@ static int cuda_fx_lookup(nn_backend *b, cuda_state *s, int n, int k, nn_dtype d
                             "fixed-order %s product n=%d k=%d was not planned before graph "
                             "capture: run it once uncaptured first",
                             nn_dtype_name(dt), n, k);
-    if (s->fx_count == s->fx_cap) {
-        int cap = s->fx_cap ? 2 * s->fx_cap : 16;
-        cuda_fx_entry *p = (cuda_fx_entry *)realloc(s->fx, (size_t)cap * sizeof *p);
-        if (!p)
-            return gt_error_set(err, GT_ENOMEM, "fixed-order plan cache: out of host memory");
-        s->fx = p;
-        s->fx_cap = cap;
-    }
+    cuda_fx_entry *fx =
+        (cuda_fx_entry *)gt_array_grow(s->fx, s->fx_count, &s->fx_cap, sizeof *fx, 16);
+    if (!fx)
+        return gt_error_set(err, GT_ENOMEM, "fixed-order plan cache: out of host memory");
+    s->fx = fx;
     cuda_fx_entry *e = &s->fx[s->fx_count];
     memset(e, 0, sizeof *e);
     e->n = n;
@@ -401,14 +398,10 @@ static int cuda_fx_checked(cuda_state *s, cuda_fx_entry *e, int m, int ldx, int 
                                                         : "it would need a workspace");
     if (st != CUBLAS_STATUS_SUCCESS)
         return cublas_fail(err, st, "cublasLtMatmulAlgoCheck", __FILE__, __LINE__);
-    if (e->n_ok == e->cap_ok) {
-        int cap = e->cap_ok ? 2 * e->cap_ok : 8;
-        cuda_fx_check *p = (cuda_fx_check *)realloc(e->ok, (size_t)cap * sizeof *p);
-        if (!p)
-            return gt_error_set(err, GT_ENOMEM, "fixed-order check cache: out of host memory");
-        e->ok = p;
-        e->cap_ok = cap;
-    }
+    cuda_fx_check *ok = (cuda_fx_check *)gt_array_grow(e->ok, e->n_ok, &e->cap_ok, sizeof *ok, 8);
+    if (!ok)
+        return gt_error_set(err, GT_ENOMEM, "fixed-order check cache: out of host memory");
+    e->ok = ok;
     e->ok[e->n_ok].m = m;
     e->ok[e->n_ok].ldx = ldx;
     e->ok[e->n_ok].ldy = ldy;

@@ -169,14 +169,11 @@ static int cuda_mm_lookup(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry *
                             "matmul m=%d n=%d k=%d (%s) was not planned before graph capture: "
                             "run the step once uncaptured first",
                             key->m, key->n, key->k, nn_dtype_name((nn_dtype)key->dtype));
-    if (s->mm_count == s->mm_cap) {
-        int cap = s->mm_cap ? 2 * s->mm_cap : 32;
-        cuda_mm_entry *p = (cuda_mm_entry *)realloc(s->mm, (size_t)cap * sizeof *p);
-        if (!p)
-            return gt_error_set(err, GT_ENOMEM, "matmul plan cache: out of memory");
-        s->mm = p;
-        s->mm_cap = cap;
-    }
+    cuda_mm_entry *mm =
+        (cuda_mm_entry *)gt_array_grow(s->mm, s->mm_count, &s->mm_cap, sizeof *mm, 32);
+    if (!mm)
+        return gt_error_set(err, GT_ENOMEM, "matmul plan cache: out of memory");
+    s->mm = mm;
     int rc = cuda_mm_plan(s, key, &s->mm[s->mm_count], err);
     if (rc)
         return rc;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gt_array.h"
+
 void nn_params_init(nn_params *p, nn_backend *b)
 {
     memset(p, 0, sizeof *p);
@@ -25,14 +27,10 @@ int nn_params_add(nn_params *p, const char *name, int rows, int cols, int decay,
                             NN_PARAM_NAME_MAX - 1);
     if (nn_params_find(p, name) >= 0)
         return gt_error_set(err, GT_EINVAL, "params: duplicate name '%s'", name);
-    if (p->n_views == p->cap_views) {
-        int cap = p->cap_views ? 2 * p->cap_views : 32;
-        nn_param_view *v = realloc(p->views, (size_t)cap * sizeof *v);
-        if (!v)
-            return gt_error_set(err, GT_ENOMEM, "params: out of memory");
-        p->views = v;
-        p->cap_views = cap;
-    }
+    nn_param_view *views = gt_array_grow(p->views, p->n_views, &p->cap_views, sizeof *views, 32);
+    if (!views)
+        return gt_error_set(err, GT_ENOMEM, "params: out of memory");
+    p->views = views;
     nn_param_view *v = &p->views[p->n_views];
     memset(v, 0, sizeof *v);
     snprintf(v->name, sizeof v->name, "%s", name);
