@@ -111,27 +111,29 @@ static int cuda_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error
     return GT_OK;
 }
 
-static int cuda_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+/* A copy between host and device (op names it): synchronous from the
+ * caller's view, so the host side may be reused (or read) on return, and
+ * so never inside capture. */
+static int cuda_copy_host(nn_backend *b, void *dst, const void *src, size_t bytes,
+                          cudaMemcpyKind kind, const char *op, gt_error *err)
 {
     cuda_state *s = cuda_st(b);
-    int rc = cuda_no_capture(s, "copy_h2d", err);
+    int rc = cuda_no_capture(s, op, err);
     if (rc || bytes == 0)
         return rc;
-    /* Synchronous from the caller's view: src may be reused on return. */
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream), err);
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, s->stream), err);
     CUDA_TRY(cudaStreamSynchronize(s->stream), err);
     return GT_OK;
 }
 
+static int cuda_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    return cuda_copy_host(b, dst, src, bytes, cudaMemcpyHostToDevice, "copy_h2d", err);
+}
+
 static int cuda_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    cuda_state *s = cuda_st(b);
-    int rc = cuda_no_capture(s, "copy_d2h", err);
-    if (rc || bytes == 0)
-        return rc;
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->stream), err);
-    CUDA_TRY(cudaStreamSynchronize(s->stream), err);
-    return GT_OK;
+    return cuda_copy_host(b, dst, src, bytes, cudaMemcpyDeviceToHost, "copy_d2h", err);
 }
 
 static int cuda_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)

@@ -97,12 +97,22 @@ static int cublas_fail(gt_error *err, cublasStatus_t s, const char *call, const 
             return cuda_fail((err), e_, #call, __FILE__, __LINE__);            \
     } while (0)
 
-#define CUBLAS_TRY(call, err)                                                  \
+/* A failed cuBLASLt call, worded in err; then `failed` runs with its code
+ * in rc_: the two ways on below. */
+#define CUBLAS_CHECK_(call, err, failed)                                       \
     do {                                                                       \
         cublasStatus_t s_ = (call);                                            \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                       \
-            return cublas_fail((err), s_, #call, __FILE__, __LINE__);          \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                     \
+            int rc_ = cublas_fail((err), s_, #call, __FILE__, __LINE__);       \
+            failed;                                                            \
+        }                                                                      \
     } while (0)
+
+#define CUBLAS_TRY(call, err) CUBLAS_CHECK_(call, err, return rc_)
+
+/* Where something is left to release: the code goes to the caller's rc
+ * and control to its label (err is the caller's too). */
+#define CUBLAS_TRY_GOTO(call, label) CUBLAS_CHECK_(call, err, rc = rc_; goto label)
 
 /* After every <<<>>> launch: a bad configuration shows up here. */
 #define CUDA_LAUNCHED(name, err)                                               \
@@ -111,6 +121,74 @@ static int cublas_fail(gt_error *err, cublasStatus_t s, const char *call, const 
         if (e_ != cudaSuccess)                                                 \
             return cuda_fail((err), e_, "launch " name, __FILE__, __LINE__);   \
     } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* the cuBLASLt plan caches (cuda_matmul.cuh, cuda_fixed.cuh)                */
+/* ------------------------------------------------------------------------ */
+
+/* Destroys a plan's matrix layouts and operation descriptor: those made (a
+ * plan that failed half-way holds NULLs for the rest). */
+static void cuda_lt_destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t l0,
+                            cublasLtMatrixLayout_t l1, cublasLtMatrixLayout_t l2)
+{
+    cublasLtMatrixLayout_t layouts[3] = {l0, l1, l2};
+    for (int i = 0; i < 3; i++)
+        if (layouts[i])
+            cublasLtMatrixLayoutDestroy(layouts[i]);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+}
+
+/* A plan's operation descriptor: fp32 compute and scale, cuBLASLt's A and
+ * B transposed or not (the epilogue and the rest are the plan's own). */
+static int cuda_lt_op(cublasLtMatmulDesc_t *op, cublasOperation_t trans_a,
+                      cublasOperation_t trans_b, gt_error *err)
+{
+    CUBLAS_TRY(cublasLtMatmulDescCreate(op, CUBLAS_COMPUTE_32F, CUDA_R_32F), err);
+    CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
+                                              sizeof trans_a),
+               err);
+    CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b,
+                                              sizeof trans_b),
+               err);
+    return GT_OK;
+}
+
+/* A plan's heuristic preference: at most `workspace` bytes of workspace,
+ * operands aligned to align_a, align_b and align_cd (C and D) bytes.  On
+ * failure *pref may be made: the caller destroys it. */
+static int cuda_lt_pref(cublasLtMatmulPreference_t *pref, uint64_t workspace, uint32_t align_a,
+                        uint32_t align_b, uint32_t align_cd, gt_error *err)
+{
+    CUBLAS_TRY(cublasLtMatmulPreferenceCreate(pref), err);
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace, sizeof workspace),
+               err);
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                   *pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a),
+               err);
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                   *pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b),
+               err);
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                   *pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof align_cd),
+               err);
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                   *pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof align_cd),
+               err);
+    return GT_OK;
+}
+
+/* Releases every plan of a cache, then the cache. */
+template <class Plan>
+static void cuda_cache_free(Plan **plans, int *count, int *cap, void (*release)(Plan *))
+{
+    for (int i = 0; i < *count; i++)
+        release(&(*plans)[i]);
+    free(*plans);
+    *plans = NULL;
+    *count = *cap = 0;
+}
 
 /* ------------------------------------------------------------------------ */
 /* every op runs on its backend's device (a process may hold several)       */
@@ -220,7 +298,8 @@ __device__ __forceinline__ void cuda_st(float *p, const float (&r)[V])
 /* reductions inside a warp and a block                                     */
 /* ------------------------------------------------------------------------ */
 
-__device__ __forceinline__ float cuda_warp_sum(float v)
+/* float or double: the same butterfly */
+template <class T> __device__ __forceinline__ T cuda_warp_sum(T v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -236,21 +315,13 @@ __device__ __forceinline__ float cuda_warp_max(float v)
     return v;
 }
 
-__device__ __forceinline__ double cuda_warp_sum_d(double v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Sum over a block of CUDA_THREADS threads; every thread gets the result.
  * Deterministic: a fixed tree for a fixed block size. */
 __device__ __forceinline__ double cuda_block_sum_d(double v)
 {
     __shared__ double part[CUDA_WARPS_PER_BLOCK];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = cuda_warp_sum_d(v);
+    v = cuda_warp_sum(v);
     __syncthreads();            /* part may still be read by a previous call */
     if (lane == 0)
         part[w] = v;

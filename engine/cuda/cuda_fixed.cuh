@@ -139,25 +139,14 @@ static int cuda_fx_align(const void *p, int ld, size_t elem)
 
 static void cuda_fx_entry_release(cuda_fx_entry *e)
 {
-    if (e->lw)
-        cublasLtMatrixLayoutDestroy(e->lw);
-    if (e->lx)
-        cublasLtMatrixLayoutDestroy(e->lx);
-    if (e->ly)
-        cublasLtMatrixLayoutDestroy(e->ly);
-    if (e->op)
-        cublasLtMatmulDescDestroy(e->op);
+    cuda_lt_destroy(e->op, e->lw, e->lx, e->ly);
     free(e->ok);
     memset(e, 0, sizeof *e);
 }
 
 static void cuda_fx_cache_free(cuda_state *s)
 {
-    for (int i = 0; i < s->fx_count; i++)
-        cuda_fx_entry_release(&s->fx[i]);
-    free(s->fx);
-    s->fx = NULL;
-    s->fx_count = s->fx_cap = 0;
+    cuda_cache_free(&s->fx, &s->fx_count, &s->fx_cap, cuda_fx_entry_release);
 }
 
 /* Points the x and y layouts at one call's shape (host-side only). */
@@ -234,20 +223,10 @@ static int cuda_fx_plan(cuda_state *s, cuda_fx_entry *e, gt_error *err)
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res[CUDA_FX_CANDIDATES];
     int found = 0, pick = -1, rc = GT_OK;
-#define FX_TRY(call)                                                           \
-    do {                                                                       \
-        cublasStatus_t st_ = (call);                                           \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                    \
-            rc = cublas_fail(err, st_, #call, __FILE__, __LINE__);             \
-            goto done;                                                         \
-        }                                                                      \
-    } while (0)
+#define FX_TRY(call) CUBLAS_TRY_GOTO(call, done)
     {
-        FX_TRY(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        FX_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &opw,
-                                              sizeof opw));
-        FX_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &opx,
-                                              sizeof opx));
+        if ((rc = cuda_lt_op(&e->op, opw, opx, err)))
+            goto done;
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
         FX_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                               sizeof epi));
@@ -261,22 +240,13 @@ static int cuda_fx_plan(cuda_state *s, cuda_fx_entry *e, gt_error *err)
         FX_TRY(cublasLtMatrixLayoutCreate(&e->ly, CUDA_R_32F, (uint64_t)e->n, CUDA_FX_REF_M,
                                           (int64_t)e->n));
 
-        FX_TRY(cublasLtMatmulPreferenceCreate(&pref));
-        uint64_t ws = 0;
-        FX_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        /* no workspace, and no reduction scheme: one pass, a fixed order */
+        if ((rc = cuda_lt_pref(&pref, 0, (uint32_t)align_w, (uint32_t)align_x,
+                               (uint32_t)align_y, err)))
+            goto done;
         uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE;
         FX_TRY(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
-        uint32_t aw = (uint32_t)align_w, ax = (uint32_t)align_x, ay = (uint32_t)align_y;
-        FX_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof aw));
-        FX_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof ax));
-        FX_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ay, sizeof ay));
-        FX_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ay, sizeof ay));
 
         memset(res, 0, sizeof res);
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s->lt, e->op, e->lw, e->lx, e->ly,

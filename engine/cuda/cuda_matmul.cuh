@@ -48,24 +48,13 @@ static int cuda_align_of(const void *p)
 
 static void cuda_mm_entry_release(cuda_mm_entry *e)
 {
-    if (e->la)
-        cublasLtMatrixLayoutDestroy(e->la);
-    if (e->lb)
-        cublasLtMatrixLayoutDestroy(e->lb);
-    if (e->lc)
-        cublasLtMatrixLayoutDestroy(e->lc);
-    if (e->op)
-        cublasLtMatmulDescDestroy(e->op);
+    cuda_lt_destroy(e->op, e->la, e->lb, e->lc);
     memset(e, 0, sizeof *e);
 }
 
 static void cuda_mm_cache_free(cuda_state *s)
 {
-    for (int i = 0; i < s->mm_count; i++)
-        cuda_mm_entry_release(&s->mm[i]);
-    free(s->mm);
-    s->mm = NULL;
-    s->mm_count = s->mm_cap = 0;
+    cuda_cache_free(&s->mm, &s->mm_count, &s->mm_cap, cuda_mm_entry_release);
 }
 
 /* Builds descriptors and asks the heuristic for the best algorithm, first
@@ -80,20 +69,10 @@ static int cuda_mm_plan(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry *e,
     cublasOperation_t opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;   /* our A */
     cublasLtMatmulPreference_t pref = NULL;
     int rc = GT_OK;
-#define MM_TRY(call)                                                           \
-    do {                                                                       \
-        cublasStatus_t st_ = (call);                                           \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                    \
-            rc = cublas_fail(err, st_, #call, __FILE__, __LINE__);             \
-            goto fail;                                                         \
-        }                                                                      \
-    } while (0)
+#define MM_TRY(call) CUBLAS_TRY_GOTO(call, fail)
     {
-        MM_TRY(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        MM_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
-                                              sizeof opa));
-        MM_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
-                                              sizeof opb));
+        if ((rc = cuda_lt_op(&e->op, opa, opb, err)))
+            goto fail;
         cudaDataType_t bias_t = CUDA_R_32F;
         MM_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                               &bias_t, sizeof bias_t));
@@ -104,20 +83,10 @@ static int cuda_mm_plan(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry *e,
         MM_TRY(cublasLtMatrixLayoutCreate(&e->lb, in_t, b_rows, b_cols, key->lda));
         MM_TRY(cublasLtMatrixLayoutCreate(&e->lc, CUDA_R_32F, key->n, key->m, key->ldc));
 
-        MM_TRY(cublasLtMatmulPreferenceCreate(&pref));
-        size_t ws = s->workspace_bytes;
-        MM_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-        uint32_t al_a = (uint32_t)key->align_b, al_b = (uint32_t)key->align_a;
-        uint32_t al_c = (uint32_t)key->align_c;
-        MM_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-        MM_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-        MM_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-        MM_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+        /* cuBLASLt's A is our B and its B our A */
+        if ((rc = cuda_lt_pref(&pref, s->workspace_bytes, (uint32_t)key->align_b,
+                               (uint32_t)key->align_a, (uint32_t)key->align_c, err)))
+            goto fail;
 
         for (int attempt = key->bias ? 0 : 1; attempt < 2; attempt++) {
             cublasLtEpilogue_t epi = attempt == 0 ? CUBLASLT_EPILOGUE_BIAS

@@ -91,7 +91,7 @@ __global__ void cuda_gather_dot_kernel(float *out, const float *a, int lda, cons
     double acc = 0.0;
     for (int j = lane; j < cols; j += 32)
         acc += (double)ar[j] * xr[j];
-    acc = cuda_warp_sum_d(acc);
+    acc = cuda_warp_sum(acc);
     if (lane == 0)
         out[row] = (float)acc;
 }
