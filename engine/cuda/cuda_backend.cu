@@ -293,20 +293,18 @@ struct cuda_graph {
     cudaGraphExec_t exec;
 };
 
-static int cuda_check_backend(nn_backend *b, const char *what, gt_error *err)
+/* What every graph call starts with: b is a CUDA backend, its device made
+ * current (the capture and the launch go to its stream). */
+static int cuda_graph_enter(nn_backend *b, const char *what, gt_error *err)
 {
     if (!cuda_backend_is(b))
         return gt_error_set(err, GT_EINVAL, "%s: not a CUDA backend", what);
-    return GT_OK;
+    return cuda_use_device(b, err);
 }
 
 extern "C" int cuda_graph_begin(nn_backend *b, gt_error *err)
 {
-    int rc = cuda_check_backend(b, "cuda_graph_begin", err);
-    if (!rc)
-        rc = cuda_use_device(b, err);
-    if (rc)
-        return rc;
+    GT_TRY(cuda_graph_enter(b, "cuda_graph_begin", err));
     cuda_state *s = cuda_st(b);
     if (s->capturing)
         return gt_error_set(err, GT_EINVAL, "cuda_graph_begin: already capturing");
@@ -318,11 +316,7 @@ extern "C" int cuda_graph_begin(nn_backend *b, gt_error *err)
 
 extern "C" int cuda_graph_end(nn_backend *b, cuda_graph **out, gt_error *err)
 {
-    int rc = cuda_check_backend(b, "cuda_graph_end", err);
-    if (!rc)
-        rc = cuda_use_device(b, err);
-    if (rc)
-        return rc;
+    GT_TRY(cuda_graph_enter(b, "cuda_graph_end", err));
     if (!out)
         return gt_error_set(err, GT_EINVAL, "cuda_graph_end: out is NULL");
     *out = NULL;
@@ -357,11 +351,7 @@ extern "C" int cuda_graph_end(nn_backend *b, cuda_graph **out, gt_error *err)
 
 extern "C" int cuda_graph_launch(nn_backend *b, cuda_graph *g, gt_error *err)
 {
-    int rc = cuda_check_backend(b, "cuda_graph_launch", err);
-    if (!rc)
-        rc = cuda_use_device(b, err);
-    if (rc)
-        return rc;
+    GT_TRY(cuda_graph_enter(b, "cuda_graph_launch", err));
     if (!g)
         return gt_error_set(err, GT_EINVAL, "cuda_graph_launch: graph is NULL");
     cuda_state *s = cuda_st(b);

@@ -243,6 +243,12 @@ static inline unsigned cuda_grid(const cuda_state *s, long long n)
     return want < 1 ? 1u : (unsigned)want;
 }
 
+/* Blocks of `threads` for one thread per item, n items (n > 0). */
+static inline unsigned cuda_blocks(long long n, int threads)
+{
+    return (unsigned)((n + threads - 1) / threads);
+}
+
 /* Blocks for one warp per row. */
 static inline unsigned cuda_grid_rows(int rows)
 {

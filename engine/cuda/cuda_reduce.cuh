@@ -222,9 +222,8 @@ static int cuda_colsum(cuda_state *s, const F &f, int rows, int cols, float *out
     cuda_colsum_partial_kernel<F, NV>
         <<<grid, block, 0, s->stream>>>(f, rows, cols, rps, splits, s->scratch);
     CUDA_LAUNCHED("cuda_colsum_partial_kernel", err);
-    cuda_colsum_finish_kernel<NV><<<(unsigned)((cols + CUDA_THREADS - 1) / CUDA_THREADS),
-                                    CUDA_THREADS, 0, s->stream>>>(out0, out1, s->scratch,
-                                                                  splits, cols, accumulate);
+    cuda_colsum_finish_kernel<NV><<<cuda_blocks(cols, CUDA_THREADS), CUDA_THREADS, 0, s->stream>>>(
+        out0, out1, s->scratch, splits, cols, accumulate);
     CUDA_LAUNCHED("cuda_colsum_finish_kernel", err);
     return GT_OK;
 }

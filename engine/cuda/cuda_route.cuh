@@ -159,9 +159,8 @@ static int cuda_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs,
                             "supports up to %d)", probs.cols, CUDA_TOPK_MAX_E);
     if (probs.rows <= 0 || k <= 0)
         return GT_OK;
-    cuda_topk_fwd_kernel<<<(unsigned)((probs.rows + CUDA_THREADS - 1) / CUDA_THREADS),
-                           CUDA_THREADS, 0, s->stream>>>(idx, w, (const float *)probs.data,
-                                                         probs.ld, probs.rows, probs.cols, k);
+    cuda_topk_fwd_kernel<<<cuda_blocks(probs.rows, CUDA_THREADS), CUDA_THREADS, 0, s->stream>>>(
+        idx, w, (const float *)probs.data, probs.ld, probs.rows, probs.cols, k);
     CUDA_LAUNCHED("cuda_topk_fwd_kernel", err);
     return GT_OK;
 }
@@ -172,8 +171,7 @@ static int cuda_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const
     cuda_state *s = cuda_st(b);
     if (probs.rows <= 0)
         return GT_OK;
-    cuda_topk_bwd_kernel<<<(unsigned)((probs.rows + CUDA_THREADS - 1) / CUDA_THREADS),
-                           CUDA_THREADS, 0, s->stream>>>(
+    cuda_topk_bwd_kernel<<<cuda_blocks(probs.rows, CUDA_THREADS), CUDA_THREADS, 0, s->stream>>>(
         (float *)dprobs.data, dprobs.ld, dw, idx, w, (const float *)probs.data, probs.ld,
         probs.rows, probs.cols, k, accumulate);
     CUDA_LAUNCHED("cuda_topk_bwd_kernel", err);

@@ -87,8 +87,8 @@ static int cuda_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *e
     if (x.rows <= 0 || x.cols <= 0)
         return GT_OK;
     if (x.cols <= CUDA_SOFTMAX_THREAD_MAX)
-        cuda_softmax_fwd_row_kernel<<<(unsigned)((x.rows + CUDA_THREADS - 1) / CUDA_THREADS),
-                                      CUDA_THREADS, 0, s->stream>>>(
+        cuda_softmax_fwd_row_kernel<<<cuda_blocks(x.rows, CUDA_THREADS), CUDA_THREADS, 0,
+                                      s->stream>>>(
             (float *)y.data, y.ld, (const float *)x.data, x.ld, x.rows, x.cols);
     else
         cuda_softmax_fwd_warp_kernel<<<cuda_grid_rows(x.rows), CUDA_THREADS, 0, s->stream>>>(
@@ -104,8 +104,8 @@ static int cuda_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor
     if (y.rows <= 0 || y.cols <= 0)
         return GT_OK;
     if (y.cols <= CUDA_SOFTMAX_THREAD_MAX)
-        cuda_softmax_bwd_row_kernel<<<(unsigned)((y.rows + CUDA_THREADS - 1) / CUDA_THREADS),
-                                      CUDA_THREADS, 0, s->stream>>>(
+        cuda_softmax_bwd_row_kernel<<<cuda_blocks(y.rows, CUDA_THREADS), CUDA_THREADS, 0,
+                                      s->stream>>>(
             (float *)dx.data, dx.ld, (const float *)dy.data, dy.ld, (const float *)y.data, y.ld,
             y.rows, y.cols);
     else

@@ -62,8 +62,7 @@ static int cuda_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
     cuda_state *s = cuda_st(b);
     if (f.rows <= 0 || f.cols <= 0)
         return GT_OK;
-    cuda_sb_fwd_kernel<<<(unsigned)((f.rows + CUDA_SB_THREADS - 1) / CUDA_SB_THREADS),
-                         CUDA_SB_THREADS, 0, s->stream>>>(
+    cuda_sb_fwd_kernel<<<cuda_blocks(f.rows, CUDA_SB_THREADS), CUDA_SB_THREADS, 0, s->stream>>>(
         (float *)f.data, f.ld, (const float *)z.data, z.ld, f.rows, f.cols);
     CUDA_LAUNCHED("cuda_sb_fwd_kernel", err);
     return GT_OK;
@@ -77,8 +76,7 @@ static int cuda_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, i
         return err ? err->code : GT_EUNSUPPORTED;
     if (df.rows <= 0 || df.cols <= 0)
         return GT_OK;
-    cuda_sb_bwd_kernel<<<(unsigned)((df.rows + CUDA_SB_THREADS - 1) / CUDA_SB_THREADS),
-                         CUDA_SB_THREADS, 0, s->stream>>>(
+    cuda_sb_bwd_kernel<<<cuda_blocks(df.rows, CUDA_SB_THREADS), CUDA_SB_THREADS, 0, s->stream>>>(
         (float *)dz.data, dz.ld, (const float *)df.data, df.ld, (const float *)z.data, z.ld,
         df.rows, df.cols, accumulate);
     CUDA_LAUNCHED("cuda_sb_bwd_kernel", err);
@@ -92,8 +90,7 @@ static int cuda_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_er
         return err ? err->code : GT_EUNSUPPORTED;
     if (f.rows <= 0 || f.cols <= 0)
         return GT_OK;
-    cuda_sb_inv_kernel<<<(unsigned)((f.rows + CUDA_SB_THREADS - 1) / CUDA_SB_THREADS),
-                         CUDA_SB_THREADS, 0, s->stream>>>(
+    cuda_sb_inv_kernel<<<cuda_blocks(f.rows, CUDA_SB_THREADS), CUDA_SB_THREADS, 0, s->stream>>>(
         (float *)z.data, z.ld, (const float *)f.data, f.ld, f.rows, f.cols, eps);
     CUDA_LAUNCHED("cuda_sb_inv_kernel", err);
     return GT_OK;
