@@ -362,15 +362,22 @@ static void json_fields(FILE *f, const eval_result *e, const feat_layout *fl, co
         fprintf(f, "%s", ind);
 }
 
+/* A JSON file opened for a comparison that failed: closed and removed, so
+ * no half-written report is left behind. */
+static void eval_json_abandon(FILE *f, const char *path)
+{
+    if (!f)
+        return;
+    fclose(f);
+    remove(path);
+}
+
 /* The comparison of A with B at the top level (as the first version of the
  * format had it), the floor (the second reference against B) beside it. */
-static int eval_write_json(const char *path, const eval_sample *a, const eval_sample *b,
+static int eval_write_json(FILE *f, const eval_sample *a, const eval_sample *b,
                            const eval_sample *r2, const char *geometry, const feat_layout *fl,
                            const eval_result *res, const eval_result *floor)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
     fputs("{\n  \"a\": ", f);
     json_str(f, a->path);
     fputs(",\n  \"b\": ", f);
@@ -389,10 +396,7 @@ static int eval_write_json(const char *path, const eval_sample *a, const eval_sa
         fputs("\n  }", f);
     }
     fputs("\n}\n", f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return -1;
-    return 0;
+    return fflush(f) != 0 || ferror(f) ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -512,10 +516,18 @@ int cmd_eval(int argc, char **argv)
     }
     cc.seed = seed;
 
+    /* The JSON file is opened before the work, so a path that cannot be
+     * written fails at once instead of after the classifiers have trained. */
+    FILE *json_f = NULL;
+    if (json && !(json_f = fopen(json, "w"))) {
+        fprintf(stderr, "giant eval: cannot write %s: %s\n", json, strerror(errno));
+        return 1;
+    }
     gt_error err = {0};
     geo_geometry geo;
     if (geo_load_file(&geo, geometry, &err)) {
         fprintf(stderr, "giant eval: %s\n", err.message);
+        eval_json_abandon(json_f, json);
         return 1;
     }
     if (threshold < 0) {
@@ -523,6 +535,7 @@ int cmd_eval(int argc, char **argv)
         if (synth_detector_init(&det, &geo, &err)) {
             fprintf(stderr, "giant eval: %s\n", err.message);
             geo_free(&geo);
+            eval_json_abandon(json_f, json);
             return 1;
         }
         threshold = det.threshold_mev;
@@ -541,6 +554,7 @@ int cmd_eval(int argc, char **argv)
     if (feat_layout_init(&fl, &geo, (float)threshold, &err)) {
         fprintf(stderr, "giant eval: %s\n", err.message);
         geo_free(&geo);
+        eval_json_abandon(json_f, json);
         return 1;
     }
     if (eval_read(&sa, files[0], &geo, &fl, max_rows, want_cls[1], &err) ||
@@ -558,13 +572,23 @@ int cmd_eval(int argc, char **argv)
     if (ref2)
         printf("floor: %s (%lld showers) against B\n", s2.path, (long long)s2.n);
     eval_print(&res, ref2 ? &flo : NULL, &fl, distances);
-    if (json && eval_write_json(json, &sa, &sb, ref2 ? &s2 : NULL, geometry, &fl, &res,
+    if (json_f && eval_write_json(json_f, &sa, &sb, ref2 ? &s2 : NULL, geometry, &fl, &res,
                                 ref2 ? &flo : NULL)) {
         fprintf(stderr, "giant eval: cannot write %s: %s\n", json, strerror(errno));
         goto done;
     }
     rc = 0;
+    if (json_f) {
+        FILE *f = json_f;
+        json_f = NULL;
+        if (fclose(f) != 0) {
+            fprintf(stderr, "giant eval: cannot write %s: %s\n", json, strerror(errno));
+            remove(json);
+            rc = 1;
+        }
+    }
 done:
+    eval_json_abandon(json_f, json);
     metric_report_free(&res.rep);
     metric_report_free(&flo.rep);
     nn_backend_close(cls_b);
