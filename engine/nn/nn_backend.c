@@ -139,28 +139,37 @@ int nn_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error *err)
     return bytes ? b->ops->memset(b, p, value, bytes, err) : GT_OK;
 }
 
+/* The three copies check alike; their table entry is read only once
+ * need_backend has vouched for b->ops. */
+typedef enum copy_dir { COPY_H2D, COPY_D2H, COPY_D2D } copy_dir;
+
+static int copy_checked(nn_backend *b, copy_dir dir, void *dst, const void *src, size_t bytes,
+                        gt_error *err)
+{
+    static const char *const op[] = {"copy_h2d", "copy_d2h", "copy_d2d"};
+    GT_TRY(need_backend(b, op[dir], err));
+    GT_TRY(need_ptr(dst, bytes > 0, op[dir], "destination", err));
+    GT_TRY(need_ptr(src, bytes > 0, op[dir], "source", err));
+    if (!bytes)
+        return GT_OK;
+    return dir == COPY_H2D   ? b->ops->copy_h2d(b, dst, src, bytes, err)
+           : dir == COPY_D2H ? b->ops->copy_d2h(b, dst, src, bytes, err)
+                             : b->ops->copy_d2d(b, dst, src, bytes, err);
+}
+
 int nn_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    GT_TRY(need_backend(b, "copy_h2d", err));
-    GT_TRY(need_ptr(dst, bytes > 0, "copy_h2d", "destination", err));
-    GT_TRY(need_ptr(src, bytes > 0, "copy_h2d", "source", err));
-    return bytes ? b->ops->copy_h2d(b, dst, src, bytes, err) : GT_OK;
+    return copy_checked(b, COPY_H2D, dst, src, bytes, err);
 }
 
 int nn_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    GT_TRY(need_backend(b, "copy_d2h", err));
-    GT_TRY(need_ptr(dst, bytes > 0, "copy_d2h", "destination", err));
-    GT_TRY(need_ptr(src, bytes > 0, "copy_d2h", "source", err));
-    return bytes ? b->ops->copy_d2h(b, dst, src, bytes, err) : GT_OK;
+    return copy_checked(b, COPY_D2H, dst, src, bytes, err);
 }
 
 int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
-    GT_TRY(need_backend(b, "copy_d2d", err));
-    GT_TRY(need_ptr(dst, bytes > 0, "copy_d2d", "destination", err));
-    GT_TRY(need_ptr(src, bytes > 0, "copy_d2d", "source", err));
-    return bytes ? b->ops->copy_d2d(b, dst, src, bytes, err) : GT_OK;
+    return copy_checked(b, COPY_D2D, dst, src, bytes, err);
 }
 
 int nn_sync(nn_backend *b, gt_error *err)

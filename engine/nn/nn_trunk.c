@@ -449,6 +449,18 @@ int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, in
     return GT_OK;
 }
 
+/* A gradient backward is handed (d_out, d_x): a valid f32 rows x cols view. */
+static int need_gradient(nn_tensor g, const char *name, int rows, int cols, gt_error *err)
+{
+    char what[64];
+    snprintf(what, sizeof what, "trunk backward: %s", name);
+    GT_TRY(nn_tensor_check(g, what, err));
+    if (g.dtype != NN_F32 || g.rows != rows || g.cols != cols)
+        return gt_error_set(err, GT_EINVAL, "%s is %s %dx%d, expected f32 %dx%d", what,
+                            nn_dtype_name(g.dtype), g.rows, g.cols, rows, cols);
+    return GT_OK;
+}
+
 int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err)
 {
     if (!t)
@@ -457,21 +469,10 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
         return gt_error_set(err, GT_EINVAL,
                             "trunk backward: no training forward to differentiate");
     int n = t->fwd_rows;
-    GT_TRY(nn_tensor_check(d_out, "trunk backward: d_out", err));
-    if (d_out.dtype != NN_F32 || d_out.rows != n || d_out.cols != t->cfg.out_dim)
-        return gt_error_set(err, GT_EINVAL,
-                            "trunk backward: d_out is %s %dx%d, expected f32 %dx%d",
-                            nn_dtype_name(d_out.dtype), d_out.rows, d_out.cols, n,
-                            t->cfg.out_dim);
+    GT_TRY(need_gradient(d_out, "d_out", n, t->cfg.out_dim, err));
     int want_dx = d_x.data != NULL;
-    if (want_dx) {
-        GT_TRY(nn_tensor_check(d_x, "trunk backward: d_x", err));
-        if (d_x.dtype != NN_F32 || d_x.rows != n || d_x.cols != t->cfg.in_dim)
-            return gt_error_set(err, GT_EINVAL,
-                                "trunk backward: d_x is %s %dx%d, expected f32 %dx%d",
-                                nn_dtype_name(d_x.dtype), d_x.rows, d_x.cols, n,
-                                t->cfg.in_dim);
-    }
+    if (want_dx)
+        GT_TRY(need_gradient(d_x, "d_x", n, t->cfg.in_dim, err));
     if (t->cfg.kind == NN_TRUNK_EXPERT)
         GT_TRY(nn_expert_backward(t, &t->ex[0], d_out, want_dx ? t->dxin : NULL, err));
     else
