@@ -15,23 +15,28 @@
 static int check_failures_;
 static int check_count_;
 
+/* Counts a failed check and prints "file:line: CHECK failed: expr" followed
+ * by sep: "\n" ends the report, ": " leaves it open for a message. */
+static inline void check_failed_(const char *file, int line, const char *expr,
+                                 const char *sep)
+{
+    check_failures_++;
+    fprintf(stderr, "%s:%d: CHECK failed: %s%s", file, line, expr, sep);
+}
+
 #define CHECK(cond)                                                            \
     do {                                                                       \
         check_count_++;                                                        \
-        if (!(cond)) {                                                         \
-            check_failures_++;                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,   \
-                    #cond);                                                    \
-        }                                                                      \
+        if (!(cond))                                                           \
+            check_failed_(__FILE__, __LINE__, #cond, "\n");                    \
     } while (0)
 
+/* The message (printf arguments) is evaluated only when the check fails. */
 #define CHECK_MSG(cond, ...)                                                   \
     do {                                                                       \
         check_count_++;                                                        \
         if (!(cond)) {                                                         \
-            check_failures_++;                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__,   \
-                    #cond);                                                    \
+            check_failed_(__FILE__, __LINE__, #cond, ": ");                    \
             fprintf(stderr, __VA_ARGS__);                                      \
             fputc('\n', stderr);                                               \
         }                                                                      \
