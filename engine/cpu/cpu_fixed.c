@@ -139,27 +139,38 @@ static void kern_scalar(int kc, const float *ap, const float *bp, const fix_rows
 
 #define TGT_AVX2 __attribute__((target("avx2,fma")))
 
+/* The vector form of nn_exp_fixed (nn_math.h), lane for lane the same
+ * operations in the same order, as a function on W-bit vectors (W = 256 or
+ * 512: the intrinsics' names differ only in it). */
+#define FIX_DEFINE_EXP(name, target, W)                                              \
+    target static inline __m##W name(__m##W x)                                       \
+    {                                                                                \
+        x = _mm##W##_min_ps(x, _mm##W##_set1_ps(NN_EXP_FIXED_HI));                   \
+        x = _mm##W##_max_ps(x, _mm##W##_set1_ps(NN_EXP_FIXED_LO));                   \
+        __m##W n = _mm##W##_mul_ps(x, _mm##W##_set1_ps(NN_EXP_FIXED_LOG2E));         \
+        n = _mm##W##_add_ps(n, _mm##W##_set1_ps(NN_EXP_FIXED_SHIFT));                \
+        n = _mm##W##_sub_ps(n, _mm##W##_set1_ps(NN_EXP_FIXED_SHIFT));                \
+        __m##W r = _mm##W##_fmadd_ps(n, _mm##W##_set1_ps(-NN_EXP_FIXED_LN2_HI), x);  \
+        r = _mm##W##_fmadd_ps(n, _mm##W##_set1_ps(-NN_EXP_FIXED_LN2_LO), r);         \
+        __m##W p = _mm##W##_set1_ps(NN_EXP_FIXED_P5);                                \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(NN_EXP_FIXED_P4));              \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(NN_EXP_FIXED_P3));              \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(NN_EXP_FIXED_P2));              \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(NN_EXP_FIXED_P1));              \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(NN_EXP_FIXED_P0));              \
+        __m##W y = _mm##W##_fmadd_ps(p, _mm##W##_mul_ps(r, r), r);                   \
+        y = _mm##W##_add_ps(y, _mm##W##_set1_ps(1.0f));                              \
+        __m##W##i ei =                                                               \
+            _mm##W##_add_epi32(_mm##W##_cvttps_epi32(n), _mm##W##_set1_epi32(127));  \
+        return _mm##W##_mul_ps(y, _mm##W##_castsi##W##_ps(_mm##W##_slli_epi32(ei, 23))); \
+    }
+
+FIX_DEFINE_EXP(exp_avx2, TGT_AVX2, 256)
+
 TGT_AVX2 static inline __m256 silu_avx2(__m256 v)
 {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 x = _mm256_xor_ps(v, sign);
-    x = _mm256_min_ps(x, _mm256_set1_ps(NN_EXP_FIXED_HI));
-    x = _mm256_max_ps(x, _mm256_set1_ps(NN_EXP_FIXED_LO));
-    __m256 n = _mm256_mul_ps(x, _mm256_set1_ps(NN_EXP_FIXED_LOG2E));
-    n = _mm256_add_ps(n, _mm256_set1_ps(NN_EXP_FIXED_SHIFT));
-    n = _mm256_sub_ps(n, _mm256_set1_ps(NN_EXP_FIXED_SHIFT));
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-NN_EXP_FIXED_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-NN_EXP_FIXED_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(NN_EXP_FIXED_P5);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NN_EXP_FIXED_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NN_EXP_FIXED_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NN_EXP_FIXED_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NN_EXP_FIXED_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(NN_EXP_FIXED_P0));
-    __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-    y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
-    __m256i ei = _mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127));
-    __m256 ex = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(ei, 23)));
+    __m256 ex = exp_avx2(_mm256_xor_ps(v, sign));
     __m256 s = _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), ex));
     __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(NN_SILU_FIXED_FLOOR), _CMP_LT_OQ);
     return _mm256_blendv_ps(s, sign, low);
@@ -237,27 +248,12 @@ TGT_AVX2 static void kern_avx2(int kc, const float *ap, const float *bp, const f
 #define TGT_AVX512 __attribute__((target("avx512f")))
 #define TGT_AVX512BF16 __attribute__((target("avx512f,avx512bf16")))
 
+FIX_DEFINE_EXP(exp_avx512, TGT_AVX512, 512)
+
 TGT_AVX512 static inline __m512 silu_avx512(__m512 v)
 {
-    __m512 x = _mm512_castsi512_ps(
-        _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)));
-    x = _mm512_min_ps(x, _mm512_set1_ps(NN_EXP_FIXED_HI));
-    x = _mm512_max_ps(x, _mm512_set1_ps(NN_EXP_FIXED_LO));
-    __m512 n = _mm512_mul_ps(x, _mm512_set1_ps(NN_EXP_FIXED_LOG2E));
-    n = _mm512_add_ps(n, _mm512_set1_ps(NN_EXP_FIXED_SHIFT));
-    n = _mm512_sub_ps(n, _mm512_set1_ps(NN_EXP_FIXED_SHIFT));
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-NN_EXP_FIXED_LN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-NN_EXP_FIXED_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(NN_EXP_FIXED_P5);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NN_EXP_FIXED_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NN_EXP_FIXED_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NN_EXP_FIXED_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NN_EXP_FIXED_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NN_EXP_FIXED_P0));
-    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
-    __m512i ei = _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127));
-    __m512 ex = _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32(ei, 23)));
+    __m512 ex = exp_avx512(_mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u))));
     __m512 s = _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), ex));
     __mmask16 low = _mm512_cmp_ps_mask(v, _mm512_set1_ps(NN_SILU_FIXED_FLOOR), _CMP_LT_OQ);
     return _mm512_mask_mov_ps(s, low, _mm512_set1_ps(-0.0f));
