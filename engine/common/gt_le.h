@@ -64,34 +64,27 @@ static inline uint64_t gt_le_get_u64(const void *p)
     return gt_le_get_bytes(p, 8);
 }
 
-static inline void gt_le_put_f32(void *p, float f)
-{
-    uint32_t v;
-    memcpy(&v, &f, sizeof v);
-    gt_le_put_u32(p, v);
-}
+/* gt_le_put_f32 / gt_le_get_f32 and gt_le_put_f64 / gt_le_get_f64: a
+ * float travels as the unsigned integer of its width that holds its bit
+ * pattern. */
+#define GT_LE_FLOAT(name, T, U)                                                \
+    static inline void gt_le_put_##name(void *p, T f)                          \
+    {                                                                          \
+        U v;                                                                   \
+        memcpy(&v, &f, sizeof v);                                              \
+        gt_le_put_bytes(p, v, (int)sizeof v);                                  \
+    }                                                                          \
+    static inline T gt_le_get_##name(const void *p)                            \
+    {                                                                          \
+        U v = (U)gt_le_get_bytes(p, (int)sizeof v);                            \
+        T f;                                                                   \
+        memcpy(&f, &v, sizeof f);                                              \
+        return f;                                                              \
+    }
 
-static inline float gt_le_get_f32(const void *p)
-{
-    uint32_t v = gt_le_get_u32(p);
-    float f;
-    memcpy(&f, &v, sizeof f);
-    return f;
-}
+GT_LE_FLOAT(f32, float, uint32_t)
+GT_LE_FLOAT(f64, double, uint64_t)
 
-static inline void gt_le_put_f64(void *p, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    gt_le_put_u64(p, v);
-}
-
-static inline double gt_le_get_f64(const void *p)
-{
-    uint64_t v = gt_le_get_u64(p);
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
+#undef GT_LE_FLOAT
 
 #endif
