@@ -7,13 +7,19 @@
 #include "geo.h"
 #include "rng.h"
 
+/* Loads configs/geometry/<file> as a check: nonzero (reported) on failure. */
+static int load(geo_geometry *g, const char *file)
+{
+    gt_error err = {0};
+    int rc = geo_load_file(g, dt_geometry_path(file), &err);
+    CHECK_MSG(rc == GT_OK, "%s: %s", file, err.message);
+    return rc;
+}
+
 static void test_dataset2(void)
 {
     geo_geometry g;
-    gt_error err = {0};
-    int rc = geo_load_file(&g, dt_geometry_path("binning_dataset_2.xml"), &err);
-    CHECK_MSG(rc == GT_OK, "%s", err.message);
-    if (rc)
+    if (load(&g, "binning_dataset_2.xml"))
         return;
     CHECK_EQ_INT(g.n_voxels, 6480);
     CHECK_EQ_INT(g.n_layers, 45);
@@ -59,10 +65,7 @@ static void test_counts(const char *file, int voxels, int layers, int active, in
                         const char *particle, int regular)
 {
     geo_geometry g;
-    gt_error err = {0};
-    int rc = geo_load_file(&g, dt_geometry_path(file), &err);
-    CHECK_MSG(rc == GT_OK, "%s: %s", file, err.message);
-    if (rc)
+    if (load(&g, file))
         return;
     CHECK_MSG(g.n_voxels == voxels, "%s: %d voxels", file, g.n_voxels);
     CHECK_EQ_INT(g.n_layers, layers);
@@ -82,10 +85,7 @@ static void test_counts(const char *file, int voxels, int layers, int active, in
 static void test_dataset1_details(void)
 {
     geo_geometry g;
-    gt_error err = {0};
-    int rc = geo_load_file(&g, dt_geometry_path("binning_dataset_1_photons.xml"), &err);
-    CHECK_MSG(rc == GT_OK, "%s", err.message);
-    if (rc)
+    if (load(&g, "binning_dataset_1_photons.xml"))
         return;
     /* active layers 0, 1, 2, 3, 12 with 8, 160, 190, 5, 5 voxels */
     int ids[5] = {0, 1, 2, 3, 12}, nv[5] = {8, 160, 190, 5, 5};
