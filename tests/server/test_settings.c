@@ -93,24 +93,27 @@ int main(void)
     CHECK_EQ_INT(help, 1);
 
     /* Bad input: the message names where the value came from. */
-    char *bad_int[] = { "--threads", "four" };
-    CHECK_EQ_INT(load(&s, &err, 2, bad_int), GT_EINVAL);
-    CHECK(strstr(err.message, "--threads") != NULL);
-    char *range[] = { "--threads", "0" };
-    CHECK_EQ_INT(load(&s, &err, 2, range), GT_EINVAL);
-    char *overflow[] = { "--max-body-bytes", "99999999999999999999" };
-    CHECK_EQ_INT(load(&s, &err, 2, overflow), GT_EINVAL);
-    char *missing[] = { "--db" };
-    CHECK_EQ_INT(load(&s, &err, 1, missing), GT_EINVAL);
-    CHECK(strstr(err.message, "needs a value") != NULL);
-    char *unknown[] = { "--frobnicate", "1" };
-    CHECK_EQ_INT(load(&s, &err, 2, unknown), GT_EINVAL);
-    char *prefix[] = { "--dbx", "1" };
-    CHECK_EQ_INT(load(&s, &err, 2, prefix), GT_EINVAL);
-    char *level[] = { "--log-level", "loud" };
-    CHECK_EQ_INT(load(&s, &err, 2, level), GT_EINVAL);
-    char *empty_db[] = { "--db", "" };
-    CHECK_EQ_INT(load(&s, &err, 2, empty_db), GT_EINVAL);
+    static const struct {
+        const char *flag, *value;   /* value NULL: the flag alone          */
+        const char *message;        /* in the error, when not NULL          */
+    } bad[] = {
+        { "--threads", "four", "--threads" },
+        { "--threads", "0", NULL },
+        { "--max-body-bytes", "99999999999999999999", NULL },
+        { "--db", NULL, "needs a value" },
+        { "--frobnicate", "1", NULL },
+        { "--dbx", "1", NULL },
+        { "--log-level", "loud", NULL },
+        { "--db", "", NULL },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[] = { (char *)bad[i].flag, (char *)bad[i].value };
+        CHECK_MSG(load(&s, &err, bad[i].value ? 2 : 1, argv) == GT_EINVAL, "%s %s accepted",
+                  bad[i].flag, bad[i].value ? bad[i].value : "");
+        if (bad[i].message)
+            CHECK_MSG(strstr(err.message, bad[i].message) != NULL, "%s %s: %s", bad[i].flag,
+                      bad[i].value ? bad[i].value : "", err.message);
+    }
     const char *bad_listens[] = { "8080", ":8080", "host:", "host:65536", "host:-1",
                                   "::1:80", "[::1:80", "host:80x" };
     for (size_t i = 0; i < sizeof bad_listens / sizeof bad_listens[0]; i++) {
