@@ -72,6 +72,18 @@ static void small_config(nn_trunk_config *c, nn_trunk_kind kind)
     c->entropy_coef = 0.2f;
 }
 
+/* A trunk of config c on backend b, initialised (seed, out_scale) and
+ * planned for up to rows rows; a step that fails stops the test. */
+static nn_trunk *ready_trunk(nn_backend *b, const nn_trunk_config *c, uint64_t seed,
+                             float out_scale, int rows)
+{
+    nn_trunk *t = NULL;
+    OK(nn_trunk_create(b, c, &t, &E));
+    OK(nn_trunk_init(t, seed, out_scale, &E));
+    OK(nn_trunk_plan(t, rows, &E));
+    return t;
+}
+
 /* ------------------------------------------------------------------------ */
 /* finite differences through a whole trunk                                 */
 /* ------------------------------------------------------------------------ */
@@ -101,9 +113,7 @@ static void fd_trunk(nn_trunk_kind kind)
 {
     nn_trunk_config c;
     small_config(&c, kind);
-    OK(nn_trunk_create(B, &c, &T_, &E));
-    OK(nn_trunk_init(T_, 5, 1.0f, &E));
-    OK(nn_trunk_plan(T_, NR, &E));
+    T_ = ready_trunk(B, &c, 5, 1.0f, NR);
     nn_params *p = nn_trunk_params(T_);
     /* biases and LayerNorm params away from their init so they matter */
     for (int v = 0; v < p->n_views; v++)
@@ -219,9 +229,7 @@ static void run_open(run *r, nn_trunk_kind kind, nn_dtype prec, int n)
     c.hidden = 16;
     memset(r, 0, sizeof *r);
     r->n = n;
-    OK(nn_trunk_create(B, &c, &r->t, &E));
-    OK(nn_trunk_init(r->t, 11, 0.5f, &E));
-    OK(nn_trunk_plan(r->t, n, &E));
+    r->t = ready_trunk(B, &c, 11, 0.5f, n);
     nn_adamw_config oc;
     nn_adamw_config_default(&oc);
     oc.lr = 3e-3f;
@@ -318,13 +326,8 @@ static void test_routed_dtype(void)
         small_config(&ce, NN_TRUNK_EXPERT);
         small_config(&cr, NN_TRUNK_ROUTED);
         ce.precision = cr.precision = (nn_dtype)prec;
-        nn_trunk *te, *tr;
-        OK(nn_trunk_create(B, &ce, &te, &E));
-        OK(nn_trunk_create(B, &cr, &tr, &E));
-        OK(nn_trunk_init(te, 1, 1.0f, &E));
-        OK(nn_trunk_init(tr, 1, 1.0f, &E));
-        OK(nn_trunk_plan(te, 4, &E));
-        OK(nn_trunk_plan(tr, 4, &E));
+        nn_trunk *te = ready_trunk(B, &ce, 1, 1.0f, 4);
+        nn_trunk *tr = ready_trunk(B, &cr, 1, 1.0f, 4);
         float *x = rbuf(20, 1.0f), *c = rbuf(8, 1.0f), *o = buf(12);
         nn_tensor out = nn_f32(o, 4, 3);
         CHECK_EQ_INT(nn_trunk_forward(te, nn_f32(x, 4, 5), nn_f32(c, 4, 2), out, 0, &E), GT_OK);
@@ -547,13 +550,8 @@ static void test_bf16_emulation(void)
     small_config(&c, NN_TRUNK_EXPERT);
     c.precision = NN_BF16;
     c.hidden = 24;
-    nn_trunk *tn, *te;
-    OK(nn_trunk_create(B, &c, &tn, &E));
-    OK(nn_trunk_create(emu, &c, &te, &E));
-    OK(nn_trunk_init(tn, 3, 1.0f, &E));
-    OK(nn_trunk_init(te, 3, 1.0f, &E));
-    OK(nn_trunk_plan(tn, 9, &E));
-    OK(nn_trunk_plan(te, 9, &E));
+    nn_trunk *tn = ready_trunk(B, &c, 3, 1.0f, 9);
+    nn_trunk *te = ready_trunk(emu, &c, 3, 1.0f, 9);
     float x[45], cd[18], on[27], oe[27];
     for (int i = 0; i < 45; i++)
         x[i] = frand();
@@ -573,11 +571,8 @@ static void test_bf16_emulation(void)
      * weights, bit for bit (validation losses are always fp32) */
     nn_trunk_config c32 = c;
     c32.precision = NN_F32;
-    nn_trunk *t32;
     float o32[27], ov[27];
-    OK(nn_trunk_create(B, &c32, &t32, &E));
-    OK(nn_trunk_init(t32, 3, 1.0f, &E));
-    OK(nn_trunk_plan(t32, 9, &E));
+    nn_trunk *t32 = ready_trunk(B, &c32, 3, 1.0f, 9);
     OK(nn_trunk_forward(t32, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(o32, 9, 3), 0, &E));
     OK(nn_trunk_set_precision(tn, NN_F32, &E));
     CHECK_EQ_INT(nn_trunk_get_precision(tn), NN_F32);
@@ -610,10 +605,7 @@ static void test_edge_shapes(void)
         c.in_dim = cases[k].in;
         c.cond_dim = cases[k].nc;
         c.blocks = cases[k].blocks;
-        nn_trunk *t;
-        OK(nn_trunk_create(B, &c, &t, &E));
-        OK(nn_trunk_init(t, 2, 1.0f, &E));
-        OK(nn_trunk_plan(t, 6, &E));
+        nn_trunk *t = ready_trunk(B, &c, 2, 1.0f, 6);
         float x[30], cd[12], o[18], dx[30];
         for (int i = 0; i < 30; i++)
             x[i] = frand();
