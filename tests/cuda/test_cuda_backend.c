@@ -112,6 +112,14 @@ static void pfree(pair *p)
     free(p->h);
 }
 
+/* pfree on each of the pairs named */
+#define PFREE(...)                                                             \
+    do {                                                                       \
+        pair *all_[] = {__VA_ARGS__};                                          \
+        for (size_t i_ = 0; i_ < sizeof all_ / sizeof all_[0]; i_++)           \
+            pfree(all_[i_]);                                                   \
+    } while (0)
+
 static nn_tensor pc(pair *p)
 {
     return nn_tensor_make(p->c, p->dt, p->rows, p->cols);
@@ -240,10 +248,7 @@ static void test_matmul_f32(void)
                 snprintf(what, sizeof what, "matmul ta%d tb%d %s", ta, tb,
                          mode == 0 ? "plain" : mode == 1 ? "bias+silu" : "bias+acc");
                 pcmp(&c, what, TOL_RED);
-                pfree(&a);
-                pfree(&bm);
-                pfree(&c);
-                pfree(&bias);
+                PFREE(&a, &bm, &c, &bias);
             }
     /* a tensor-core friendly shape, the Linear layer pattern */
     pair x = pnew(256, 512), w = pnew(384, 512), y = pnew(256, 384), bias = pnew(1, 384);
@@ -263,12 +268,7 @@ static void test_matmul_f32(void)
         OK(nn_matmul(b, T(y), A, 0, W, 1, P(bias), NN_ACT_NONE, 0, &err));
     }
     pcmp(&y, "matmul k=0 (bias only)", 0.0);
-    pfree(&e0);
-    pfree(&w0);
-    pfree(&x);
-    pfree(&w);
-    pfree(&y);
-    pfree(&bias);
+    PFREE(&e0, &w0, &x, &w, &y, &bias);
 }
 
 static void test_matmul_bf16(void)
@@ -299,14 +299,7 @@ static void test_matmul_bf16(void)
         OK(nn_matmul(b, T(dw), T(dyb), 1, T(xb), 0, NULL, NN_ACT_NONE, 1, &err));
     }
     pcmp(&dw, "bf16 dW += dY^T X", TOL_BF16);
-    pfree(&dw);
-    pfree(&dyb);
-    pfree(&x);
-    pfree(&w);
-    pfree(&y);
-    pfree(&bias);
-    pfree(&xb);
-    pfree(&wb);
+    PFREE(&dw, &dyb, &x, &w, &y, &bias, &xb, &wb);
 }
 
 static void test_elementwise(int rows, int cols)
@@ -356,12 +349,7 @@ static void test_elementwise(int rows, int cols)
     pcmp(&db, "bias_grad", TOL_RED);
     BOTH OK(nn_bias_grad(b, P(db), T(dy), 1, &err));
     pcmp(&db, "bias_grad accumulate", TOL_RED);
-    pfree(&db);
-    pfree(&loss);
-    pfree(&x);
-    pfree(&dy);
-    pfree(&y);
-    pfree(&x2);
+    PFREE(&db, &loss, &x, &dy, &y, &x2);
 }
 
 static void test_layernorm(int rows, int cols)
@@ -390,9 +378,7 @@ static void test_layernorm(int rows, int cols)
     pcmp(&dbe, "ln_bwd dbeta (accumulated)", TOL_RED);
     BOTH OK(nn_ln_bwd(b, T(dx), P(dg), P(dbe), T(dy), T(x), P(mean), P(rstd), P(g), 1, &err));
     pcmp(&dx, "ln_bwd dx accumulate", TOL_RED);
-    pair *all[] = {&x, &y, &dy, &dx, &mean, &rstd, &g, &be, &dg, &dbe};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pfree(all[i]);
+    PFREE(&x, &y, &dy, &dx, &mean, &rstd, &g, &be, &dg, &dbe);
 }
 
 static void test_blocks_embed(void)
@@ -438,9 +424,7 @@ static void test_blocks_embed(void)
     pcmp(&emb, "embed_fwd", TOL_RED);
     BOTH OK(nn_embed_bwd(b, T(dcond), T(demb), T(cond), 16, 100.0f, 1e4f, 0, &err));
     pcmp(&dcond, "embed_bwd", TOL_RED);
-    pair *all[] = {&p0, &p1, &p2, &y, &cond, &emb, &demb, &dcond};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pfree(all[i]);
+    PFREE(&p0, &p1, &p2, &y, &cond, &emb, &demb, &dcond);
 }
 
 static void test_softmax_route(int E)
@@ -457,9 +441,7 @@ static void test_softmax_route(int E)
     BOTH OK(nn_softmax_bwd(b, T(dl), T(dp), T(pr), &err));
     pcmp(&dl, "softmax_bwd", TOL_EW);
     if (E > 64) {
-        pair *all[] = {&lg, &pr, &dp, &dl};
-        for (size_t i = 0; i < 4; i++)
-            pfree(all[i]);
+        PFREE(&lg, &pr, &dp, &dl);
         return;
     }
     /* top-k on the CPU's probabilities (uploaded to both, so the selection
@@ -529,9 +511,7 @@ static void test_softmax_route(int E)
         OK(nn_entropy_bwd(b, T(dl), 0.1f, T(pr), &err));
     }
     pcmp(&dl, "balance_bwd + entropy_bwd", TOL_EW);
-    pair *all[] = {&lg, &pr, &dp, &dl, &idx, &w, &dw, &x, &y, &ri, &sc, &dot, &frac, &loss};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pfree(all[i]);
+    PFREE(&lg, &pr, &dp, &dl, &idx, &w, &dw, &x, &y, &ri, &sc, &dot, &frac, &loss);
 }
 
 static void test_stick(void)
@@ -567,9 +547,7 @@ static void test_stick(void)
     pcmp(&g, "affine_cols", TOL_RED);
     BOTH OK(nn_affine_cols(b, T(g), T(g), P(sc), NULL, &err));
     pcmp(&g, "affine_cols in place, no shift", TOL_RED);
-    pair *all[] = {&z, &f, &df, &dz, &zi, &sc, &sh, &g};
-    for (size_t i = 0; i < 8; i++)
-        pfree(all[i]);
+    PFREE(&z, &f, &df, &dz, &zi, &sc, &sh, &g);
 }
 
 static void test_optim_rng(void)
@@ -614,9 +592,7 @@ static void test_optim_rng(void)
         free(hc);
         free(hg);
     }
-    pair *all[] = {&x, &out, &p, &g, &m, &v, &pb, &r};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pfree(all[i]);
+    PFREE(&x, &out, &p, &g, &m, &v, &pb, &r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -753,9 +729,7 @@ static void test_linear_fixed(int M, int N, int K, nn_dtype dt)
             pcmp_exact(&y, what);
         }
     }
-    pfree(&y);
-    pfree(&y0);
-    pfree(&bias);
+    PFREE(&y, &y0, &bias);
     fx_ops_free(&o);
 }
 
@@ -916,10 +890,7 @@ static void test_linear_fixed_rows(nn_dtype dt)
             free(hall);
         }
     }
-    pfree(&bias);
-    pfree(&yold);
-    pfree(&yall);
-    pfree(&ysub);
+    PFREE(&bias, &yold, &yall, &ysub);
     fx_ops_free(&o);
     fx_ops_free(&ow);
 }
@@ -928,6 +899,63 @@ static void test_linear_fixed_rows(nn_dtype dt)
 /* whole steps                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* The small trunk both step tests run: dim wide in and out. */
+static void trunk_config(nn_trunk_config *cfg, nn_trunk_kind kind, int dim, nn_dtype prec)
+{
+    nn_trunk_config_default(cfg);
+    cfg->kind = kind;
+    cfg->in_dim = dim;
+    cfg->out_dim = dim;
+    cfg->emb_dim = 8;
+    cfg->hidden = 64;
+    cfg->blocks = 2;
+    cfg->precision = prec;
+}
+
+/* A trunk on b, initialised (seed, scale) and planned for `rows` rows, and
+ * its AdamW optimizer; input_check 0 turns the finiteness read-back off.
+ * 0 (reported) when the trunk cannot be made. */
+static int trunk_setup(nn_backend *b, const nn_trunk_config *cfg, int rows, uint64_t seed,
+                       float scale, int input_check, nn_trunk **t, nn_adamw_opt *opt)
+{
+    int rc = nn_trunk_create(b, cfg, t, &err);
+    CHECK_MSG(rc == GT_OK, "trunk create: %s", err.message);
+    if (rc)
+        return 0;
+    if (!input_check)
+        nn_trunk_set_input_check(*t, 0);
+    OK(nn_trunk_init(*t, seed, scale, &err));
+    OK(nn_trunk_plan(*t, rows, &err));
+    nn_adamw_config ac;
+    nn_adamw_config_default(&ac);
+    ac.lr = 1e-4f;   /* a gradient near 0 of other sign moves a weight by 2 lr */
+    OK(nn_adamw_create(opt, nn_trunk_params(*t), &ac, &err));
+    return 1;
+}
+
+/* Packs both sides' trunks for the fixed-order forward; 1 when both did. */
+static int trunk_pack_both(nn_trunk *t[2])
+{
+    int packed = 1;
+    BOTH
+    {
+        int rc = nn_trunk_pack(t[side], &err);
+        CHECK_MSG(rc == GT_OK, "trunk pack on %s: %s", b->name, err.message);
+        packed &= rc == GT_OK;
+    }
+    return packed;
+}
+
+static void trunk_free_both(nn_trunk *t[2], nn_adamw_opt opt[2])
+{
+    for (int s = 0; s < 2; s++) {
+        if (t[s]) {
+            nn_adamw_destroy(&opt[s]);
+            nn_trunk_destroy(t[s]);
+        }
+    }
+}
+
 /* engine/nn's trunk: one forward, backward and AdamW update per backend. */
 static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
 {
@@ -935,14 +963,7 @@ static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
            nn_dtype_name(prec));
     const int B = 96;
     nn_trunk_config cfg;
-    nn_trunk_config_default(&cfg);
-    cfg.kind = kind;
-    cfg.in_dim = 40;
-    cfg.out_dim = 40;
-    cfg.emb_dim = 8;
-    cfg.hidden = 64;
-    cfg.blocks = 2;
-    cfg.precision = prec;
+    trunk_config(&cfg, kind, 40, prec);
     double tol = prec == NN_BF16 ? TOL_BF16 : TOL_STEP;
     nn_trunk *t[2] = {NULL, NULL};
     nn_adamw_opt opt[2];
@@ -956,18 +977,10 @@ static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
     int ok = 1;
     BOTH
     {
-        int rc = nn_trunk_create(b, &cfg, &t[side], &err);
-        CHECK_MSG(rc == GT_OK, "trunk create: %s", err.message);
-        if (rc) {
+        if (!trunk_setup(b, &cfg, B, 11, 0.1f, 1, &t[side], &opt[side])) {
             ok = 0;
             continue;
         }
-        OK(nn_trunk_init(t[side], 11, 0.1f, &err));
-        OK(nn_trunk_plan(t[side], B, &err));
-        nn_adamw_config ac;
-        nn_adamw_config_default(&ac);
-        ac.lr = 1e-4f;   /* see test_model_graph */
-        OK(nn_adamw_create(&opt[side], nn_trunk_params(t[side]), &ac, &err));
         OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 1, &err));
         OK(nn_mse_fwd(b, P(loss), T(out), T(tgt), &err));
         OK(nn_mse_bwd(b, T(dout), 1.0f, T(out), T(tgt), 0, &err));
@@ -996,14 +1009,7 @@ static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
         /* the sampler's forward: packed weights, the fixed-order layer;
          * rows [5, 12) alone must be the bytes of the same rows of the
          * whole batch on each backend */
-        int packed = 1;
-        BOTH
-        {
-            int rc = nn_trunk_pack(t[side], &err);
-            CHECK_MSG(rc == GT_OK, "trunk pack on %s: %s", b->name, err.message);
-            packed &= rc == GT_OK;
-        }
-        if (packed) {
+        if (trunk_pack_both(t)) {
             poison(&out);
             BOTH OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 0, &err));
             pcmp(&out, "packed trunk forward", tol);
@@ -1028,15 +1034,8 @@ static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
             }
         }
     }
-    for (int s = 0; s < 2; s++) {
-        if (t[s]) {
-            nn_adamw_destroy(&opt[s]);
-            nn_trunk_destroy(t[s]);
-        }
-    }
-    pair *all[] = {&x, &cond, &tgt, &out, &dout, &loss};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pfree(all[i]);
+    trunk_free_both(t, opt);
+    PFREE(&x, &cond, &tgt, &out, &dout, &loss);
 }
 
 static float *dl_copy(nn_backend *b, const float *d, size_t n)
@@ -1087,13 +1086,7 @@ static void test_trunk_graph(nn_dtype prec)
     printf("nn_trunk %s: CPU vs GPU, graph vs no graph\n", nn_dtype_name(prec));
     const int B = 96, D = 40, STEPS = 4;
     nn_trunk_config cfg;
-    nn_trunk_config_default(&cfg);
-    cfg.in_dim = D;
-    cfg.out_dim = D;
-    cfg.emb_dim = 8;
-    cfg.hidden = 64;
-    cfg.blocks = 2;
-    cfg.precision = prec;
+    trunk_config(&cfg, NN_TRUNK_EXPERT, D, prec);
     double tol = prec == NN_BF16 ? TOL_BF16 : TOL_STEP;
     nn_trunk *t[2] = {NULL, NULL};
     nn_adamw_opt opt[2];
@@ -1119,20 +1112,11 @@ static void test_trunk_graph(nn_dtype prec)
     int ok = 1;
     BOTH
     {
-        int rc = nn_trunk_create(b, &cfg, &t[side], &err);
-        CHECK_MSG(rc == GT_OK, "trunk create: %s", err.message);
-        if (rc) {
+        /* no finiteness read-back: a graph cannot hold one */
+        if (!trunk_setup(b, &cfg, B, 5, 0.5f, 0, &t[side], &opt[side])) {
             ok = 0;
             continue;
         }
-        /* no finiteness read-back: a graph cannot hold one */
-        nn_trunk_set_input_check(t[side], 0);
-        OK(nn_trunk_init(t[side], 5, 0.5f, &err));
-        OK(nn_trunk_plan(t[side], B, &err));
-        nn_adamw_config ac;
-        nn_adamw_config_default(&ac);
-        ac.lr = 1e-4f;   /* a gradient near 0 of other sign moves a weight by 2 lr */
-        OK(nn_adamw_create(&opt[side], nn_trunk_params(t[side]), &ac, &err));
         for (int step = 0; step < 2; step++) {
             OK(grad_step(t[side], b, T(x), T(c), T(tgt), T(out), T(dout), P(loss)));
             OK(nn_adamw_step(&opt[side], NULL, &err));
@@ -1191,14 +1175,7 @@ static void test_trunk_graph(nn_dtype prec)
     }
     /* the sampler on the packed trunk: CPU vs GPU, then captured vs not */
     {
-        int packed = 1;
-        BOTH
-        {
-            int rc = nn_trunk_pack(t[side], &err);
-            CHECK_MSG(rc == GT_OK, "trunk pack on %s: %s", b->name, err.message);
-            packed &= rc == GT_OK;
-        }
-        if (!packed)
+        if (!trunk_pack_both(t))
             goto out;
         prand(&sx, -1, 1);   /* the same noise on both sides (kept in sx.h) */
         BOTH OK(euler(t[side], b, P(sx), P(sc), P(sv), P(ones), P(dts), B, D, STEPS));
@@ -1247,15 +1224,8 @@ static void test_trunk_graph(nn_dtype prec)
         free(g);
     }
 out:
-    for (int s2 = 0; s2 < 2; s2++) {
-        if (t[s2]) {
-            nn_adamw_destroy(&opt[s2]);
-            nn_trunk_destroy(t[s2]);
-        }
-    }
-    pair *all[] = {&x, &c, &tgt, &out, &dout, &loss, &sx, &sv, &sc, &ones, &dts};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pfree(all[i]);
+    trunk_free_both(t, opt);
+    PFREE(&x, &c, &tgt, &out, &dout, &loss, &sx, &sv, &sc, &ones, &dts);
 }
 
 /* bad input through the validating wrappers reaches neither backend */
