@@ -78,10 +78,47 @@ void svc_dump(svc *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-int svc_start(svc *s, const char *db, const char *data_dir, const char *const *extra)
+int svc_spawn(svc *s, char *const argv[])
 {
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    s->pid = fork();
+    if (s->pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (s->pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    s->fd = fds[0];
+    pthread_create(&s->reader, NULL, reader_main, s);
+    return 0;
+}
+
+int svc_await_listening(svc *s, long ms)
+{
+    static const char needle[] = "msg=listening addr=127.0.0.1:";
+    if (!svc_log_wait(s, needle, ms))
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    s->port = atoi(strstr(s->log, needle) + strlen(needle));
+    pthread_mutex_unlock(&s->mu);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    return 1;
+}
+
+int svc_start(svc *s, const char *db, const char *data_dir, const char *const *extra)
+{
     const char *argv[64];
     int n = 0;
     argv[n++] = svc_binary();
@@ -103,40 +140,19 @@ int svc_start(svc *s, const char *db, const char *data_dir, const char *const *e
     for (int i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    int fds[2];
-    if (pipe(fds) != 0)
+    if (svc_spawn(s, (char *const *)argv) != 0)
         return -1;
-    s->pid = fork();
-    if (s->pid < 0)
-        return -1;
-    if (s->pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    s->fd = fds[0];
-    pthread_create(&s->reader, NULL, reader_main, s);
-    static const char needle[] = "msg=listening addr=127.0.0.1:";
-    if (!svc_log_wait(s, needle, 60000)) {
+    if (!svc_await_listening(s, 60000)) {
         svc_stop(s, SIGKILL, 1000);
         return -1;
     }
-    pthread_mutex_lock(&s->mu);
-    s->port = atoi(strstr(s->log, needle) + strlen(needle));
-    pthread_mutex_unlock(&s->mu);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     return s->port > 0 ? 0 : -1;
 }
 
-int svc_stop(svc *s, int sig, long ms)
+int svc_wait_exit(svc *s, long ms)
 {
     if (s->pid <= 0)
         return -1;
-    kill(s->pid, sig);
     int status = 0, done = 0;
     for (long t = 0; t < ms; t += 20) {
         if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
@@ -153,6 +169,14 @@ int svc_stop(svc *s, int sig, long ms)
     close(s->fd);
     s->pid = 0;
     return done && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int svc_stop(svc *s, int sig, long ms)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, sig);
+    return svc_wait_exit(s, ms);
 }
 
 void svc_free(svc *s)

@@ -28,10 +28,19 @@ typedef struct svc {
 
 /* extra: NULL-terminated flags appended to the command line. */
 int svc_start(svc *s, const char *db, const char *data_dir, const char *const *extra);
+/* The process layer under svc_start, for tests that run other commands:
+ * starts argv (NULL-terminated; argv[0] the program's path) with its stdout
+ * and stderr collected as the log; 0, or -1 when it cannot. */
+int svc_spawn(svc *s, char *const argv[]);
+/* Waits up to ms for the "listening" line of a started server; 1 with port
+ * and url set from it, 0 when it did not come. */
+int svc_await_listening(svc *s, long ms);
 int svc_log_has(svc *s, const char *needle);
 int svc_log_wait(svc *s, const char *needle, long ms);
-/* Sends sig and waits up to ms; returns the exit status, -1 when killed by
- * a signal or after a timeout (then SIGKILLed). */
+/* Waits up to ms for the process to exit; returns the exit status, -1 when
+ * killed by a signal or after a timeout (then SIGKILLed). */
+int svc_wait_exit(svc *s, long ms);
+/* Sends sig, then as svc_wait_exit. */
 int svc_stop(svc *s, int sig, long ms);
 void svc_free(svc *s);
 /* Prints the log to stderr (on failure). */

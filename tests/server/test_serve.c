@@ -7,7 +7,6 @@
  * and refuses bad settings and a database newer than itself. */
 #include "check.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,145 +25,27 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "svc_harness.h"
+
 /* ---------------------------------------------------------------------------
- * A server process and its log
+ * A server process and its log (svc_harness's process layer)
  * ------------------------------------------------------------------------- */
 
-typedef struct proc {
-    pid_t pid;
-    int fd;                     /* read end of the child's stderr            */
-    pthread_t reader;
-    pthread_mutex_t mu;
-    char *log;
-    size_t len, cap;
-    int port;
-} proc;
-
-static void *reader_main(void *arg)
-{
-    proc *p = arg;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(p->fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-        if (n <= 0)
-            continue;
-        pthread_mutex_lock(&p->mu);
-        if (p->len + (size_t)n + 1 > p->cap) {
-            size_t cap = p->cap ? p->cap * 2 : 65536;
-            while (cap < p->len + (size_t)n + 1)
-                cap *= 2;
-            p->log = realloc(p->log, cap);
-            p->cap = cap;
-        }
-        memcpy(p->log + p->len, buf, (size_t)n);
-        p->len += (size_t)n;
-        p->log[p->len] = '\0';
-        pthread_mutex_unlock(&p->mu);
-    }
-    return NULL;
-}
-
-/* True when the log holds needle (checked under the lock). */
-static int log_has(proc *p, const char *needle)
-{
-    pthread_mutex_lock(&p->mu);
-    int found = p->log && strstr(p->log, needle) != NULL;
-    pthread_mutex_unlock(&p->mu);
-    return found;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-/* Waits up to ms for needle in the log. */
-static int log_wait(proc *p, const char *needle, long ms)
-{
-    for (long t = 0; t < ms; t += 20) {
-        if (log_has(p, needle))
-            return 1;
-        sleep_ms(20);
-    }
-    return log_has(p, needle);
-}
-
-static int proc_start(proc *p, char *const argv[])
-{
-    memset(p, 0, sizeof *p);
-    pthread_mutex_init(&p->mu, NULL);
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    p->pid = fork();
-    if (p->pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (p->pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->fd = fds[0];
-    pthread_create(&p->reader, NULL, reader_main, p);
-    return 0;
-}
-
-/* Waits for exit; returns the exit status, or -1 on a signal or timeout
- * (then the process is killed). */
-static int proc_wait(proc *p, long ms)
-{
-    int status = 0;
-    if (p->pid <= 0)
-        return -1;
-    for (long t = 0; t < ms; t += 20) {
-        pid_t r = waitpid(p->pid, &status, WNOHANG);
-        if (r == p->pid) {
-            pthread_join(p->reader, NULL);
-            close(p->fd);
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        }
-        sleep_ms(20);
-    }
-    kill(p->pid, SIGKILL);
-    waitpid(p->pid, &status, 0);
-    pthread_join(p->reader, NULL);
-    close(p->fd);
-    return -1;
-}
-
-static void proc_free(proc *p)
-{
-    free(p->log);
-    pthread_mutex_destroy(&p->mu);
-}
-
 /* Starts `BIN serve` on port 0 and reads the bound port from the log. */
-static int serve_start(proc *p, const char *bin, const char *db, const char *data_dir)
+static int serve_start(svc *p, const char *bin, const char *db, const char *data_dir)
 {
     char *argv[] = { (char *)bin, "serve", "--listen", "127.0.0.1:0", "--db", (char *)db,
                      "--data-dir", (char *)data_dir, "--threads", "4", "--max-body-bytes",
                      "1024", "--shutdown-grace", "10",
                      /* reaps the malformed-request test's stalled connections */
                      "--timeout", "2", NULL };
-    if (proc_start(p, argv) != 0)
+    if (svc_spawn(p, argv) != 0)
         return -1;
     /* Generous: a sanitizer build on a loaded machine starts slowly. */
-    if (!log_wait(p, "msg=listening addr=127.0.0.1:", 30000)) {
-        proc_wait(p, 0);               /* kills it if it is still running */
+    if (!svc_await_listening(p, 30000)) {
+        svc_wait_exit(p, 0);           /* kills it if it is still running */
         return -1;
     }
-    pthread_mutex_lock(&p->mu);
-    const char *at = strstr(p->log, "msg=listening addr=127.0.0.1:");
-    p->port = atoi(at + strlen("msg=listening addr=127.0.0.1:"));
-    pthread_mutex_unlock(&p->mu);
     return p->port > 0 ? 0 : -1;
 }
 
@@ -183,28 +63,28 @@ typedef struct reply {
     json_t *json;               /* parsed body, or NULL                      */
 } reply;
 
+/* Appends what fits of data to buf (cap bytes, *len used, kept
+ * NUL-terminated); the rest is dropped. Returns bytes, as curl wants. */
+static size_t append_capped(char *buf, size_t cap, size_t *len, const char *data, size_t bytes)
+{
+    size_t room = cap - 1 - *len;
+    size_t take = bytes < room ? bytes : room;
+    memcpy(buf + *len, data, take);
+    *len += take;
+    buf[*len] = '\0';
+    return bytes;
+}
+
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
     reply *r = arg;
-    size_t bytes = size * n;
-    size_t room = sizeof r->body - 1 - r->len;
-    size_t take = bytes < room ? bytes : room;
-    memcpy(r->body + r->len, data, take);
-    r->len += take;
-    r->body[r->len] = '\0';
-    return bytes;
+    return append_capped(r->body, sizeof r->body, &r->len, data, size * n);
 }
 
 static size_t on_header(char *data, size_t size, size_t n, void *arg)
 {
     reply *r = arg;
-    size_t bytes = size * n;
-    size_t room = sizeof r->headers - 1 - r->hlen;
-    size_t take = bytes < room ? bytes : room;
-    memcpy(r->headers + r->hlen, data, take);
-    r->hlen += take;
-    r->headers[r->hlen] = '\0';
-    return bytes;
+    return append_capped(r->headers, sizeof r->headers, &r->hlen, data, size * n);
 }
 
 /* One request. content_type NULL sends none; chunked sends the body with
@@ -277,7 +157,7 @@ static const char *str_at(json_t *o, const char *key)
  * The checks
  * ------------------------------------------------------------------------- */
 
-static void check_routes(proc *p, const char *source_dir)
+static void check_routes(svc *p, const char *source_dir)
 {
     int port = p->port;
     reply r;
@@ -452,9 +332,9 @@ static void check_routes(proc *p, const char *source_dir)
     reply_free(&r);
 
     /* One structured log line per request. */
-    CHECK(log_wait(p, "msg=request method=GET path=/healthz status=200 bytes=15 us=", 2000));
-    CHECK(log_wait(p, "method=POST path=/test/echo status=413", 2000));
-    CHECK(log_wait(p, "path=/no/such/route status=404", 2000));
+    CHECK(svc_log_wait(p, "msg=request method=GET path=/healthz status=200 bytes=15 us=", 2000));
+    CHECK(svc_log_wait(p, "method=POST path=/test/echo status=413", 2000));
+    CHECK(svc_log_wait(p, "path=/no/such/route status=404", 2000));
 }
 
 
@@ -489,7 +369,7 @@ static size_t raw_exchange(int port, const char *data, size_t len, char *out, si
     return got;
 }
 
-static void check_malformed(proc *p)
+static void check_malformed(svc *p)
 {
     static char out[65536];
     const char *cases[] = {
@@ -556,7 +436,7 @@ static void *hammer_main(void *arg)
 }
 
 /* 8 clients at once, 25 requests each, more clients than pool threads. */
-static void check_concurrent(proc *p)
+static void check_concurrent(svc *p)
 {
     hammer h[8];
     pthread_t t[8];
@@ -591,14 +471,14 @@ static void *slow_main(void *arg)
 
 /* SIGTERM with a request in flight: the request completes, new connections
  * are refused, the process exits 0 and closes the database. */
-static void check_shutdown(proc *p, const char *db)
+static void check_shutdown(svc *p, const char *db)
 {
     slow_call s = { .port = p->port };
     pthread_t t;
     pthread_create(&t, NULL, slow_main, &s);
-    CHECK(log_wait(p, "msg=test_slow state=begin", 10000));
+    CHECK(svc_log_wait(p, "msg=test_slow state=begin", 10000));
     kill(p->pid, SIGTERM);
-    CHECK(log_wait(p, "msg=shutdown signal=15 in_flight=1", 5000));
+    CHECK(svc_log_wait(p, "msg=shutdown signal=15 in_flight=1", 5000));
     reply r;
     http(&r, p->port, "GET", "/healthz", NULL, NULL, 0, 0);
     CHECK_MSG(r.curl == CURLE_COULDNT_CONNECT, "curl %d, status %ld", (int)r.curl, r.status);
@@ -607,9 +487,9 @@ static void check_shutdown(proc *p, const char *db)
     CHECK_EQ_INT(s.r.status, 200);
     CHECK_EQ_INT(json_integer_value(json_object_get(s.r.json, "slept_ms")), 1500);
     reply_free(&s.r);
-    CHECK_EQ_INT(proc_wait(p, 20000), 0);
-    CHECK(log_has(p, "msg=stopped clean=1"));
-    CHECK(!log_has(p, "abandoned="));
+    CHECK_EQ_INT(svc_wait_exit(p, 20000), 0);
+    CHECK(svc_log_has(p, "msg=stopped clean=1"));
+    CHECK(!svc_log_has(p, "abandoned="));
 
     /* Intact: integrity check passes, the schema is there, and the WAL was
      * checkpointed and removed by the clean close. */
@@ -635,30 +515,30 @@ static void check_shutdown(proc *p, const char *db)
 
 /* A second signal during the drain stops waiting: the process exits 0 and
  * says how many requests it abandoned. */
-static void check_second_signal(proc *p)
+static void check_second_signal(svc *p)
 {
     /* The request sleeps long enough that the second signal surely lands
      * during the drain, however slowly a loaded machine runs the first. */
     slow_call s = { .port = p->port, .ms = 8000 };
     pthread_t t;
     pthread_create(&t, NULL, slow_main, &s);
-    CHECK(log_wait(p, "msg=test_slow state=begin", 10000));
+    CHECK(svc_log_wait(p, "msg=test_slow state=begin", 10000));
     kill(p->pid, SIGTERM);
-    CHECK(log_wait(p, "msg=shutdown signal=15", 5000));
+    CHECK(svc_log_wait(p, "msg=shutdown signal=15", 5000));
     kill(p->pid, SIGINT);
-    CHECK_EQ_INT(proc_wait(p, 20000), 0);
-    CHECK(log_has(p, "note=second-signal-stops-now"));
-    CHECK(log_has(p, "abandoned=1"));
+    CHECK_EQ_INT(svc_wait_exit(p, 20000), 0);
+    CHECK(svc_log_has(p, "note=second-signal-stops-now"));
+    CHECK(svc_log_has(p, "abandoned=1"));
     pthread_join(t, NULL);
     reply_free(&s.r);
 }
 
 /* Runs a command to completion; returns its exit status, log in p. */
-static int run(proc *p, char *const argv[])
+static int run(svc *p, char *const argv[])
 {
-    if (proc_start(p, argv) != 0)
+    if (svc_spawn(p, argv) != 0)
         return -1;
-    return proc_wait(p, 30000);
+    return svc_wait_exit(p, 30000);
 }
 
 int main(void)
@@ -681,7 +561,7 @@ int main(void)
     snprintf(giant, sizeof giant, "%s/giant", bin_dir);
 
     /* The test server: every route, then shutdown with a request in flight. */
-    proc p;
+    svc p;
     int started = serve_start(&p, "./giant_test_server", db, data) == 0;
     CHECK_MSG(started, "giant_test_server did not start:\n%s", p.log ? p.log : "");
     if (started) {
@@ -694,7 +574,7 @@ int main(void)
     CHECK(stat(data, &st) == 0 && S_ISDIR(st.st_mode));
     if (check_failures_)
         fprintf(stderr, "--- server log ---\n%s\n", p.log ? p.log : "");
-    proc_free(&p);
+    svc_free(&p);
 
     /* The shipped binary serves the same database and has no test routes. */
     started = serve_start(&p, giant, db, data) == 0;
@@ -707,43 +587,42 @@ int main(void)
         http(&r, p.port, "GET", "/readyz", NULL, NULL, 0, 0);
         CHECK_EQ_INT(r.status, 200);
         reply_free(&r);
-        CHECK(log_has(&p, "applied=0"));              /* already migrated */
-        kill(p.pid, SIGINT);
-        CHECK_EQ_INT(proc_wait(&p, 20000), 0);
+        CHECK(svc_log_has(&p, "applied=0"));              /* already migrated */
+        CHECK_EQ_INT(svc_stop(&p, SIGINT, 20000), 0);
     }
-    proc_free(&p);
+    svc_free(&p);
 
     started = serve_start(&p, "./giant_test_server", db, data) == 0;
     CHECK(started);
     if (started)
         check_second_signal(&p);
-    proc_free(&p);
+    svc_free(&p);
 
     /* Bad settings are refused before anything starts. */
     char *bad_threads[] = { giant, "serve", "--threads", "many", NULL };
     CHECK_EQ_INT(run(&p, bad_threads), 2);
-    CHECK(log_has(&p, "--threads: 'many' is not an integer"));
-    proc_free(&p);
+    CHECK(svc_log_has(&p, "--threads: 'many' is not an integer"));
+    svc_free(&p);
     char *bad_listen[] = { giant, "serve", "--listen", "localhost", NULL };
     CHECK_EQ_INT(run(&p, bad_listen), 2);
-    CHECK(log_has(&p, "not HOST:PORT"));
-    proc_free(&p);
+    CHECK(svc_log_has(&p, "not HOST:PORT"));
+    svc_free(&p);
     char *bad_flag[] = { giant, "serve", "--no-such-flag", NULL };
     CHECK_EQ_INT(run(&p, bad_flag), 2);
-    proc_free(&p);
+    svc_free(&p);
     char *help[] = { giant, "serve", "--help", NULL };
     CHECK_EQ_INT(run(&p, help), 0);
-    CHECK(log_has(&p, "--listen HOST:PORT") && log_has(&p, "GIANT_LISTEN") &&
-          log_has(&p, "127.0.0.1:8080") && log_has(&p, "--db FILE") &&
-          log_has(&p, "--data-dir DIR") && log_has(&p, "GIANT_MAX_BODY_BYTES"));
-    proc_free(&p);
+    CHECK(svc_log_has(&p, "--listen HOST:PORT") && svc_log_has(&p, "GIANT_LISTEN") &&
+          svc_log_has(&p, "127.0.0.1:8080") && svc_log_has(&p, "--db FILE") &&
+          svc_log_has(&p, "--data-dir DIR") && svc_log_has(&p, "GIANT_MAX_BODY_BYTES"));
+    svc_free(&p);
     char *unknown[] = { giant, "frobnicate", NULL };
     CHECK_EQ_INT(run(&p, unknown), 2);
-    proc_free(&p);
+    svc_free(&p);
     char *version[] = { giant, "version", NULL };
     CHECK_EQ_INT(run(&p, version), 0);
-    CHECK(log_has(&p, "giant "));
-    proc_free(&p);
+    CHECK(svc_log_has(&p, "giant "));
+    svc_free(&p);
 
     /* A database newer than the binary is refused by migrate and serve. */
     sqlite3 *h = NULL;
@@ -754,15 +633,15 @@ int main(void)
     sqlite3_close(h);
     char *migrate[] = { giant, "migrate", "--db", db, NULL };
     CHECK_EQ_INT(run(&p, migrate), 1);
-    CHECK_MSG(log_has(&p, "version 9999 is newer than this binary supports ("), "%s",
+    CHECK_MSG(svc_log_has(&p, "version 9999 is newer than this binary supports ("), "%s",
               p.log ? p.log : "");
-    proc_free(&p);
+    svc_free(&p);
     char *serve[] = { giant, "serve", "--listen", "127.0.0.1:0", "--db", db, "--data-dir",
                       data, NULL };
     CHECK_EQ_INT(run(&p, serve), 1);
-    CHECK(log_has(&p, "9999"));
-    CHECK(!log_has(&p, "msg=listening"));
-    proc_free(&p);
+    CHECK(svc_log_has(&p, "9999"));
+    CHECK(!svc_log_has(&p, "msg=listening"));
+    svc_free(&p);
 
     curl_global_cleanup();
     /* Keep the directory for a look when something failed. */
