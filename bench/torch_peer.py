@@ -5,54 +5,20 @@ warm-up).  Prints one line per measurement:
     torch <precision> <train|sample> <ms_median> <ms_min>
 """
 import argparse
-import math
 import os
 import sys
 import time
 
 try:
     import torch
-    import torch.nn as tnn
 except ImportError:
     print("torch unavailable", file=sys.stderr)
     sys.exit(77)
 
 
-def sinusoidal(cond, emb_dim, scale, max_period):
-    half = emb_dim // 2
-    j = torch.arange(half, dtype=torch.float32)
-    w = torch.exp(-math.log(max_period) * j / half)
-    arg = (cond * scale).unsqueeze(-1) * w  # rows, nc, half
-    emb = torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1)
-    return emb.reshape(cond.shape[0], -1)
-
-
-class Block(tnn.Module):
-    def __init__(self, h):
-        super().__init__()
-        self.ln = tnn.LayerNorm(h, eps=1e-5)
-        self.fc1 = tnn.Linear(h, h)
-        self.fc2 = tnn.Linear(h, h)
-
-    def forward(self, x):
-        # the residual stream stays fp32 under autocast, as in the engine
-        return x + self.fc2(torch.nn.functional.silu(self.fc1(self.ln(x)))).float()
-
-
-class Trunk(tnn.Module):
-    def __init__(self, in_dim, nc, emb, hidden, blocks, out_dim):
-        super().__init__()
-        self.emb = emb
-        self.inp = tnn.Linear(in_dim + nc * emb, hidden)
-        self.blocks = tnn.ModuleList([Block(hidden) for _ in range(blocks)])
-        self.ln = tnn.LayerNorm(hidden, eps=1e-5)
-        self.out = tnn.Linear(hidden, out_dim)
-
-    def forward(self, x, cond):
-        h = self.inp(torch.cat([x, sinusoidal(cond, self.emb, 1000.0, 10000.0)], dim=1)).float()
-        for b in self.blocks:
-            h = b(h)
-        return self.out(self.ln(h)).float()
+# The model itself is the one test_nn_torch checks the engine against.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "nn"))
+from torch_ref import Trunk  # noqa: E402
 
 
 def timeit(fn, warmup, iters):
@@ -83,7 +49,8 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    m = Trunk(a.in_dim, a.cond, a.emb, a.hidden, a.blocks, a.out_dim)
+    # emb scale 1000, as nn_bench's trunk
+    m = Trunk(a.in_dim, a.cond, a.emb, 1000.0, a.hidden, a.blocks, a.out_dim)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01)
     x = torch.randn(a.batch, a.in_dim)
     c = torch.rand(a.batch, a.cond)

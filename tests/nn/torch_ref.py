@@ -38,6 +38,7 @@ class Block(tnn.Module):
         self.fc2 = tnn.Linear(h, h)
 
     def forward(self, x):
+        # the residual stream stays fp32 under autocast, as in the engine
         return x + self.fc2(torch.nn.functional.silu(self.fc1(self.ln(x)))).float()
 
 
