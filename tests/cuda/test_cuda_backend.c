@@ -912,25 +912,31 @@ static void trunk_config(nn_trunk_config *cfg, nn_trunk_kind kind, int dim, nn_d
     cfg->precision = prec;
 }
 
-/* A trunk on b, initialised (seed, scale) and planned for `rows` rows, and
- * its AdamW optimizer; input_check 0 turns the finiteness read-back off.
- * 0 (reported) when the trunk cannot be made. */
-static int trunk_setup(nn_backend *b, const nn_trunk_config *cfg, int rows, uint64_t seed,
-                       float scale, int input_check, nn_trunk **t, nn_adamw_opt *opt)
+/* A trunk per side, initialised (seed, scale) and planned for `rows` rows,
+ * each with its AdamW optimizer; input_check 0 turns the finiteness
+ * read-back off.  0 (reported) when either trunk cannot be made. */
+static int trunk_setup_both(const nn_trunk_config *cfg, int rows, uint64_t seed, float scale,
+                            int input_check, nn_trunk *t[2], nn_adamw_opt opt[2])
 {
-    int rc = nn_trunk_create(b, cfg, t, &err);
-    CHECK_MSG(rc == GT_OK, "trunk create: %s", err.message);
-    if (rc)
-        return 0;
-    if (!input_check)
-        nn_trunk_set_input_check(*t, 0);
-    OK(nn_trunk_init(*t, seed, scale, &err));
-    OK(nn_trunk_plan(*t, rows, &err));
-    nn_adamw_config ac;
-    nn_adamw_config_default(&ac);
-    ac.lr = 1e-4f;   /* a gradient near 0 of other sign moves a weight by 2 lr */
-    OK(nn_adamw_create(opt, nn_trunk_params(*t), &ac, &err));
-    return 1;
+    int ok = 1;
+    BOTH
+    {
+        int rc = nn_trunk_create(b, cfg, &t[side], &err);
+        CHECK_MSG(rc == GT_OK, "trunk create: %s", err.message);
+        if (rc) {
+            ok = 0;
+            continue;
+        }
+        if (!input_check)
+            nn_trunk_set_input_check(t[side], 0);
+        OK(nn_trunk_init(t[side], seed, scale, &err));
+        OK(nn_trunk_plan(t[side], rows, &err));
+        nn_adamw_config ac;
+        nn_adamw_config_default(&ac);
+        ac.lr = 1e-4f;   /* a gradient near 0 of other sign moves a weight by 2 lr */
+        OK(nn_adamw_create(&opt[side], nn_trunk_params(t[side]), &ac, &err));
+    }
+    return ok;
 }
 
 /* Packs both sides' trunks for the fixed-order forward; 1 when both did. */
@@ -944,6 +950,22 @@ static int trunk_pack_both(nn_trunk *t[2])
         packed &= rc == GT_OK;
     }
     return packed;
+}
+
+static float *dl_copy(nn_backend *b, const float *d, size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    OK(nn_copy_d2h(b, h, d, n * sizeof(float), &err));
+    return h;
+}
+
+/* The CPU's and the GPU's n floats at c and g, compared as cmp_f does. */
+static void cmp_dev(const char *what, const float *c, const float *g, size_t n, double tol)
+{
+    float *hc = dl_copy(CPU, c, n), *hg = dl_copy(GPU, g, n);
+    cmp_f(what, hc, hg, n, tol);
+    free(hc);
+    free(hg);
 }
 
 static void trunk_free_both(nn_trunk *t[2], nn_adamw_opt opt[2])
@@ -974,75 +996,57 @@ static void test_trunk(nn_trunk_kind kind, nn_dtype prec)
     prand(&cond, 0, 1);
     prand(&tgt, -1, 1);
     poison(&out);
-    int ok = 1;
+    if (!trunk_setup_both(&cfg, B, 11, 0.1f, 1, t, opt))
+        goto out;
     BOTH
     {
-        if (!trunk_setup(b, &cfg, B, 11, 0.1f, 1, &t[side], &opt[side])) {
-            ok = 0;
-            continue;
-        }
         OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 1, &err));
         OK(nn_mse_fwd(b, P(loss), T(out), T(tgt), &err));
         OK(nn_mse_bwd(b, T(dout), 1.0f, T(out), T(tgt), 0, &err));
         OK(nn_params_zero_grad(nn_trunk_params(t[side]), &err));
         OK(nn_trunk_backward(t[side], T(dout), nn_f32(NULL, B, 40), &err));
     }
-    if (ok) {
-        pcmp(&out, "trunk out", tol);
-        pcmp(&loss, "trunk loss", tol);
-        nn_params *pc_ = nn_trunk_params(t[0]), *pg_ = nn_trunk_params(t[1]);
-        CHECK_EQ_INT(pc_->count, pg_->count);
-        size_t n = pc_->count;
-        float *hc = malloc(n * sizeof(float)), *hg = malloc(n * sizeof(float));
-        OK(nn_copy_d2h(CPU, hc, pc_->grad, n * sizeof(float), &err));
-        OK(nn_copy_d2h(GPU, hg, pg_->grad, n * sizeof(float), &err));
-        cmp_f("trunk gradients", hc, hg, n, tol);
-        float norm[2];
-        OK(nn_adamw_step(&opt[0], &norm[0], &err));
-        OK(nn_adamw_step(&opt[1], &norm[1], &err));
-        CHECK_CLOSE(norm[1], norm[0], 0.0, tol);
-        OK(nn_copy_d2h(CPU, hc, pc_->value, n * sizeof(float), &err));
-        OK(nn_copy_d2h(GPU, hg, pg_->value, n * sizeof(float), &err));
-        cmp_f("trunk params after AdamW", hc, hg, n, tol);
-        free(hc);
-        free(hg);
-        /* the sampler's forward: packed weights, the fixed-order layer;
-         * rows [5, 12) alone must be the bytes of the same rows of the
-         * whole batch on each backend */
-        if (trunk_pack_both(t)) {
-            poison(&out);
-            BOTH OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 0, &err));
-            pcmp(&out, "packed trunk forward", tol);
-            const int r0 = 5, m = 7;
-            BOTH
-            {
-                size_t nall = (size_t)B * 40, nsub = (size_t)m * 40;
-                float *hall = malloc(nall * sizeof(float)), *hs = malloc(nsub * sizeof(float));
-                OK(nn_copy_d2h(b, hall, P(out), nall * sizeof(float), &err));
-                OK(nn_memset(b, P(out), 0xFF, nall * sizeof(float), &err));
-                OK(nn_trunk_forward(t[side], nn_f32((float *)P(x) + r0 * 40, m, 40),
-                                    nn_f32((float *)P(cond) + r0 * 2, m, 2),
-                                    nn_f32((float *)P(out), m, 40), 0, &err));
-                OK(nn_copy_d2h(b, hs, P(out), nsub * sizeof(float), &err));
-                int same = !memcmp(hs, hall + (size_t)r0 * 40, nsub * sizeof(float));
-                CHECK_MSG(same, "packed trunk on %s: rows [%d, %d) alone differ from the batch",
-                          b->name, r0, r0 + m);
-                printf("  %-28s %s: %s\n", "packed rows alone", b->name,
-                       same ? "bit-identical" : "DIFFER");
-                free(hall);
-                free(hs);
-            }
-        }
+    pcmp(&out, "trunk out", tol);
+    pcmp(&loss, "trunk loss", tol);
+    nn_params *pc_ = nn_trunk_params(t[0]), *pg_ = nn_trunk_params(t[1]);
+    CHECK_EQ_INT(pc_->count, pg_->count);
+    size_t n = pc_->count;
+    cmp_dev("trunk gradients", pc_->grad, pg_->grad, n, tol);
+    float norm[2];
+    OK(nn_adamw_step(&opt[0], &norm[0], &err));
+    OK(nn_adamw_step(&opt[1], &norm[1], &err));
+    CHECK_CLOSE(norm[1], norm[0], 0.0, tol);
+    cmp_dev("trunk params after AdamW", pc_->value, pg_->value, n, tol);
+    /* the sampler's forward: packed weights, the fixed-order layer;
+     * rows [5, 12) alone must be the bytes of the same rows of the
+     * whole batch on each backend */
+    if (!trunk_pack_both(t))
+        goto out;
+    poison(&out);
+    BOTH OK(nn_trunk_forward(t[side], T(x), T(cond), T(out), 0, &err));
+    pcmp(&out, "packed trunk forward", tol);
+    const int r0 = 5, m = 7;
+    BOTH
+    {
+        size_t nall = (size_t)B * 40, nsub = (size_t)m * 40;
+        float *hall = malloc(nall * sizeof(float)), *hs = malloc(nsub * sizeof(float));
+        OK(nn_copy_d2h(b, hall, P(out), nall * sizeof(float), &err));
+        OK(nn_memset(b, P(out), 0xFF, nall * sizeof(float), &err));
+        OK(nn_trunk_forward(t[side], nn_f32((float *)P(x) + r0 * 40, m, 40),
+                            nn_f32((float *)P(cond) + r0 * 2, m, 2),
+                            nn_f32((float *)P(out), m, 40), 0, &err));
+        OK(nn_copy_d2h(b, hs, P(out), nsub * sizeof(float), &err));
+        int same = !memcmp(hs, hall + (size_t)r0 * 40, nsub * sizeof(float));
+        CHECK_MSG(same, "packed trunk on %s: rows [%d, %d) alone differ from the batch",
+                  b->name, r0, r0 + m);
+        printf("  %-28s %s: %s\n", "packed rows alone", b->name,
+               same ? "bit-identical" : "DIFFER");
+        free(hall);
+        free(hs);
     }
+out:
     trunk_free_both(t, opt);
     PFREE(&x, &cond, &tgt, &out, &dout, &loss);
-}
-
-static float *dl_copy(nn_backend *b, const float *d, size_t n)
-{
-    float *h = malloc(n * sizeof(float));
-    OK(nn_copy_d2h(b, h, d, n * sizeof(float), &err));
-    return h;
 }
 
 /* The steps a graph may hold: the gradient part of a training step (zero
@@ -1109,31 +1113,21 @@ static void test_trunk_graph(nn_dtype prec)
     }
     pput(&ones);
     pput(&dts);
-    int ok = 1;
+    /* no finiteness read-back: a graph cannot hold one */
+    if (!trunk_setup_both(&cfg, B, 5, 0.5f, 0, t, opt))
+        goto out;
     BOTH
     {
-        /* no finiteness read-back: a graph cannot hold one */
-        if (!trunk_setup(b, &cfg, B, 5, 0.5f, 0, &t[side], &opt[side])) {
-            ok = 0;
-            continue;
-        }
         for (int step = 0; step < 2; step++) {
             OK(grad_step(t[side], b, T(x), T(c), T(tgt), T(out), T(dout), P(loss)));
             OK(nn_adamw_step(&opt[side], NULL, &err));
         }
         OK(nn_sync(b, &err));
     }
-    if (!ok)
-        goto out;
     nn_params *pc_ = nn_trunk_params(t[0]), *pg_ = nn_trunk_params(t[1]);
     size_t np = pg_->count;
-    {
-        float *a = dl_copy(CPU, pc_->value, np), *g = dl_copy(GPU, pg_->value, np);
-        cmp_f("trunk params, 2 steps", a, g, np, tol);
-        free(a);
-        free(g);
-        pcmp(&loss, "trunk loss, 2 steps", tol);
-    }
+    cmp_dev("trunk params, 2 steps", pc_->value, pg_->value, np, tol);
+    pcmp(&loss, "trunk loss, 2 steps", tol);
     /* the gradient part: uncaptured, then captured and replayed */
     {
         nn_backend *b = GPU;
