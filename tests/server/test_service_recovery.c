@@ -133,6 +133,37 @@ static void check_no_duplicates(const char *db, long long run, int steps, int lo
     sqlite3_close(h);
 }
 
+/* After a stop: frees the old server and client, starts the server again on
+ * the same database and reconnects; -1 (reported) when it does not start. */
+static int restart(svc *s, gc_client **c, const char *db, const char *data)
+{
+    if (check_failures_)
+        svc_dump(s);
+    svc_free(s);
+    gc_close(*c);
+    if (svc_start(s, db, data, NULL) != 0) {
+        svc_dump(s);
+        CHECK_MSG(0, "server did not restart");
+        return -1;
+    }
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_open(c, s->url, &err), GT_OK);
+    return 0;
+}
+
+/* The step stage 2 resumed from, as the restarted server logs it (-1 when
+ * it does not within 10 s). */
+static int resumed_from(svc *s)
+{
+    static const char resumed[] = "training stage 2 (shower) from step ";
+    CHECK(svc_log_wait(s, resumed, 10000));
+    pthread_mutex_lock(&s->mu);
+    const char *at = strstr(s->log, resumed);
+    int from = at ? atoi(at + strlen(resumed)) : -1;
+    pthread_mutex_unlock(&s->mu);
+    return from;
+}
+
 int main(void)
 {
     char dir[64] = "svc-rec-XXXXXX", db[128], data[128];
@@ -157,28 +188,14 @@ int main(void)
     long long run = submit(c, "crash", steps, 20);
     CHECK(wait_steps(c, run, steps + 45, 90000));
     svc_stop(&s, SIGKILL, 5000);
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
-    gc_close(c);
-
-    if (svc_start(&s, db, data, NULL) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "server did not restart");
+    if (restart(&s, &c, db, data) != 0)
         return check_finish();
-    }
-    CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
     CHECK(svc_log_wait(&s, "status=queued reason=recovered", 10000));
     CHECK(svc_log_wait(&s, "resume=1", 10000));
     /* Resumed at a stage-2 checkpoint, not from the start: 40 when the
      * kill lands right after step 45, a later multiple of 20 when the run
      * got further before the signal (a loaded machine). */
-    static const char resumed1[] = "training stage 2 (shower) from step ";
-    CHECK(svc_log_wait(&s, resumed1, 10000));
-    pthread_mutex_lock(&s.mu);
-    const char *at1 = strstr(s.log, resumed1);
-    int from1 = at1 ? atoi(at1 + strlen(resumed1)) : -1;
-    pthread_mutex_unlock(&s.mu);
+    int from1 = resumed_from(&s);
     CHECK_MSG(from1 >= 40 && from1 % 20 == 0 && from1 < steps, "resumed from step %d", from1);
     json_t *r = svc_wait_run(c, run, NULL, 90000);
     CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
@@ -214,24 +231,11 @@ int main(void)
     pthread_join(th, NULL);
     CHECK_EQ_INT(w.rc, GT_OK);
     CHECK(svc_log_has(&s, "status=queued reason=shutdown"));
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
-    gc_close(c);
-    if (svc_start(&s, db, data, NULL) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "server did not restart");
+    if (restart(&s, &c, db, data) != 0)
         return check_finish();
-    }
-    CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
     /* resumed from its last checkpoint: a multiple of 25 (which one
      * depends on how far the run got before the signal landed) */
-    static const char resumed[] = "training stage 2 (shower) from step ";
-    CHECK(svc_log_wait(&s, resumed, 10000));
-    pthread_mutex_lock(&s.mu);
-    const char *at = strstr(s.log, resumed);
-    int from = at ? atoi(at + strlen(resumed)) : -1;
-    pthread_mutex_unlock(&s.mu);
+    int from = resumed_from(&s);
     CHECK_MSG(from >= 25 && from % 25 == 0 && from < steps2, "resumed from step %d", from);
     r = svc_wait_run(c, run2, NULL, 90000);
     CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
