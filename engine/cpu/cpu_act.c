@@ -1,5 +1,5 @@
 /* cpu_act: elementwise ops: SiLU and leaky ReLU (forward, backward), the
- * residual add, the bf16 cast, the samplers' per-row axpby and the
+ * residual add, the elementwise product, the bf16 cast, the samplers' per-row axpby and the
  * per-column affine map.  Per-element math from nn_math.h. */
 #include "cpu_internal.h"
 
@@ -42,6 +42,13 @@ static int cpu_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_er
     return GT_OK;
 }
 
+static int cpu_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
+{
+    CPU_UNUSED(b, err);
+    CPU_EW(y, x1, x2, a * c);
+    return GT_OK;
+}
+
 static int cpu_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     CPU_UNUSED(b, err);
@@ -78,6 +85,7 @@ void cpu_act_ops(nn_backend_ops *o)
     o->leaky_fwd = cpu_leaky_fwd;
     o->leaky_bwd = cpu_leaky_bwd;
     o->add = cpu_add;
+    o->mul = cpu_mul;
     o->cast_bf16 = cpu_cast_bf16;
     o->axpby_rows = cpu_axpby_rows;
     o->affine_cols = cpu_affine_cols;

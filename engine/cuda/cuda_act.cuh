@@ -1,5 +1,5 @@
 /* cuda_act: elementwise ops: SiLU and leaky ReLU (forward and backward),
- * the residual add, the per-row axpby of the samplers, the bf16 cast, and
+ * the residual add, the elementwise product, the per-row axpby of the samplers, the bf16 cast, and
  * the bias broadcast used when a
  * matmul cannot fuse its bias.  Functors first (the per-element math comes
  * from nn_math.h), launchers after. */
@@ -63,8 +63,15 @@ struct cuda_leaky_grad_op {
     __device__ float operator()(float v) const { return nn_leaky_grad(v, slope); }
 };
 
-/* y = x1 + x2, or y += x1 when x2 is NULL (accumulating copies). */
-struct cuda_add_f {
+/* y = op(x1, x2), or y = op(x1, y) when x2 is NULL (add: accumulating
+ * copies); y may alias either.  The two binary ops: */
+struct cuda_plus {
+    __device__ float operator()(float a, float c) const { return a + c; }
+};
+struct cuda_times {
+    __device__ float operator()(float a, float c) const { return a * c; }
+};
+template <class Op> struct cuda_zip_f {
     float *y; int ldy;
     const float *x1; int ld1;
     const float *x2; int ld2;
@@ -78,10 +85,12 @@ struct cuda_add_f {
             cuda_ld<V>(c, cuda_row((const float *)y, ldy, i) + j);
 #pragma unroll
         for (int k = 0; k < V; k++)
-            a[k] += c[k];
+            a[k] = Op()(a[k], c[k]);
         cuda_st<V>(cuda_row(y, ldy, i) + j, a);
     }
 };
+typedef cuda_zip_f<cuda_plus> cuda_add_f;
+typedef cuda_zip_f<cuda_times> cuda_mul_f;
 
 /* y[i, :] = alpha[i] x[i, :] + beta[i] z[i, :] (y may alias x or z: each
  * element is read before it is written by the same thread). */
@@ -214,6 +223,14 @@ static int cuda_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_e
                      cuda_vec4_ok(y) && cuda_vec4_ok(x1) && cuda_vec4_ok(x2), err);
 }
 
+static int cuda_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
+{
+    cuda_mul_f f = {(float *)y.data, y.ld, (const float *)x1.data, x1.ld,
+                    (const float *)x2.data, x2.ld};
+    return cuda_ew2d(cuda_st(b), f, y.rows, y.cols,
+                     cuda_vec4_ok(y) && cuda_vec4_ok(x1) && cuda_vec4_ok(x2), err);
+}
+
 static int cuda_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                            const float *beta, nn_tensor z, gt_error *err)
 {
@@ -264,6 +281,7 @@ static void cuda_act_ops(nn_backend_ops *o)
     o->leaky_fwd = ON_DEV(cuda_leaky_fwd);
     o->leaky_bwd = ON_DEV(cuda_leaky_bwd);
     o->add = ON_DEV(cuda_add);
+    o->mul = ON_DEV(cuda_mul);
     o->cast_bf16 = ON_DEV(cuda_cast_bf16);
     o->axpby_rows = ON_DEV(cuda_axpby_rows);
     o->affine_cols = ON_DEV(cuda_affine_cols);

@@ -648,7 +648,6 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
     return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
 }
 
-
 int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                    const float *shift, gt_error *err)
 {
@@ -661,6 +660,15 @@ int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
         return gt_error_set(err, GT_EUNSUPPORTED, "affine_cols: backend %s lacks this op",
                             b->name);
     return y.rows && y.cols ? b->ops->affine_cols(b, y, x, scale, shift, err) : GT_OK;
+}
+
+int nn_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
+{
+    GT_TRY(unary_check(b, y, x1, "mul", err));
+    GT_TRY(unary_check(b, y, x2, "mul", err));
+    if (!b->ops->mul)
+        return gt_error_set(err, GT_EUNSUPPORTED, "mul: backend %s lacks this op", b->name);
+    return y.rows && y.cols ? b->ops->mul(b, y, x1, x2, err) : GT_OK;
 }
 
 int nn_pack_weight(nn_backend *b, nn_tensor w, nn_packed *out, gt_error *err)

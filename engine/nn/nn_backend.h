@@ -310,6 +310,12 @@ typedef struct nn_backend_ops {
     int (*affine_cols)(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                        const float *shift, gt_error *err);
 
+    /* --- elementwise product (fp32), added 2026-12-03 ------------------
+     * y = x1 * x2, element by element; y may alias either.  The gated
+     * input skip of a trunk (out += g(cond) * x) and its backward are this
+     * op and add.  A backend that leaves it NULL gets GT_EUNSUPPORTED. */
+    int (*mul)(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err);
+
     /* --- fixed-order linear layer, added 2026-12-03 ---------------------
      * y[m,n] = act(x[m,k] . W^T + bias) (+ y when accumulate), where every
      * element of y is computed by the same sequence of roundings whatever
@@ -379,6 +385,7 @@ int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tenso
               nn_tensor x, const float *mean, const float *rstd, const float *gamma,
               int accumulate_dx, gt_error *err);
 int nn_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err);
+int nn_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err);
 int nn_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts, gt_error *err);
 int nn_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
              gt_error *err);

@@ -555,6 +555,18 @@ static void test_misc(void)
     for (int i = 0; i < R * 3; i++)
         bad += a2[i] != 2.0f * a[i];
     CHECK_EQ_INT(bad, 0);
+    /* mul: exact products, into a strided column view, then in place */
+    float *m5 = buf(R * 5);
+    OK(nn_mul(B, nn_tensor_cols(nn_f32(m5, R, 5), 2, 3), nn_f32(a, R, 3), nn_f32(a2, R, 3), &E));
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < 3; j++)
+            bad += m5[i * 5 + 2 + j] != a[i * 3 + j] * a2[i * 3 + j];
+    OK(nn_mul(B, nn_f32(a2, R, 3), nn_f32(a2, R, 3), nn_f32(a, R, 3), &E));
+    for (int i = 0; i < R * 3; i++)
+        bad += a2[i] != 2.0f * a[i] * a[i];
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(nn_mul(B, nn_f32(a2, R, 3), nn_f32(a, R, 2), nn_f32(a, R, 3), &E), GT_EINVAL);
+    OK(nn_add(B, nn_f32(a2, R, 3), nn_f32(a, R, 3), nn_f32(a, R, 3), &E));
     /* axpby_rows, in place on x too */
     float *co = rbuf(R, 1.0f), *cz = rbuf(R, 1.0f), *ax = buf(R * 3);
     OK(nn_axpby_rows(B, nn_f32(ax, R, 3), co, nn_f32(a, R, 3), cz, nn_f32(a2, R, 3), &E));
@@ -640,6 +652,7 @@ static void test_misc(void)
     nn_free(B, h);
     nn_free(B, a);
     nn_free(B, a2);
+    nn_free(B, m5);
     nn_free(B, c);
     nn_free(B, y);
 }

@@ -170,6 +170,14 @@ static int ref_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_er
     return GT_OK;
 }
 
+static int ref_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
+{
+    (void)b, (void)err;
+    REF_EACH(y)
+        AT(y, i, j) = AT(x1, i, j) * AT(x2, i, j);
+    return GT_OK;
+}
+
 /* The parts lie side by side in y's columns (absent ones, data NULL,
  * too): to_parts copies each part's block of y into it (split, added to
  * it when acc), else each part into its block of y (concat). */
@@ -595,7 +603,7 @@ static const nn_backend_ops ref_ops = {
     .copy_h2d = ref_copy, .copy_d2h = ref_copy, .copy_d2d = ref_copy, .synchronize = ref_sync,
     .matmul = ref_matmul, .bias_grad = ref_bias_grad, .silu_fwd = ref_silu_fwd,
     .silu_bwd = ref_silu_bwd, .leaky_fwd = ref_leaky_fwd, .leaky_bwd = ref_leaky_bwd,
-    .ln_fwd = ref_ln_fwd, .ln_bwd = ref_ln_bwd, .add = ref_add, .concat = ref_concat,
+    .ln_fwd = ref_ln_fwd, .ln_bwd = ref_ln_bwd, .add = ref_add, .mul = ref_mul, .concat = ref_concat,
     .split = ref_split, .embed_fwd = ref_embed_fwd, .embed_bwd = ref_embed_bwd,
     .softmax_fwd = ref_softmax_fwd, .softmax_bwd = ref_softmax_bwd, .topk_fwd = ref_topk_fwd,
     .topk_bwd = ref_topk_bwd, .gather_rows = ref_gather, .scatter_add_rows = ref_scatter,

@@ -324,6 +324,9 @@ static void test_elementwise(int rows, int cols)
     poison(&y);
     BOTH OK(nn_add(b, T(y), T(x), T(x2), &err));
     pcmp(&y, "add", 0.0);
+    poison(&y);
+    BOTH OK(nn_mul(b, T(y), T(x), T(x2), &err));
+    pcmp(&y, "mul", 0.0);
     /* in place: y aliases x */
     BOTH OK(nn_silu_fwd(b, T(y), T(y), &err));
     pcmp(&y, "silu_fwd in place", TOL_EW);
