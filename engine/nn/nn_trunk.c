@@ -42,6 +42,12 @@ int nn_trunk_config_check(const nn_trunk_config *c, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "trunk: NULL config");
     if (c->kind != NN_TRUNK_EXPERT && c->kind != NN_TRUNK_ROUTED)
         return gt_error_set(err, GT_EINVAL, "trunk: unknown kind %d", (int)c->kind);
+    if (c->skip != NN_SKIP_NONE && c->skip != NN_SKIP_GATED)
+        return gt_error_set(err, GT_EINVAL, "trunk: unknown skip %d", (int)c->skip);
+    if (c->skip == NN_SKIP_GATED && (c->cond_dim < 1 || c->in_dim < c->out_dim))
+        return gt_error_set(err, GT_EINVAL, "trunk: the gated skip needs conditions and "
+                                            "in_dim >= out_dim (got cond_dim %d, in_dim %d, "
+                                            "out_dim %d)", c->cond_dim, c->in_dim, c->out_dim);
     if (c->in_dim < 0 || c->cond_dim < 0 || c->in_dim + c->cond_dim < 1)
         return gt_error_set(err, GT_EINVAL, "trunk: in_dim %d and cond_dim %d (need >= 0, "
                                             "at least one input)", c->in_dim, c->cond_dim);
@@ -137,6 +143,12 @@ static int declare_all(nn_trunk *t, gt_error *err)
         } else {
             GT_TRY(declare_expert(t, &t->ex[0], "", which, err));
         }
+        /* last in each group: the other weights draw the same numbers as
+         * in a trunk without the skip */
+        if (t->cfg.skip == NN_SKIP_GATED)
+            GT_TRY(nn_params_add(&t->params, which ? "skip.w" : "skip.b", which ? t->cfg.out_dim : 1,
+                                 which ? t->cfg.cond_dim * t->cfg.emb_dim : t->cfg.out_dim, which,
+                                 which ? &t->w_skip : &t->b_skip, err));
     }
     return GT_OK;
 }
@@ -162,6 +174,7 @@ int nn_trunk_create(nn_backend *b, const nn_trunk_config *cfg, nn_trunk **out, g
     t->D = cfg->in_dim + cfg->cond_dim * cfg->emb_dim;
     t->n_ex = cfg->kind == NN_TRUNK_ROUTED ? cfg->n_experts : 1;
     t->w_gate = t->b_gate = -1;
+    t->w_skip = t->b_skip = -1;
     t->compute = cfg->precision;
     nn_params_init(&t->params, b);
     int rc = GT_OK;
@@ -233,6 +246,8 @@ double nn_trunk_forward_flops(const nn_trunk *t, int rows)
     double per = 2.0 * ((double)t->D * H + 2.0 * c->blocks * H * H + H * c->out_dim);
     if (c->kind == NN_TRUNK_ROUTED)
         per = per * c->top_k + 2.0 * t->D * c->n_experts;
+    if (c->skip == NN_SKIP_GATED)
+        per += 2.0 * c->cond_dim * c->emb_dim * c->out_dim;
     return per * rows;
 }
 
@@ -251,6 +266,8 @@ int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err)
         const char *nm = v->name;
         size_t L = strlen(nm);
         int is_gamma = L >= 5 && !strcmp(nm + L - 5, ".ln.g");
+        if (i == t->w_skip)
+            continue;   /* zero: the trunk starts as if it had no skip */
         if (v->decay) {
             float sd = 1.0f / sqrtf((float)v->cols);
             if (L >= 5 && !strcmp(nm + L - 5, "out.w"))
@@ -318,6 +335,10 @@ static void plan_layout(nn_trunk *t, planner *pl, int B)
     t->g_bf = bf ? TAKE_H(pl, Bz * G) : NULL;
     t->dxin = TAKE_F(pl, Bz * D);
     t->scalars = TAKE_F(pl, 4);
+    if (c->skip == NN_SKIP_GATED) {
+        t->skip_g = TAKE_F(pl, Bz * O);
+        t->skip_p = TAKE_F(pl, Bz * O);
+    }
     if (routed) {
         size_t E = (size_t)c->n_experts, K = (size_t)c->top_k;
         t->dxe = TAKE_F(pl, Bz * D);
@@ -431,6 +452,43 @@ static int assemble_input(nn_trunk *t, nn_tensor x, nn_tensor cond, float *xin, 
     return GT_OK;
 }
 
+/* The gated skip: out += g * x[:, :O], g = emb . W_skip^T + b_skip (fp32;
+ * the fixed-order layer in a packed inference forward).  g stays in
+ * skip_g for the backward. */
+static int skip_forward(nn_trunk *t, int n, nn_tensor out, int training, gt_error *err)
+{
+    const nn_trunk_config *c = &t->cfg;
+    int O = c->out_dim;
+    nn_tensor emb = T(t->emb, n, c->cond_dim * c->emb_dim);
+    nn_tensor g = T(t->skip_g, n, O), p = T(t->skip_p, n, O);
+    if (t->packed && !training)
+        GT_TRY(nn_linear_fixed(t->b, g, emb, &t->pk[t->w_skip], P(t, t->b_skip), NN_ACT_NONE, 0,
+                               err));
+    else
+        GT_TRY(nn_matmul(t->b, g, emb, 0, nn_params_value(&t->params, t->w_skip), 1,
+                         P(t, t->b_skip), NN_ACT_NONE, 0, err));
+    GT_TRY(nn_mul(t->b, p, g, nn_tensor_cols(T(t->xin, n, t->D), 0, O), err));
+    return nn_add(t->b, out, out, p, err);
+}
+
+/* dg = d_out * x[:, :O] -> W_skip, b_skip gradients (+=); d_x[:, :O] +=
+ * d_out * g when d_x is wanted (after the main backward has written it). */
+static int skip_backward(nn_trunk *t, int n, nn_tensor d_out, nn_tensor d_x, gt_error *err)
+{
+    const nn_trunk_config *c = &t->cfg;
+    int O = c->out_dim;
+    nn_tensor emb = T(t->emb, n, c->cond_dim * c->emb_dim);
+    nn_tensor p = T(t->skip_p, n, O);
+    GT_TRY(nn_mul(t->b, p, d_out, nn_tensor_cols(T(t->xin, n, t->D), 0, O), err));
+    GT_TRY(nn_matmul(t->b, WG(t, t->w_skip), p, 1, emb, 0, NULL, NN_ACT_NONE, 1, err));
+    GT_TRY(nn_bias_grad(t->b, PG(t, t->b_skip), p, 1, err));
+    if (!d_x.data)
+        return GT_OK;
+    nn_tensor dxs = nn_tensor_cols(d_x, 0, O);
+    GT_TRY(nn_mul(t->b, p, d_out, T(t->skip_g, n, O), err));
+    return nn_add(t->b, dxs, dxs, p, err);
+}
+
 int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, int training,
                      gt_error *err)
 {
@@ -444,6 +502,8 @@ int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, in
         GT_TRY(nn_expert_forward(t, &t->ex[0], n, out, training, err));
     else
         GT_TRY(nn_routed_forward(t, n, out, training, err));
+    if (t->cfg.skip == NN_SKIP_GATED)
+        GT_TRY(skip_forward(t, n, out, training, err));
     t->fwd_rows = n;
     t->fwd_training = training;
     return GT_OK;
@@ -481,6 +541,8 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
         nn_tensor parts[2] = {d_x, T(NULL, n, t->cfg.cond_dim * t->cfg.emb_dim)};
         GT_TRY(nn_split(t->b, parts, t->cfg.cond_dim ? 2 : 1, T(t->dxin, n, t->D), 0, err));
     }
+    if (t->cfg.skip == NN_SKIP_GATED)
+        GT_TRY(skip_backward(t, n, d_out, want_dx ? d_x : T(NULL, n, t->cfg.in_dim), err));
     return GT_OK;
 }
 
@@ -539,8 +601,9 @@ int nn_trunk_pack(nn_trunk *t, gt_error *err)
     for (int i = 0; i < p->n_views; i++) {
         if (!p->views[i].decay)
             continue;   /* biases and LayerNorm vectors are used as they are */
-        /* the gate is fp32 whatever the precision (the brief's fp32 guard) */
-        nn_tensor w = i == t->w_gate ? nn_params_value(p, i) : W(t, i);
+        /* the gate and the skip are fp32 whatever the precision (the
+         * brief's fp32 guard; the skip multiplies the exact input) */
+        nn_tensor w = i == t->w_gate || i == t->w_skip ? nn_params_value(p, i) : W(t, i);
         int rc = nn_pack_weight(t->b, w, &t->pk[i], err);
         if (rc) {
             unpack_all(t);

@@ -12,6 +12,15 @@
  *         gradients (times balance_coef / entropy_coef) are added by the
  *         backward, their values reported by nn_trunk_router_stats.
  *         The output is fp32, exactly like an expert trunk's.
+ * skip NN_SKIP_GATED (either kind): out[:, j] += g_j(cond) * x[:, j] for
+ *         j < out_dim, with g = Linear(embed(cond)) (zero at initialisation,
+ *         fp32 whatever the precision).  Without it the output is an affine
+ *         function of the last hidden state, so it lies in a hidden-
+ *         dimensional subspace of the out_dim-dimensional space; with it every
+ *         output coordinate can follow its own input coordinate, with a
+ *         weight that depends on the conditions (a flow's time among them).
+ *         Needs cond_dim >= 1 and in_dim >= out_dim (the first out_dim
+ *         input columns are the ones followed).
  *
  * precision NN_BF16: matmul inputs (weights' working copy, activations,
  * gradients fed to matmuls) are bf16 with fp32 accumulation; everything
@@ -34,8 +43,14 @@ typedef enum nn_trunk_kind {
     NN_TRUNK_ROUTED = 1,
 } nn_trunk_kind;
 
+typedef enum nn_trunk_skip {
+    NN_SKIP_NONE = 0,
+    NN_SKIP_GATED = 1,
+} nn_trunk_skip;
+
 typedef struct nn_trunk_config {
     nn_trunk_kind kind;
+    nn_trunk_skip skip;    /* NN_SKIP_NONE (default) or NN_SKIP_GATED */
     int in_dim;            /* data features (may be 0) */
     int cond_dim;          /* scalar conditions (may be 0) */
     int emb_dim;           /* sinusoidal features per condition, even */
@@ -66,7 +81,9 @@ void nn_trunk_destroy(nn_trunk *t);                     /* NULL ok */
 
 /* Random initialisation from the counter-based generator (stream 0 of
  * seed): linear weights normal(0, 1/sqrt(fan_in)) (the output head scaled
- * by out_scale), biases 0, LayerNorm gamma 1, beta 0. */
+ * by out_scale), biases 0, LayerNorm gamma 1, beta 0; the gated skip 0
+ * (drawing nothing, so the other weights are those of the same trunk
+ * without a skip). */
 int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err);
 
 /* Allocates the activation arena for up to `batch` rows (re-planning with

@@ -48,6 +48,7 @@ struct nn_trunk {
     int n_ex;            /* 1 or n_experts */
     expert ex[NN_TRUNK_MAX_EXPERTS];
     int w_gate, b_gate;
+    int w_skip, b_skip;  /* gated skip, -1 without */
     /* arena */
     void *arena;
     size_t arena_bytes;
@@ -66,6 +67,8 @@ struct nn_trunk {
     float *scale_d, *dscale_d;                  /* dispatch order, padded */
     float *frac;         /* E */
     float *scalars;      /* 4: balance, entropy, sumsq */
+    float *skip_g;       /* B x O: the skip gate g(cond) of the last forward */
+    float *skip_p;       /* B x O: product scratch */
     /* host mirrors (planned with the arena) */
     int32_t *h_idx, *h_rows, *h_pos;
     float h_frac[NN_TRUNK_MAX_EXPERTS];

@@ -109,17 +109,26 @@ static double trunk_loss(int *load_out)
     return s;
 }
 
-static void fd_trunk(nn_trunk_kind kind)
+static void fd_trunk(nn_trunk_kind kind, nn_trunk_skip skip)
 {
     nn_trunk_config c;
     small_config(&c, kind);
+    c.skip = skip;
+    const char *what = kind == NN_TRUNK_ROUTED ? (skip ? "routed+skip" : "routed")
+                                               : (skip ? "expert+skip" : "expert");
     T_ = ready_trunk(B, &c, 5, 1.0f, NR);
     nn_params *p = nn_trunk_params(T_);
-    /* biases and LayerNorm params away from their init so they matter */
-    for (int v = 0; v < p->n_views; v++)
-        if (!p->views[v].decay)
-            for (int i = 0; i < p->views[v].cols; i++)
-                p->value[p->views[v].offset + i] += 0.2f * frand();
+    /* biases, LayerNorm params and the skip (zero at init) away from their
+     * init so they matter */
+    for (int v = 0; v < p->n_views; v++) {
+        const nn_param_view *vw = &p->views[v];
+        int is_skip = !strncmp(vw->name, "skip.", 5);
+        if (!vw->decay || is_skip)
+            for (int i = 0; i < vw->rows * vw->cols; i++)
+                p->value[vw->offset + i] += (is_skip ? 0.5f : 0.2f) * frand();
+    }
+    if (skip)
+        CHECK(nn_trunk_forward_flops(T_, 1) > 0.0);
     TX = rbuf(NR * 5, 1.0f);
     TC = rbuf(NR * 2, 1.0f);
     TO = buf(NR * 3);
@@ -157,8 +166,8 @@ static void fd_trunk(nn_trunk_kind kind)
             double fd = (lp - lm) / (2.0 * h), an = g[vw->offset + i];
             checked++;
             if (!(fabs(an - fd) <= FD_ATOL + FD_RTOL * fabs(fd)) && bad++ < 5)
-                fprintf(stderr, "%s grad %s[%zu]: analytic %.6g, fd %.6g\n",
-                        kind ? "routed" : "expert", vw->name, i, an, fd);
+                fprintf(stderr, "%s grad %s[%zu]: analytic %.6g, fd %.6g\n", what, vw->name,
+                        i, an, fd);
         }
     }
     for (int i = 0; i < NR * 5; i++) {
@@ -177,15 +186,12 @@ static void fd_trunk(nn_trunk_kind kind)
         double fd = (lp - lm) / (2.0 * h);
         checked++;
         if (!(fabs(dx[i] - fd) <= FD_ATOL + FD_RTOL * fabs(fd)) && bad++ < 5)
-            fprintf(stderr, "%s d_x[%d]: analytic %.6g, fd %.6g\n", kind ? "routed" : "expert",
-                    i, dx[i], fd);
+            fprintf(stderr, "%s d_x[%d]: analytic %.6g, fd %.6g\n", what, i, dx[i], fd);
     }
-    CHECK_MSG(bad == 0, "%s trunk: %d of %d gradients off", kind ? "routed" : "expert", bad,
-              checked);
+    CHECK_MSG(bad == 0, "%s trunk: %d of %d gradients off", what, bad, checked);
     CHECK_MSG(skipped * 5 < checked, "%s trunk: %d FD probes skipped (selection moved), %d "
-              "checked", kind ? "routed" : "expert", skipped, checked);
-    printf("%s trunk: %d gradients checked, %d skipped\n", kind ? "routed" : "expert", checked,
-           skipped);
+              "checked", what, skipped, checked);
+    printf("%s trunk: %d gradients checked, %d skipped\n", what, checked, skipped);
     if (kind == NN_TRUNK_ROUTED) {
         nn_router_stats st;
         trunk_loss(NULL);
@@ -207,6 +213,66 @@ static void fd_trunk(nn_trunk_kind kind)
     nn_free(B, TR);
     nn_free(B, dx);
     nn_trunk_destroy(T_);
+}
+
+/* A trunk with the gated skip starts as the same trunk without one: the
+ * skip is zero and draws nothing, so the shared weights and the outputs
+ * are equal; after its weights move, the output follows x coordinate by
+ * coordinate, and a packed (fixed-order) forward gives the bits of a
+ * packed forward of the row alone. */
+static void test_skip_init(void)
+{
+    nn_trunk_config c0, c1;
+    small_config(&c0, NN_TRUNK_EXPERT);
+    c1 = c0;
+    c1.skip = NN_SKIP_GATED;
+    nn_trunk *t0 = ready_trunk(B, &c0, 11, 1.0f, NR), *t1 = ready_trunk(B, &c1, 11, 1.0f, NR);
+    nn_params *p0 = nn_trunk_params(t0), *p1 = nn_trunk_params(t1);
+    CHECK_EQ_INT(p1->n_views, p0->n_views + 2);
+    for (int v = 0; v < p0->n_views; v++) {
+        int u = 0;
+        while (u < p1->n_views && strcmp(p0->views[v].name, p1->views[u].name))
+            u++;
+        CHECK_MSG(u < p1->n_views, "view %s missing with the skip", p0->views[v].name);
+        if (u < p1->n_views)
+            CHECK(!memcmp(p0->value + p0->views[v].offset, p1->value + p1->views[u].offset,
+                          sizeof(float) * (size_t)p0->views[v].rows * (size_t)p0->views[v].cols));
+    }
+    float *x = rbuf(NR * 5, 1.0f), *cd = rbuf(NR * 2, 1.0f), *o0 = buf(NR * 3), *o1 = buf(NR * 3);
+    OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    CHECK(!memcmp(o0, o1, sizeof(float) * NR * 3));
+    /* skip.b = 1 (and skip.w = 0): out = trunk + x[:, :3] exactly */
+    int sb = 0;
+    while (sb < p1->n_views - 1 && strcmp(p1->views[sb].name, "skip.b"))
+        sb++;
+    CHECK(!strcmp(p1->views[sb].name, "skip.b"));
+    for (int j = 0; j < 3; j++)
+        p1->value[p1->views[sb].offset + j] = 1.0f;
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    int bad = 0;
+    for (int i = 0; i < NR; i++)
+        for (int j = 0; j < 3; j++)
+            bad += o1[i * 3 + j] != o0[i * 3 + j] + x[i * 5 + j];
+    CHECK_EQ_INT(bad, 0);
+    /* packed: row i alone gives the bits it gives among NR rows */
+    for (int v = 0; v < p1->n_views; v++)
+        for (int i = 0; i < p1->views[v].rows * p1->views[v].cols; i++)
+            p1->value[p1->views[v].offset + i] += 0.1f * frand();
+    OK(nn_trunk_pack(t1, &E));
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    for (int i = 0; i < NR; i++) {
+        OK(nn_trunk_forward(t1, nn_f32(x + i * 5, 1, 5), nn_f32(cd + i * 2, 1, 2),
+                            nn_f32(o0, 1, 3), 0, &E));
+        bad += memcmp(o0, o1 + i * 3, sizeof(float) * 3) != 0;
+    }
+    CHECK_EQ_INT(bad, 0);
+    nn_free(B, x);
+    nn_free(B, cd);
+    nn_free(B, o0);
+    nn_free(B, o1);
+    nn_trunk_destroy(t0);
+    nn_trunk_destroy(t1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -450,6 +516,21 @@ static void test_bad_input(void)
     c.hidden = 0;
     CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
     CHECK(t == NULL);
+    /* the gated skip follows the first out_dim inputs, so it needs that
+     * many, and conditions to gate with */
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.skip = NN_SKIP_GATED;
+    c.out_dim = 6;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    CHECK(strstr(e.message, "skip") != NULL);
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.skip = NN_SKIP_GATED;
+    c.cond_dim = 0;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.skip = (nn_trunk_skip)7;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    CHECK(t == NULL);
 
     small_config(&c, NN_TRUNK_EXPERT);
     OK(nn_trunk_create(B, &c, &t, &E));
@@ -634,8 +715,11 @@ int main(void)
         return 1;
     }
     size_t live0 = B->bytes_live;
-    fd_trunk(NN_TRUNK_EXPERT);
-    fd_trunk(NN_TRUNK_ROUTED);
+    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_NONE);
+    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_NONE);
+    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_GATED);
+    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_GATED);
+    test_skip_init();
     test_routed_dtype();
     test_training(NN_TRUNK_EXPERT, NN_F32);
     test_training(NN_TRUNK_EXPERT, NN_BF16);
