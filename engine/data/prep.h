@@ -28,7 +28,23 @@ typedef struct prep_layout {
     int n_voxels;            /* V                                              */
     int dim;                 /* n_u + n_voxels: length of a stage-2 vector     */
     float threshold_mev;     /* decoded voxels under it become 0               */
+    double voxel_alpha;      /* alpha of the voxel fractions' logit-map
+                              * (PREP_ALPHA after prep_layout_init)          */
+    int dequantize;          /* 0 after prep_layout_init; see below            */
 } prep_layout;
+
+/* Dequantization (p->dequantize = 1, the caller's choice).  A voxel under
+ * the readout threshold (an empty one) of a layer with energy is encoded
+ * as if it held 0.1 threshold * u, u uniform in (0, 1) drawn from (key,
+ * voxel): the empty voxels then fill a range below the occupied ones (a
+ * factor 10 under the threshold, a margin for a model's errors) instead of
+ * sitting at one point (logit(alpha)), which a continuous model cannot
+ * produce.  Layer energies (the stick-breaking) stay exact, and
+ * fractions are of the true layer energy, so an occupied voxel's value is
+ * exact and the noise comes on top.  Decoding multiplies the fractions by
+ * the layer energy as they are (no renormalisation), applies the threshold
+ * (which cuts the noise), and scales the survivors to carry the layer's
+ * energy exactly: decode(encode(shower)) is the shower. */
 
 int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev, gt_error *err);
 
@@ -36,6 +52,9 @@ int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev,
  * (the result clamped to [0, 1]). */
 double prep_logit_map(double p);
 double prep_logit_unmap(double x);
+/* The same with another alpha in (0, 0.5). */
+double prep_logit_map_alpha(double p, double alpha);
+double prep_logit_unmap_alpha(double x, double alpha);
 
 /* Stage 1 target and its inverse. */
 float prep_encode_energy(float e_dep, float e_inc);
@@ -51,6 +70,10 @@ void prep_stick_join(const double *u, int n_layers, double e_dep, double *layer_
 /* shower (V) -> x (dim), *e_dep = total energy.  Rejects NaN/negative. */
 int prep_encode_shower(const prep_layout *p, const float *shower, float *x, float *e_dep,
                        gt_error *err);
+/* The same with the dequantization noise of shower `key` when
+ * p->dequantize (prep_encode_shower is key 0). */
+int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t key, float *x,
+                             float *e_dep, gt_error *err);
 
 /* x (dim) + E_dep -> shower (V) in MeV with the readout threshold applied.
  * Voxel fractions are renormalised per layer so every layer keeps exactly

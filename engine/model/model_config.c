@@ -53,6 +53,10 @@ void model_config_defaults(model_config *cfg)
     cfg->stage2.objective = MODEL_OBJ_FLOW;
     cfg->stage2.mode = MODEL_MODE_ONESHOT;
     trunk_defaults(&cfg->stage2.trunk);
+    cfg->stage2.trunk.skip = MODEL_SKIP_GATED;
+    cfg->stage2.dequantize = 1;
+    cfg->stage2.voxel_alpha = 1e-10;
+    cfg->stage1.voxel_alpha = 1e-6;   /* unused: stage 1 has no voxels */
     wgan_defaults(&cfg->stage1.wgan);
     wgan_defaults(&cfg->stage2.wgan);
 
@@ -135,7 +139,13 @@ static int check_keys(walker *w, const json_t *obj, const char *path, const char
 
 /* The JSON types a field may have; "a number" accepts integers too ("lr": 1
  * is a number). */
-typedef enum field_type { FIELD_OBJECT, FIELD_INTEGER, FIELD_NUMBER, FIELD_STRING } field_type;
+typedef enum field_type {
+    FIELD_OBJECT,
+    FIELD_INTEGER,
+    FIELD_NUMBER,
+    FIELD_STRING,
+    FIELD_BOOLEAN
+} field_type;
 
 /* *out = obj[key], or NULL when the key is absent (the field keeps its
  * default); a value of another type fails with "must be <type>".  Every
@@ -143,7 +153,8 @@ typedef enum field_type { FIELD_OBJECT, FIELD_INTEGER, FIELD_NUMBER, FIELD_STRIN
 static int lookup(walker *w, const json_t *obj, const char *path, const char *key,
                   field_type type, const json_t **out)
 {
-    static const char *const names[] = {"an object", "an integer", "a number", "a string"};
+    static const char *const names[] = {"an object", "an integer", "a number", "a string",
+                                        "true or false"};
     const json_t *v = json_object_get(obj, key);
     *out = v;
     if (!v)
@@ -151,7 +162,8 @@ static int lookup(walker *w, const json_t *obj, const char *path, const char *ke
     int ok = type == FIELD_OBJECT    ? json_is_object(v)
              : type == FIELD_INTEGER ? json_is_integer(v)
              : type == FIELD_NUMBER  ? json_is_number(v)
-                                     : json_is_string(v);
+             : type == FIELD_STRING  ? json_is_string(v)
+                                     : json_is_boolean(v);
     return ok ? GT_OK : fail_key(w, path, key, "must be %s", names[type]);
 }
 
@@ -228,6 +240,16 @@ static int get_string(walker *w, const json_t *obj, const char *path, const char
     return GT_OK;
 }
 
+static int get_bool(walker *w, const json_t *obj, const char *path, const char *key, int *out)
+{
+    const json_t *v;
+    int rc = lookup(w, obj, path, key, FIELD_BOOLEAN, &v);
+    if (rc || !v)
+        return rc;
+    *out = json_is_true(v);
+    return GT_OK;
+}
+
 /* A string that must be one of `names`; *out = its index. */
 static int get_enum(walker *w, const json_t *obj, const char *path, const char *key,
                     const char *const *names, int *out)
@@ -255,17 +277,20 @@ static int get_enum(walker *w, const json_t *obj, const char *path, const char *
 static const char *const OBJECTIVES[] = {"flow", "ddpm", "wgan", NULL};
 static const char *const MODES[] = {"oneshot", "autoregressive", NULL};
 static const char *const TRUNKS[] = {"expert", "routed", NULL};
+static const char *const SKIPS[] = {"none", "gated", NULL};
 static const char *const SOLVERS[] = {"euler", "heun", "ddim", NULL};
 static const char *const PRECISIONS[] = {"fp32", "bf16", NULL};
 static const char *const ENERGIES[] = {"log-uniform", "discrete", "fixed", NULL};
 
 static int parse_trunk(walker *w, const json_t *obj, const char *path, model_trunk_config *t)
 {
-    static const char *const keys[] = {"kind", "hidden", "blocks", "emb_dim", "experts",
-                                       "top_k", "balance_weight", "entropy_weight", NULL};
-    int rc, kind = (int)t->kind;
+    static const char *const keys[] = {"kind", "skip", "hidden", "blocks", "emb_dim",
+                                       "experts", "top_k", "balance_weight",
+                                       "entropy_weight", NULL};
+    int rc, kind = (int)t->kind, skip = (int)t->skip;
     if ((rc = check_keys(w, obj, path, keys)) ||
         (rc = get_enum(w, obj, path, "kind", TRUNKS, &kind)) ||
+        (rc = get_enum(w, obj, path, "skip", SKIPS, &skip)) ||
         (rc = get_int32(w, obj, path, "hidden", 1, 8192, &t->hidden)) ||
         (rc = get_int32(w, obj, path, "blocks", 0, 64, &t->blocks)) ||
         (rc = get_int32(w, obj, path, "emb_dim", 2, 512, &t->emb_dim)) ||
@@ -275,6 +300,7 @@ static int parse_trunk(walker *w, const json_t *obj, const char *path, model_tru
         (rc = get_real(w, obj, path, "entropy_weight", 0, 0, 100, &t->entropy_weight)))
         return rc;
     t->kind = (model_trunk_kind)kind;
+    t->skip = (model_trunk_skip)skip;
     if (t->emb_dim % 2)
         return fail_key(w, path, "emb_dim", "must be even (sine and cosine pairs)%s", "");
     if (t->top_k > t->experts)
@@ -310,11 +336,14 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
                        int is_stage2)
 {
     static const char *const keys1[] = {"objective", "trunk", "wgan", NULL};
-    static const char *const keys2[] = {"objective", "mode", "trunk", "wgan", NULL};
+    static const char *const keys2[] = {"objective", "mode", "dequantize", "voxel_alpha",
+                                        "trunk", "wgan", NULL};
     int rc, objective = (int)s->objective, mode = (int)s->mode;
     if ((rc = check_keys(w, obj, path, is_stage2 ? keys2 : keys1)) ||
         (rc = get_enum(w, obj, path, "objective", OBJECTIVES, &objective)) ||
-        (is_stage2 && (rc = get_enum(w, obj, path, "mode", MODES, &mode))))
+        (is_stage2 && (rc = get_enum(w, obj, path, "mode", MODES, &mode))) ||
+        (is_stage2 && (rc = get_bool(w, obj, path, "dequantize", &s->dequantize))) ||
+        (is_stage2 && (rc = get_real(w, obj, path, "voxel_alpha", 0, 1, 1e-3, &s->voxel_alpha))))
         return rc;
     s->objective = (model_objective)objective;
     s->mode = (model_stage2_mode)mode;
@@ -568,12 +597,14 @@ int model_config_load(const char *path, model_config *cfg, char *field, size_t f
 const char *model_objective_name(model_objective o) { return OBJECTIVES[o]; }
 const char *model_solver_name(model_solver s) { return SOLVERS[s]; }
 const char *model_trunk_kind_name(model_trunk_kind k) { return TRUNKS[k]; }
+const char *model_trunk_skip_name(model_trunk_skip s) { return SKIPS[s]; }
 const char *model_mode_name(model_stage2_mode m) { return MODES[m]; }
 
 static json_t *trunk_json(const model_trunk_config *t)
 {
-    json_t *o = json_pack("{s:s, s:i, s:i, s:i}", "kind", TRUNKS[t->kind], "hidden", t->hidden,
-                          "blocks", t->blocks, "emb_dim", t->emb_dim);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i}", "kind", TRUNKS[t->kind], "skip",
+                          SKIPS[t->skip], "hidden", t->hidden, "blocks", t->blocks, "emb_dim",
+                          t->emb_dim);
     if (o && t->kind == MODEL_TRUNK_ROUTED) {
         json_object_set_new(o, "experts", json_integer(t->experts));
         json_object_set_new(o, "top_k", json_integer(t->top_k));
@@ -607,9 +638,10 @@ json_t *model_config_to_json(const model_config *c)
                                       c->synthetic_energy, "emin_mev", c->synthetic_emin_mev,
                                       "emax_mev", c->synthetic_emax_mev));
     json_t *model = json_pack(
-        "{s:{s:s, s:o}, s:{s:s, s:s, s:o}}", "stage1", "objective",
+        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:o}}", "stage1", "objective",
         OBJECTIVES[c->stage1.objective], "trunk", trunk_json(&c->stage1.trunk), "stage2",
-        "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode], "trunk",
+        "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode],
+        "dequantize", c->stage2.dequantize, "voxel_alpha", c->stage2.voxel_alpha, "trunk",
         trunk_json(&c->stage2.trunk));
     const model_stage_config *st[2] = {&c->stage1, &c->stage2};
     for (int i = 0; model && i < 2; i++)

@@ -7,7 +7,8 @@
  *     "dataset": { "path" | "synthetic", "geometry", "max_showers",
  *                  "val_fraction", "split_seed" },
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
- *                  "stage2": { "mode", "objective", "trunk", "wgan" } },
+ *                  "stage2": { "mode", "objective", "dequantize", "voxel_alpha",
+ *                              "trunk", "wgan" } },
  *     "train":   { "precision", "device", "seed", "batch", "steps",
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
  *                  "beta1", "beta2", "adam_eps", "grad_clip", "log_every",
@@ -43,6 +44,11 @@ typedef enum model_trunk_kind {
     MODEL_TRUNK_ROUTED = 1, /* experts behind a learned top-k gate     */
 } model_trunk_kind;
 
+typedef enum model_trunk_skip {
+    MODEL_SKIP_NONE = 0,  /* output from the last hidden state only           */
+    MODEL_SKIP_GATED = 1, /* + g(conditions) * input, per output coordinate    */
+} model_trunk_skip;
+
 typedef enum model_solver {
     MODEL_SOLVER_EULER = 0, /* flow */
     MODEL_SOLVER_HEUN = 1,  /* flow */
@@ -51,6 +57,7 @@ typedef enum model_solver {
 
 typedef struct model_trunk_config {
     model_trunk_kind kind;
+    model_trunk_skip skip; /* stage 2 default gated, stage 1 none   */
     int hidden;          /* width of the residual stream           */
     int blocks;          /* residual blocks (per expert)           */
     int emb_dim;         /* sinusoidal features per scalar condition */
@@ -72,6 +79,10 @@ typedef struct model_wgan_config {
 typedef struct model_stage_config {
     model_objective objective;
     model_stage2_mode mode; /* stage 2 only */
+    int dequantize;         /* stage 2 only: empty voxels as noise under the
+                             * readout threshold (default on) */
+    double voxel_alpha;     /* stage 2 only: alpha of the voxel fractions'
+                             * logit-map (default 1e-10) */
     model_trunk_config trunk;
     model_wgan_config wgan;
 } model_stage_config;
@@ -134,6 +145,7 @@ json_t *model_config_to_json(const model_config *cfg);
 const char *model_objective_name(model_objective o);
 const char *model_solver_name(model_solver s);
 const char *model_trunk_kind_name(model_trunk_kind k);
+const char *model_trunk_skip_name(model_trunk_skip s);
 const char *model_mode_name(model_stage2_mode m);
 
 #endif

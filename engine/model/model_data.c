@@ -257,8 +257,10 @@ static int encode_rows(const model_repr *r, const model_dataset *ds, const int64
     for (int64_t i = 0; i < n; i++) {
         int64_t k = rows[i];
         float e_dep = 0;
-        int rc = prep_encode_shower(&r->layout, ds->showers + (size_t)k * V, x2 + (size_t)i * dim,
-                                    &e_dep, err);
+        /* keyed by the dataset row: a shower gets the same noise whichever
+         * split it falls in */
+        int rc = prep_encode_shower_keyed(&r->layout, ds->showers + (size_t)k * V, (uint64_t)k,
+                                          x2 + (size_t)i * dim, &e_dep, err);
         if (rc)
             return gt_error_wrap(err, "shower %lld", (long long)k);
         c1[i] = prep_condition_energy(ds->e_inc[k]);
@@ -381,6 +383,8 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     }
     if ((rc = prep_layout_init(&a->repr.layout, &ds->geo, ds->threshold_mev, err)))
         goto fail;
+    a->repr.layout.dequantize = cfg->stage2.dequantize;
+    a->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
     const int dim = a->repr.layout.dim;
     a->dim2 = dim;
     a->n_train = ntr;

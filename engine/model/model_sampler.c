@@ -149,6 +149,8 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
         (rc = model_geometry_threshold(&s->geo, &threshold, err)) ||
         (rc = model_repr_from_bytes(&s->repr, &s->geo, threshold, v2.repr, v2.repr_len, err)))
         goto fail;
+    s->repr.layout.dequantize = cfg->stage2.dequantize;
+    s->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
     s->repr_ready = 1;
     const int D = s->repr.layout.dim, B = max_batch;
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;

@@ -39,6 +39,7 @@ void model_stage_trunk_config_ctx(const model_config *cfg, int stage, int dim, i
     const model_trunk_config *t = stage == 1 ? &cfg->stage1.trunk : &cfg->stage2.trunk;
     nn_trunk_config_default(out);
     out->kind = t->kind == MODEL_TRUNK_ROUTED ? NN_TRUNK_ROUTED : NN_TRUNK_EXPERT;
+    out->skip = t->skip == MODEL_SKIP_GATED ? NN_SKIP_GATED : NN_SKIP_NONE;
     model_objective obj = stage == 1 ? cfg->stage1.objective : cfg->stage2.objective;
     out->in_dim = dim + n_ctx;
     /* a generator has no time input; flow and ddpm trunks see [t, c] */

@@ -26,6 +26,11 @@ static void test_logit(void)
     CHECK(prep_logit_map(1.5) == prep_logit_map(1.0));
     CHECK(prep_logit_unmap(-100) == 0.0 && prep_logit_unmap(100) == 1.0);
     CHECK(prep_logit_map(NAN) == prep_logit_map(0.0));
+    /* another alpha: its own floor, still an exact inverse */
+    CHECK_CLOSE(prep_logit_map_alpha(0.0, 1e-10), log(1e-10 / (1 - 1e-10)), 1e-9, 0);
+    for (double p = 1e-9; p < 1; p *= 7)
+        CHECK_CLOSE(prep_logit_unmap_alpha(prep_logit_map_alpha(p, 1e-10), 1e-10), p, 1e-12,
+                    1e-9);
 }
 
 static void test_stick(void)
@@ -96,6 +101,88 @@ static void roundtrip_geometry(const char *file, int n)
     CHECK_EQ_INT(nonfinite, 0);
     CHECK_MSG(bad == 0, "%s: %d voxels off (worst %.3g of tolerance)", file, bad, worst);
     printf("%s: round trip of %d showers, worst voxel error %.3g of tolerance\n", file, n, worst);
+
+    /* A smaller voxel alpha (the default of new runs): the same round trip,
+     * and empty voxels further below the occupied ones. */
+    prep_layout pa = p;
+    pa.voxel_alpha = 1e-10;
+    float *xa = malloc((size_t)p.dim * sizeof *xa);
+    int a_bad = 0, a_dec = 0;
+    for (int i = 0; i < n; i++) {
+        const float *si = s + (size_t)i * g.n_voxels;
+        float ed = 0;
+        CHECK_EQ_INT(prep_encode_shower(&pa, si, xa, &ed, &err), GT_OK);
+        for (int k = 0; k < p.n_u; k++)
+            a_bad += xa[k] != x[(size_t)i * p.dim + k];   /* layer energies: PREP_ALPHA */
+        for (int v = 0; v < g.n_voxels; v++)
+            if (si[v] == 0)   /* below the old floor (equal in an empty layer) */
+                a_bad += xa[p.n_u + v] > x[(size_t)i * p.dim + p.n_u + v];
+        prep_decode_shower(&pa, xa, ed, back);
+        for (int v = 0; v < g.n_voxels; v++)
+            a_dec += fabs(si[v] - back[v]) > 1e-3 * d.threshold_mev + 1e-4 * si[v];
+    }
+    CHECK_MSG(a_bad == 0, "%s voxel_alpha 1e-10: %d encoded values off", file, a_bad);
+    CHECK_MSG(a_dec == 0, "%s voxel_alpha 1e-10: %d decoded voxels off", file, a_dec);
+    free(xa);
+
+    /* Dequantized: the empty voxels become noise just under the occupied
+     * range (different per key, the same for the same key), the stick-
+     * breaking is unchanged, and decoding gives back every voxel the
+     * threshold does not cut, each layer with exactly its energy. */
+    prep_layout pq = p;
+    pq.dequantize = 1;
+    pq.voxel_alpha = 1e-10;   /* the default pairing */
+    float *xq = malloc((size_t)p.dim * sizeof *xq), *xq2 = malloc((size_t)p.dim * sizeof *xq2);
+    int dq_bad = 0, dq_empty = 0, dq_spread = 0, dq_lost = 0, dq_occ = 0;
+    for (int i = 0; i < n && d.threshold_mev > 0; i++) {
+        const float *si = s + (size_t)i * g.n_voxels;
+        const float *xi = x + (size_t)i * p.dim;
+        float ed = 0, ed2 = 0;
+        CHECK_EQ_INT(prep_encode_shower_keyed(&pq, si, (uint64_t)i, xq, &ed, &err), GT_OK);
+        CHECK_EQ_INT(prep_encode_shower_keyed(&pq, si, (uint64_t)i + 1000, xq2, &ed2, &err), GT_OK);
+        CHECK(ed == ed2);
+        for (int k = 0; k < p.n_u; k++)
+            dq_bad += xq[k] != xi[k] || xq2[k] != xi[k];
+        for (int k = 0; k < g.n_active; k++) {
+            const geo_layer *l = &g.layers[g.active[k]];
+            double el = 0;
+            for (int v = 0; v < l->n_voxels; v++)
+                el += si[l->offset + v];
+            for (int v = l->offset; v < l->offset + l->n_voxels; v++) {
+                float a = xq[p.n_u + v], b = xq2[p.n_u + v];
+                if (si[v] != 0)
+                    continue;
+                if (el == 0) {   /* an empty layer: uniform, as without noise */
+                    dq_bad += fabs(a - prep_logit_map_alpha(1.0 / l->n_voxels, 1e-10)) > 1e-5 ||
+                              b != a;
+                    continue;
+                }
+                dq_empty++;
+                dq_spread += a != b;                                /* its own key's noise */
+                dq_bad += a < (float)prep_logit_map_alpha(0.0, 1e-10);  /* not below the floor */
+            }
+        }
+        prep_decode_shower(&pq, xq, ed, back);
+        for (int v = 0; v < g.n_voxels; v++) {
+            double a = si[v], b = back[v];
+            dq_occ += a > 0;
+            if (a == 0 && b != 0)
+                dq_bad++;
+            else if (a > 0 && b == 0)
+                dq_lost++;   /* only a voxel right at the threshold may go */
+            else if (fabs(a - b) > 1e-3 * d.threshold_mev + 1e-4 * a)
+                dq_bad++;
+        }
+    }
+    CHECK_MSG(dq_bad == 0, "%s dequantized: %d values off", file, dq_bad);
+    CHECK_MSG(dq_spread * 10 > dq_empty * 9, "%s dequantized: %d of %d empty voxels differ "
+              "between keys", file, dq_spread, dq_empty);
+    CHECK_MSG(dq_lost * 1000 <= dq_occ, "%s dequantized: %d of %d occupied voxels lost", file,
+              dq_lost, dq_occ);
+    printf("%s: dequantized round trip, %d empty and %d occupied voxels, %d lost at the "
+           "threshold\n", file, dq_empty, dq_occ, dq_lost);
+    free(xq);
+    free(xq2);
 
     /* an empty layer: uniform fractions, and zeros when decoded */
     float *one = calloc(g.n_voxels, sizeof *one);

@@ -33,6 +33,36 @@ int main(void)
     CHECK(strcmp(cfg.geometry, "dataset_2") == 0);
     CHECK_EQ_INT(cfg.bf16, 0);
     CHECK_EQ_INT(cfg.solver, MODEL_SOLVER_HEUN);
+    /* the stage-2 representation and trunk defaults (engine/model/README.md) */
+    CHECK_EQ_INT(cfg.stage2.dequantize, 1);
+    CHECK_EQ_INT(cfg.stage2.trunk.skip, MODEL_SKIP_GATED);
+    CHECK_EQ_INT(cfg.stage1.trunk.skip, MODEL_SKIP_NONE);
+    CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-10, 0, 1e-25);
+    /* a run recorded before them names the old values (migration 0003) */
+    CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"trunk\":{\"skip\":\"gated\"}},"
+                       "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
+                       "\"trunk\":{\"skip\":\"none\"}}}}",
+                       &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage2.dequantize, 0);
+    CHECK_EQ_INT(cfg.stage2.trunk.skip, MODEL_SKIP_NONE);
+    CHECK_EQ_INT(cfg.stage1.trunk.skip, MODEL_SKIP_GATED);
+    CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-6, 0, 1e-20);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        json_t *s2 = json_object_get(json_object_get(o, "model"), "stage2");
+        CHECK(json_is_false(json_object_get(s2, "dequantize")));
+        CHECK(json_real_value(json_object_get(s2, "voxel_alpha")) == 1e-6);
+        CHECK(!strcmp(json_string_value(json_object_get(json_object_get(s2, "trunk"), "skip")),
+                      "none"));
+        json_decref(o);
+    }
+    expect_bad("{\"model\":{\"stage2\":{\"dequantize\":1}}}", "model.stage2.dequantize");
+    expect_bad("{\"model\":{\"stage1\":{\"dequantize\":true}}}", "model.stage1.dequantize");
+    expect_bad("{\"model\":{\"stage2\":{\"voxel_alpha\":0}}}", "model.stage2.voxel_alpha");
+    expect_bad("{\"model\":{\"stage2\":{\"voxel_alpha\":0.1}}}", "model.stage2.voxel_alpha");
+    expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"skip\":\"residual\"}}}}",
+               "model.stage2.trunk.skip");
 
     /* A full config. */
     const char *full =

@@ -1,7 +1,8 @@
 /* store: opening (WAL, foreign keys), migrations on an empty database,
  * re-run is a no-op, a newer schema or a changed migration is refused, a
- * failing migration leaves nothing behind, a non-database is refused, and
- * the first schema enforces what its README promises. */
+ * failing migration leaves nothing behind, a non-database is refused, the
+ * first schema enforces what its README promises, and 0003 writes the old
+ * model defaults into the configs of runs recorded before it. */
 #include "check.h"
 
 #include <stdio.h>
@@ -169,6 +170,35 @@ int main(void)
     CHECK(store_open(&s, "no-such-dir/x.db", &err) == GT_EIO);
     CHECK(store_open(&s, "", &err) == GT_EINVAL);
     CHECK_EQ_INT(store_close(NULL, &err), GT_OK);
+
+    /* 0003: a run recorded at version 2 (its canonical config from before
+     * the skip and dequantize fields) keeps the networks it trained; a run
+     * that names the new values keeps them. */
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 3 && list[2].version == 3);
+    CHECK_EQ_INT(store_migrate(s, list, 2, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"model\":{\"stage1\":"
+                         "{\"objective\":\"flow\",\"trunk\":{\"kind\":\"expert\"}},"
+                         "\"stage2\":{\"mode\":\"oneshot\",\"objective\":\"flow\","
+                         "\"trunk\":{\"kind\":\"routed\",\"hidden\":8}}}}')"), SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"model\":{\"stage1\":"
+                         "{\"trunk\":{\"skip\":\"none\"}},\"stage2\":{\"dequantize\":true,"
+                         "\"trunk\":{\"skip\":\"gated\"}}}}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 2);
+    CHECK(!strcmp(text(s, "SELECT json_extract(config, '$.model.stage1.trunk.skip') || ' ' || "
+                          "json_extract(config, '$.model.stage2.trunk.skip') || ' ' || "
+                          "json_type(config, '$.model.stage2.dequantize') || ' ' || "
+                          "json_extract(config, '$.model.stage2.trunk.hidden') || ' ' || "
+                          "json_extract(config, '$.model.stage2.voxel_alpha') "
+                          "FROM runs WHERE id = 1", buf, sizeof buf),
+                  "none none false 8 1.0e-06"));
+    CHECK(!strcmp(text(s, "SELECT json_extract(config, '$.model.stage2.trunk.skip') || ' ' || "
+                          "json_type(config, '$.model.stage2.dequantize') FROM runs WHERE id = 2",
+                       buf, sizeof buf),
+                  "gated true"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+    remove_db(path);
 
     char sum[17];
     store_checksum_text("", sum);
