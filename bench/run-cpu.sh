@@ -38,12 +38,13 @@ done
 threads=$(nproc)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGIANT_SANITIZE=OFF -DGIANT_CUDA=OFF >/dev/null
-cmake --build "$build" --target giant_nn -j"$threads" >/dev/null
+cmake --build "$build" --target giant_cpu -j"$threads" >/dev/null
 cc -std=gnu11 -O3 -Wall -Wextra -Werror -fopenmp \
-  -I"$root/engine/nn" -I"$root/engine/common" \
+  -I"$root/engine/nn" -I"$root/engine/cpu" -I"$root/engine/common" \
   $(pkg-config --cflags openblas) \
   "$root/bench/nn_bench.c" \
-  "$build/engine/nn/libgiant_nn.a" "$build/engine/common/libgiant_common.a" \
+  "$build/engine/cpu/libgiant_cpu.a" "$build/engine/nn/libgiant_nn.a" \
+  "$build/engine/common/libgiant_common.a" \
   $(pkg-config --libs openblas) -ldnnl -lm -o "$build/nn_bench"
 
 have_torch=0
