@@ -56,7 +56,6 @@ void model_config_defaults(model_config *cfg)
     cfg->stage2.trunk.skip = MODEL_SKIP_GATED;
     cfg->stage2.dequantize = 1;
     cfg->stage2.voxel_alpha = 1e-10;
-    cfg->stage1.voxel_alpha = 1e-6;   /* unused: stage 1 has no voxels */
     wgan_defaults(&cfg->stage1.wgan);
     wgan_defaults(&cfg->stage2.wgan);
 
@@ -597,7 +596,6 @@ int model_config_load(const char *path, model_config *cfg, char *field, size_t f
 const char *model_objective_name(model_objective o) { return OBJECTIVES[o]; }
 const char *model_solver_name(model_solver s) { return SOLVERS[s]; }
 const char *model_trunk_kind_name(model_trunk_kind k) { return TRUNKS[k]; }
-const char *model_trunk_skip_name(model_trunk_skip s) { return SKIPS[s]; }
 const char *model_mode_name(model_stage2_mode m) { return MODES[m]; }
 
 static json_t *trunk_json(const model_trunk_config *t)

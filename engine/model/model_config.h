@@ -145,7 +145,6 @@ json_t *model_config_to_json(const model_config *cfg);
 const char *model_objective_name(model_objective o);
 const char *model_solver_name(model_solver s);
 const char *model_trunk_kind_name(model_trunk_kind k);
-const char *model_trunk_skip_name(model_trunk_skip s);
 const char *model_mode_name(model_stage2_mode m);
 
 #endif
