@@ -21,7 +21,24 @@ int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev,
     p->dim = p->n_u + p->n_voxels;
     p->threshold_mev = threshold_mev;
     p->voxel_alpha = PREP_ALPHA;
+    p->dequant_top = PREP_DEQUANT_TOP;
+    prep_layout_set_rings(p, 0);
     return GT_OK;
+}
+
+void prep_layout_set_rings(prep_layout *p, int on)
+{
+    const geo_geometry *g = p->geo;
+    p->rings = on != 0;
+    p->n_rings = 0;
+    for (int k = 0; k < p->n_layers; k++) {
+        const geo_layer *l = &g->layers[g->active[k]];
+        p->block_off[k] = l->offset + p->n_rings;
+        p->block_width[k] = l->n_voxels + (p->rings ? l->n_r : 0);
+        if (p->rings)
+            p->n_rings += l->n_r;
+    }
+    p->dim = p->n_u + p->n_rings + p->n_voxels;
 }
 
 double prep_logit_map_alpha(double p, double alpha)
@@ -97,13 +114,10 @@ void prep_stick_join(const double *u, int n_layers, double e_dep, double *layer_
     layer_e[n_layers - 1] = remaining;
 }
 
-/* Noise stays under this share of the threshold.  The gap it leaves (a
- * factor 10, ln 10 in the logit of a small fraction) keeps a model's small
- * errors on an empty voxel from lifting it over the threshold: on the
- * quickstart budget the sparsity group measured 205x its floor with noise
- * up to 0.99 threshold, 127x with 0.3 and 66x with 0.1, the other groups
- * within 20% of each other (bench/fidelity.sh; engine/model/README.md). */
-#define DEQUANT_TOP 0.1
+/* The noise of an empty voxel (or ring) stays under p->dequant_top times
+ * the threshold: the gap it leaves (ln(1 / top) in the logit of a small
+ * fraction) keeps a model's small errors on an empty voxel from lifting it
+ * over the threshold.  engine/model/README.md has the measurements. */
 
 /* The dequantization noise of voxel v of shower key: uniform in (0, 1)
  * from a splitmix64 hash (24 bits, never 0 or 1). */
@@ -114,6 +128,101 @@ static double dequant_uniform(uint64_t key, int v)
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     return ((double)(z >> 40) + 0.5) / 16777216.0;
+}
+
+/* Layer k with rings: xb = [ring fractions of the layer (n_r) ; voxel
+ * fractions of their ring (n_voxels, as stored: voxel a * n_r + j is in
+ * ring j)].  Noise keys: voxel v -> v, ring j of layer k -> V + its ring
+ * index, so none is shared. */
+static void encode_layer_rings(const prep_layout *p, int k, const float *shower, uint64_t key,
+                               double layer_e, float *xb)
+{
+    const geo_layer *l = &p->geo->layers[p->geo->active[k]];
+    const int nr = l->n_r, na = l->n_alpha;
+    const double thr = p->threshold_mev, alpha = p->voxel_alpha;
+    const int dq = p->dequantize && thr > 0;
+    const int ring0 = p->block_off[k] - l->offset; /* rings before this layer */
+    float *xr = xb, *xv = xb + nr;
+    for (int j = 0; j < nr; j++) {
+        double ring = 0;
+        for (int a = 0; a < na; a++)
+            ring += shower[l->offset + a * nr + j];
+        int empty = dq ? ring < thr : !(ring > 0);
+        double rf;
+        if (!(layer_e > 0))
+            rf = 1.0 / nr;
+        else if (empty && dq)
+            rf = p->dequant_top * thr * dequant_uniform(key, p->n_voxels + ring0 + j) / layer_e;
+        else
+            rf = ring / layer_e;
+        xr[j] = (float)prep_logit_map_alpha(rf, alpha);
+        /* an empty ring's voxels: a noise split of it (dequantized) or the
+         * uniform one, so they lie on the simplex like every ring's */
+        double usum = 0;
+        if (empty || !(layer_e > 0))
+            for (int a = 0; a < na; a++)
+                usum += dq ? dequant_uniform(key, l->offset + a * nr + j) : 1.0;
+        for (int a = 0; a < na; a++) {
+            int at = l->offset + a * nr + j;
+            double f;
+            if (empty || !(layer_e > 0))
+                f = (dq ? dequant_uniform(key, at) : 1.0) / usum;
+            else if (dq && shower[at] < thr)
+                f = p->dequant_top * thr * dequant_uniform(key, at) / ring;
+            else
+                f = shower[at] / ring;
+            xv[a * nr + j] = (float)prep_logit_map_alpha(f, alpha);
+        }
+    }
+}
+
+/* Scales the nonzero entries of e[a * stride] (n of them) to add up to
+ * `to` (nothing when none is left). */
+static double scale_survivors(float *e, int n, int stride, double to)
+{
+    double kept = 0;
+    for (int a = 0; a < n; a++)
+        kept += e[a * stride];
+    if (kept > 0 && kept != to) {
+        double f = to / kept;
+        for (int a = 0; a < n; a++)
+            e[a * stride] = (float)(e[a * stride] * f);
+    }
+    return kept > 0 ? to : 0;
+}
+
+/* The inverse of encode_layer_rings for a layer of energy layer_e, with the
+ * threshold: ring energies are the layer energy times their fractions
+ * (renormalised unless dequantized), voxels their ring's energy times
+ * theirs; then the threshold, and each ring's survivors carry the ring's
+ * energy and the layer's survivors the layer's. */
+static void decode_layer_rings(const prep_layout *p, int k, const float *xb, double layer_e,
+                               float *shower)
+{
+    const geo_layer *l = &p->geo->layers[p->geo->active[k]];
+    const int nr = l->n_r, na = l->n_alpha;
+    const double alpha = p->voxel_alpha;
+    float *e = shower + l->offset;
+    double rf[GEO_MAX_R_BINS], rsum = 0;
+    for (int j = 0; j < nr; j++) {
+        rf[j] = prep_logit_unmap_alpha(xb[j], alpha);
+        rsum += rf[j];
+    }
+    for (int j = 0; j < nr; j++) {
+        double ring = p->dequantize ? layer_e * rf[j] : rsum > 0 ? layer_e * rf[j] / rsum : 0;
+        double vsum = 0;
+        for (int a = 0; a < na; a++)
+            vsum += prep_logit_unmap_alpha(xb[nr + a * nr + j], alpha);
+        for (int a = 0; a < na; a++) {
+            double f = prep_logit_unmap_alpha(xb[nr + a * nr + j], alpha);
+            double v = p->dequantize ? ring * f : vsum > 0 ? ring * f / vsum : 0;
+            e[a * nr + j] = v < p->threshold_mev ? 0.0f : (float)v;
+        }
+        if (p->dequantize)
+            scale_survivors(e + j, na, nr, ring);
+    }
+    if (p->dequantize)
+        scale_survivors(e, l->n_voxels, 1, layer_e);
 }
 
 int prep_encode_shower(const prep_layout *p, const float *shower, float *x, float *e_dep,
@@ -146,6 +255,13 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
     prep_stick_break(layer_e, p->n_layers, u);
     for (int k = 0; k < p->n_u; k++)
         x[k] = (float)prep_logit_map(u[k]);
+    if (p->rings) {
+        for (int k = 0; k < p->n_layers; k++)
+            encode_layer_rings(p, k, shower, key, layer_e[k], x + p->n_u + p->block_off[k]);
+        if (e_dep)
+            *e_dep = (float)total;
+        return GT_OK;
+    }
     float *xv = x + p->n_u;
     for (int k = 0; k < p->n_layers; k++) {
         const geo_layer *l = &g->layers[g->active[k]];
@@ -155,7 +271,7 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
              * exact and the noise adds on top (decoding cuts it) */
             for (int v = 0; v < l->n_voxels; v++) {
                 int at = l->offset + v;
-                double e = shower[at] < thr ? DEQUANT_TOP * thr * dequant_uniform(key, at)
+                double e = shower[at] < thr ? p->dequant_top * thr * dequant_uniform(key, at)
                                             : shower[at];
                 xv[at] = (float)prep_logit_map_alpha(e / layer_e[k], p->voxel_alpha);
             }
@@ -186,6 +302,11 @@ void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float
     /* voxels of layers without voxels do not exist; zero the whole row first
      * so nothing stale survives */
     memset(shower, 0, (size_t)p->n_voxels * sizeof *shower);
+    if (p->rings) {
+        for (int k = 0; k < p->n_layers; k++)
+            decode_layer_rings(p, k, xv + p->block_off[k], layer_e[k], shower);
+        return;
+    }
     for (int k = 0; k < p->n_layers; k++) {
         const geo_layer *l = &g->layers[g->active[k]];
         double sum = 0;

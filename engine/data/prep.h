@@ -5,6 +5,8 @@
  * Stage 1 (energy):  r = E_dep / E_inc            (prep_encode_energy)
  * Stage 2 (shower):  x = [ logit-map(u_0 .. u_{L-2}),            L-1 values
  *                          logit-map(v_0 .. v_{V-1}) ]            V values
+ *   (with rings, each layer's voxel block is preceded by its ring
+ *   fractions: prep_layout_set_rings)
  *   u_l = E_l / sum_{j>=l} E_j over the L layers that have voxels
  *   v_i = E_voxel / E_layer within each layer (uniform 1/n when E_layer = 0)
  *   logit-map(p) = logit(alpha + (1 - 2 alpha) p), alpha = 1e-6
@@ -20,6 +22,9 @@
 #include "gt_error.h"
 
 #define PREP_ALPHA 1e-6
+/* The dequantization noise's top, as a share of the threshold, after
+ * prep_layout_init (what runs before model.stage2.dequantize_top used). */
+#define PREP_DEQUANT_TOP 0.1
 
 typedef struct prep_layout {
     const geo_geometry *geo; /* borrowed                                       */
@@ -31,22 +36,47 @@ typedef struct prep_layout {
     double voxel_alpha;      /* alpha of the voxel fractions' logit-map
                               * (PREP_ALPHA after prep_layout_init)          */
     int dequantize;          /* 0 after prep_layout_init; see below            */
+    double dequant_top;      /* noise under dequant_top * threshold            */
+    int rings;               /* 0 after prep_layout_init; prep_layout_set_rings */
+    int n_rings;             /* ring features (sum of n_r) when rings, else 0  */
+    /* Layer k's features (its ring fractions, then its voxel fractions) are
+     * x[n_u + block_off[k] .. + block_width[k]). */
+    int block_off[GEO_MAX_LAYERS];
+    int block_width[GEO_MAX_LAYERS];
 } prep_layout;
 
 /* Dequantization (p->dequantize = 1, the caller's choice).  A voxel under
  * the readout threshold (an empty one) of a layer with energy is encoded
- * as if it held 0.1 threshold * u, u uniform in (0, 1) drawn from (key,
+ * as if it held dequant_top * threshold * u, u uniform in (0, 1) from (key,
  * voxel): the empty voxels then fill a range below the occupied ones (a
- * factor 10 under the threshold, a margin for a model's errors) instead of
- * sitting at one point (logit(alpha)), which a continuous model cannot
- * produce.  Layer energies (the stick-breaking) stay exact, and
- * fractions are of the true layer energy, so an occupied voxel's value is
- * exact and the noise comes on top.  Decoding multiplies the fractions by
- * the layer energy as they are (no renormalisation), applies the threshold
- * (which cuts the noise), and scales the survivors to carry the layer's
- * energy exactly: decode(encode(shower)) is the shower. */
+ * factor 1 / dequant_top under the threshold, a margin for a model's
+ * errors) instead of sitting at one point (logit(alpha)), which a
+ * continuous model cannot produce.  Layer energies (the stick-breaking)
+ * stay exact, and fractions are of the true layer energy, so an occupied
+ * voxel's value is exact and the noise comes on top.  Decoding multiplies
+ * the fractions by the layer energy as they are (no renormalisation),
+ * applies the threshold (which cuts the noise), and scales the survivors
+ * to carry the layer's energy exactly: decode(encode(shower)) is the
+ * shower. */
 
 int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev, gt_error *err);
+
+/* Rings (p->rings = 1, through this call, which recomputes dim and the
+ * blocks).  Each layer's energy is split first over its radial rings, then
+ * each ring's over its angular voxels: layer k's block is
+ *   [ logit-map(R_k,j / E_k) for its n_r rings ;
+ *     logit-map(e_v / R_k,ring(v)) for its voxels, angle-major as stored ]
+ * so dim = n_u + sum n_r + V.  Why: energy-weighted shapes (the radial
+ * centre and width, the outer rings' share) are decided by a few voxels
+ * each holding a small fraction; per voxel, that fraction is a rare upper
+ * mode of a mostly-empty distribution, which a model smooths into many
+ * small hits with too little energy.  A ring's fraction sums 16 (dataset 2)
+ * voxels: occupied far more often, one smooth value per ring.  With
+ * dequantization an empty ring (under the threshold) holds noise under 0.1
+ * threshold as its fraction of the layer, and its voxels a noise split of
+ * it; decoding applies the threshold and scales each ring's survivors to
+ * the ring's energy, then the layer's to the layer's. */
+void prep_layout_set_rings(prep_layout *p, int on);
 
 /* logit(alpha + (1 - 2 alpha) p) for p clamped to [0, 1], and its inverse
  * (the result clamped to [0, 1]). */

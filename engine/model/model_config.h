@@ -7,7 +7,8 @@
  *     "dataset": { "path" | "synthetic", "geometry", "max_showers",
  *                  "val_fraction", "split_seed" },
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
- *                  "stage2": { "mode", "objective", "dequantize", "voxel_alpha",
+ *                  "stage2": { "mode", "objective", "dequantize", "dequantize_top",
+ *                              "voxel_alpha", "rings",
  *                              "trunk", "wgan" } },
  *     "train":   { "precision", "device", "seed", "batch", "steps",
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
@@ -81,8 +82,13 @@ typedef struct model_stage_config {
     model_stage2_mode mode; /* stage 2 only */
     int dequantize;         /* stage 2 only: empty voxels as noise under the
                              * readout threshold (default on) */
+    double dequantize_top;  /* stage 2 only: that noise stays under this
+                             * share of the threshold (default 1e-4) */
     double voxel_alpha;     /* stage 2 only: alpha of the voxel fractions'
                              * logit-map (default 1e-10) */
+    int rings;              /* stage 2 only: each layer's energy split over
+                             * its radial rings, then each ring's over its
+                             * voxels (prep_layout_set_rings) */
     model_trunk_config trunk;
     model_wgan_config wgan;
 } model_stage_config;

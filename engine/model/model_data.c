@@ -223,6 +223,9 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
         }
         off += 8 + (size_t)n;
     }
+    /* a model trained with rings has their features; the statistics say so */
+    if (r->shower.dim != r->layout.dim)
+        prep_layout_set_rings(&r->layout, 1);
     if (r->cond.dim != 1 || r->ratio.dim != 1 || r->shower.dim != r->layout.dim) {
         int dim = r->shower.dim;
         model_repr_free(r);
@@ -275,10 +278,9 @@ static int encode_rows(const model_repr *r, const model_dataset *ds, const int64
 
 void model_ar_dims_of(const prep_layout *p, model_ar_dims *d)
 {
-    const geo_geometry *g = p->geo;
     int vmax = 1;
     for (int k = 0; k < p->n_layers; k++) {
-        int nv = g->layers[g->active[k]].n_voxels;
+        int nv = p->block_width[k];
         if (nv > vmax)
             vmax = nv;
     }
@@ -298,16 +300,14 @@ float model_ar_remainder_feature(double r)
 
 void model_ar_valid(const prep_layout *p, int l, int32_t *lo, int32_t *hi)
 {
-    const geo_geometry *g = p->geo;
     *lo = l == p->n_layers - 1 ? 1 : 0;
-    *hi = 1 + g->layers[g->active[l]].n_voxels;
+    *hi = 1 + p->block_width[l];
 }
 
 void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int64_t n,
                      float *tok, float *cond, float *ctx, int32_t *valid)
 {
     const prep_layout *p = &r->layout;
-    const geo_geometry *g = p->geo;
     model_ar_dims d;
     model_ar_dims_of(p, &d);
     const int L = d.n_tokens, D = d.dim, P = d.n_ctx;
@@ -317,16 +317,14 @@ void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int6
         for (int l = 0; l < L; l++) {
             size_t row = (size_t)i * L + l;
             float *t = tok + row * D, *cx = ctx + row * P, *cd = cond + row * 4;
-            const geo_layer *gl = &g->layers[g->active[l]];
             memset(t, 0, (size_t)D * sizeof *t);
             memset(cx, 0, (size_t)P * sizeof *cx);
             if (l < L - 1)
                 t[0] = x[l];
-            memcpy(t + 1, x + p->n_u + gl->offset, (size_t)gl->n_voxels * sizeof *t);
-            if (l > 0) {
-                const geo_layer *pl = &g->layers[g->active[l - 1]];
-                memcpy(cx, x + p->n_u + pl->offset, (size_t)pl->n_voxels * sizeof *cx);
-            }
+            memcpy(t + 1, x + p->n_u + p->block_off[l], (size_t)p->block_width[l] * sizeof *t);
+            if (l > 0)
+                memcpy(cx, x + p->n_u + p->block_off[l - 1],
+                       (size_t)p->block_width[l - 1] * sizeof *cx);
             cd[0] = c2[2 * i];
             cd[1] = c2[2 * i + 1];
             cd[2] = model_ar_remainder_feature(rem);
@@ -385,6 +383,8 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
         goto fail;
     a->repr.layout.dequantize = cfg->stage2.dequantize;
     a->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
+    a->repr.layout.dequant_top = cfg->stage2.dequantize_top;
+    prep_layout_set_rings(&a->repr.layout, cfg->stage2.rings);
     const int dim = a->repr.layout.dim;
     a->dim2 = dim;
     a->n_train = ntr;

@@ -152,6 +152,13 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
     s->repr.layout.dequantize = cfg->stage2.dequantize;
     s->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
     s->repr_ready = 1;
+    if (s->repr.layout.rings != (cfg->stage2.rings != 0)) {
+        rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring features "
+                          "and the config says model.stage2.rings = %s",
+                          s->repr.layout.rings ? "has" : "has no",
+                          cfg->stage2.rings ? "true" : "false");
+        goto fail;
+    }
     const int D = s->repr.layout.dim, B = max_batch;
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
     model_ar_dims_of(&s->repr.layout, &s->ard);
@@ -378,7 +385,6 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
                   int rows, int steps, double *evals, double *flops, gt_error *err)
 {
     const prep_layout *lay = &s->repr.layout;
-    const geo_geometry *g = lay->geo;
     const int L = s->ard.n_tokens, TD = s->ard.dim, P = s->ard.n_ctx, D2 = lay->dim;
     /* 1e-6 below the threshold: a float rounding of the decoder can never
      * lift a skipped voxel to the threshold itself */
@@ -389,7 +395,6 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
     for (int i = 0; i < rows; i++)
         s->rem_h[i] = s->edep_h[i] > 0 ? (double)s->edep_h[i] : 0.0;
     for (int l = 0; l < L; l++) {
-        const geo_layer *gl = &g->layers[g->active[l]];
         int32_t lo, hi;
         model_ar_valid(lay, l, &lo, &hi);
         int na = 0;
@@ -436,9 +441,10 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
             int i = s->act_h[a];
             const float *t = s->tok_h + (size_t)a * TD;
             float *x2 = s->x2_h + (size_t)i * D2;
-            memcpy(x2 + lay->n_u + gl->offset, t + 1, (size_t)gl->n_voxels * sizeof(float));
+            memcpy(x2 + lay->n_u + lay->block_off[l], t + 1,
+                   (size_t)lay->block_width[l] * sizeof(float));
             memset(s->prev_h + (size_t)i * P, 0, (size_t)P * sizeof(float));
-            memcpy(s->prev_h + (size_t)i * P, t + 1, (size_t)gl->n_voxels * sizeof(float));
+            memcpy(s->prev_h + (size_t)i * P, t + 1, (size_t)lay->block_width[l] * sizeof(float));
             if (l < L - 1) {
                 x2[l] = t[0];
                 /* the remainder exactly as prep_stick_join will compute it */

@@ -184,6 +184,64 @@ static void roundtrip_geometry(const char *file, int n)
     free(xq);
     free(xq2);
 
+    /* Rings, with and without dequantization: layer k's block holds its
+     * ring fractions and then its voxels' fractions of their ring; the
+     * stick-breaking is unchanged, a ring's fraction is its share of the
+     * layer, and decoding gives back the shower. */
+    for (int dq = 0; dq < 2; dq++) {
+        prep_layout pr = p;
+        pr.dequantize = dq;
+        pr.voxel_alpha = 1e-10;
+        prep_layout_set_rings(&pr, 1);
+        int nring = 0;
+        for (int k = 0; k < g.n_active; k++)
+            nring += g.layers[g.active[k]].n_r;
+        CHECK_EQ_INT(pr.n_rings, nring);
+        CHECK_EQ_INT(pr.dim, p.n_u + nring + g.n_voxels);
+        float *xr = malloc((size_t)pr.dim * sizeof *xr);
+        int r_bad = 0, r_lost = 0, r_occ = 0;
+        for (int i = 0; i < n; i++) {
+            const float *si = s + (size_t)i * g.n_voxels;
+            const float *xi = x + (size_t)i * p.dim;
+            float ed = 0;
+            CHECK_EQ_INT(prep_encode_shower_keyed(&pr, si, (uint64_t)i, xr, &ed, &err), GT_OK);
+            for (int k = 0; k < p.n_u; k++)
+                r_bad += xr[k] != xi[k];
+            for (int k = 0; k < g.n_active; k++) {
+                const geo_layer *l = &g.layers[g.active[k]];
+                const float *xb = xr + pr.n_u + pr.block_off[k];
+                double el = 0;
+                for (int v = 0; v < l->n_voxels; v++)
+                    el += si[l->offset + v];
+                for (int j = 0; j < l->n_r && el > 0; j++) {
+                    double ring = 0;
+                    for (int a = 0; a < l->n_alpha; a++)
+                        ring += si[l->offset + a * l->n_r + j];
+                    if (ring >= d.threshold_mev && ring > 0)
+                        r_bad += fabs(prep_logit_unmap_alpha(xb[j], 1e-10) - ring / el) >
+                                 1e-6 * (ring / el) + 1e-9;
+                }
+            }
+            prep_decode_shower(&pr, xr, ed, back);
+            for (int v = 0; v < g.n_voxels; v++) {
+                double a = si[v], b = back[v];
+                r_occ += a > 0;
+                if (a == 0 && b != 0)
+                    r_bad++;
+                else if (a > 0 && b == 0)
+                    r_lost++;
+                else if (fabs(a - b) > 1e-3 * d.threshold_mev + 1e-4 * a)
+                    r_bad++;
+            }
+        }
+        CHECK_MSG(r_bad == 0, "%s rings (dequantize %d): %d values off", file, dq, r_bad);
+        CHECK_MSG(r_lost * 1000 <= r_occ, "%s rings (dequantize %d): %d of %d occupied voxels "
+                  "lost", file, dq, r_lost, r_occ);
+        printf("%s: rings round trip (dequantize %d), %d occupied voxels, %d lost at the "
+               "threshold\n", file, dq, r_occ, r_lost);
+        free(xr);
+    }
+
     /* an empty layer: uniform fractions, and zeros when decoded */
     float *one = calloc(g.n_voxels, sizeof *one);
     const geo_layer *l0 = &g.layers[g.active[0]], *l1 = &g.layers[g.active[1]];

@@ -38,9 +38,12 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.trunk.skip, MODEL_SKIP_GATED);
     CHECK_EQ_INT(cfg.stage1.trunk.skip, MODEL_SKIP_NONE);
     CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-10, 0, 1e-25);
+    CHECK_EQ_INT(cfg.stage2.rings, 1);
+    CHECK(cfg.stage2.dequantize_top == 1e-4);
     /* a run recorded before them names the old values (migration 0003) */
     CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"trunk\":{\"skip\":\"gated\"}},"
                        "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
+                       "\"rings\":false,\"dequantize_top\":0.1,"
                        "\"trunk\":{\"skip\":\"none\"}}}}",
                        &cfg, field, &err),
                  GT_OK);
@@ -48,11 +51,15 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.trunk.skip, MODEL_SKIP_NONE);
     CHECK_EQ_INT(cfg.stage1.trunk.skip, MODEL_SKIP_GATED);
     CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-6, 0, 1e-20);
+    CHECK_EQ_INT(cfg.stage2.rings, 0);
+    CHECK(cfg.stage2.dequantize_top == 0.1);
     {
         json_t *o = model_config_to_json(&cfg);
         json_t *s2 = json_object_get(json_object_get(o, "model"), "stage2");
         CHECK(json_is_false(json_object_get(s2, "dequantize")));
         CHECK(json_real_value(json_object_get(s2, "voxel_alpha")) == 1e-6);
+        CHECK(json_is_false(json_object_get(s2, "rings")));
+        CHECK(json_real_value(json_object_get(s2, "dequantize_top")) == 0.1);
         CHECK(!strcmp(json_string_value(json_object_get(json_object_get(s2, "trunk"), "skip")),
                       "none"));
         json_decref(o);
@@ -61,6 +68,12 @@ int main(void)
     expect_bad("{\"model\":{\"stage1\":{\"dequantize\":true}}}", "model.stage1.dequantize");
     expect_bad("{\"model\":{\"stage2\":{\"voxel_alpha\":0}}}", "model.stage2.voxel_alpha");
     expect_bad("{\"model\":{\"stage2\":{\"voxel_alpha\":0.1}}}", "model.stage2.voxel_alpha");
+    expect_bad("{\"model\":{\"stage2\":{\"rings\":\"yes\"}}}", "model.stage2.rings");
+    expect_bad("{\"model\":{\"stage1\":{\"rings\":true}}}", "model.stage1.rings");
+    expect_bad("{\"model\":{\"stage2\":{\"dequantize_top\":0}}}",
+               "model.stage2.dequantize_top");
+    expect_bad("{\"model\":{\"stage2\":{\"dequantize_top\":1.5}}}",
+               "model.stage2.dequantize_top");
     expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"skip\":\"residual\"}}}}",
                "model.stage2.trunk.skip");
 

@@ -197,6 +197,26 @@ int main(void)
                           "json_type(config, '$.model.stage2.dequantize') FROM runs WHERE id = 2",
                        buf, sizeof buf),
                   "gated true"));
+    /* 0004: the same runs keep the shower vector they were trained on */
+    CHECK(n >= 4 && list[3].version == 4);
+    CHECK(!strcmp(text(s, "SELECT json_type(config, '$.model.stage2.rings') || ' ' || "
+                          "json_extract(config, '$.model.stage2.dequantize_top') "
+                          "FROM runs WHERE id = 1", buf, sizeof buf),
+                  "false 0.1"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
+    /* 0004 alone: a config that names the new fields keeps them */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK_EQ_INT(store_migrate(s, list, 3, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"model\":{\"stage2\":"
+                         "{\"rings\":true,\"dequantize_top\":0.001}}}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 3);
+    CHECK(!strcmp(text(s, "SELECT json_type(config, '$.model.stage2.rings') || ' ' || "
+                          "json_extract(config, '$.model.stage2.dequantize_top') "
+                          "FROM runs WHERE id = 1", buf, sizeof buf),
+                  "true 0.001"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
     remove_db(path);
 
