@@ -261,6 +261,18 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
     }
     const size_t V = (size_t)model_sampler_voxels(s0), n = (size_t)N_ROWS * V;
     model_sampler_close(s0);
+    /* a config that says the other representation is refused with a
+     * reason, never served with the wrong decoding */
+    {
+        model_config other = t.cfg;
+        other.stage2.rings = !t.cfg.stage2.rings;
+        model_sampler *sx = NULL;
+        rc = model_sampler_open(b, &other, t.ck[1], t.len[1], t.ck[2], t.len[2], 4, &sx, &err);
+        CHECK_MSG(rc == GT_EFORMAT && sx == NULL && strstr(err.message, "rings"),
+                  "%s: rings %d against the checkpoint: rc %d (%s)", v->name,
+                  other.stage2.rings, rc, err.message);
+        model_sampler_close(sx);
+    }
     float *ref = calloc(n, sizeof(float)), *got = calloc(n, sizeof(float));
     const int whole[1] = {0}, cuts[3] = {0, 7, 26};
     double evals = 0;
