@@ -41,10 +41,13 @@ import json, sys
 cfg = json.load(open(sys.argv[1]))
 variant, precision, steps2 = sys.argv[2], sys.argv[3], sys.argv[4]
 s2 = cfg["model"]["stage2"]
+# the quickstart is autoregressive (6 Heun steps); the oneshot variants
+# sample with the 20 Heun steps they were measured with
+s2["mode"] = "autoregressive" if variant == "autoregressive" else "oneshot"
+if variant != "autoregressive":
+    cfg["sample"] = {"solver": "heun", "steps": 20}
 if variant == "routed":
     s2["trunk"].update({"kind": "routed", "experts": 4, "top_k": 2})
-elif variant == "autoregressive":
-    s2["mode"] = "autoregressive"
 elif variant == "wgan":
     s2["objective"] = "wgan"
 cfg["train"]["precision"] = precision
