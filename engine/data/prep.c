@@ -176,9 +176,9 @@ static void encode_layer_rings(const prep_layout *p, int k, const float *shower,
     }
 }
 
-/* Scales the nonzero entries of e[a * stride] (n of them) to add up to
- * `to` (nothing when none is left). */
-static double scale_survivors(float *e, int n, int stride, double to)
+/* Scales the entries of e[a * stride] (n of them; the threshold's
+ * survivors and zeros) to add up to `to` (nothing when none is left). */
+static void scale_survivors(float *e, int n, int stride, double to)
 {
     double kept = 0;
     for (int a = 0; a < n; a++)
@@ -188,7 +188,6 @@ static double scale_survivors(float *e, int n, int stride, double to)
         for (int a = 0; a < n; a++)
             e[a * stride] = (float)(e[a * stride] * f);
     }
-    return kept > 0 ? to : 0;
 }
 
 /* The inverse of encode_layer_rings for a layer of energy layer_e, with the
@@ -319,20 +318,15 @@ void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float
          * noise on top of an exact shower decodes under the threshold);
          * otherwise renormalised to sum to 1 */
         double scale = p->dequantize ? layer_e[k] : sum > 0 ? layer_e[k] / sum : 0.0;
-        double kept = 0;
         for (int v = 0; v < l->n_voxels; v++) {
             float e = sum > 0 ? (float)(shower[l->offset + v] * scale)
                               : (float)(layer_e[k] / l->n_voxels);
             shower[l->offset + v] = e < p->threshold_mev ? 0.0f : e;
-            kept += shower[l->offset + v];
         }
         /* dequantized: the survivors of the threshold carry the layer's
          * energy exactly */
-        if (p->dequantize && kept > 0 && kept != layer_e[k]) {
-            double to = layer_e[k] / kept;
-            for (int v = 0; v < l->n_voxels; v++)
-                shower[l->offset + v] = (float)(shower[l->offset + v] * to);
-        }
+        if (p->dequantize)
+            scale_survivors(shower + l->offset, l->n_voxels, 1, layer_e[k]);
     }
 }
 
