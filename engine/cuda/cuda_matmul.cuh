@@ -7,14 +7,20 @@
  * The bias rides in the epilogue (CUBLASLT_EPILOGUE_BIAS: one value per row
  * of the column-major D = per output feature) when it is 16-byte aligned and
  * the heuristic has an algorithm for it; otherwise a broadcast kernel adds
- * it.  "accumulate" is beta = 1 (D = A.B + C + bias, the residual update in
- * one call).  SiLU has no cuBLASLt epilogue, so it runs as one elementwise
- * pass after the product.
+ * it.  The heuristic is asked with the call's own bias pointer on the
+ * descriptor (a NULL one would let it assume any alignment), and the key
+ * records that pointer's alignment like A's, B's and C's, so a plan is
+ * never reused for a bias aligned worse than the one it was chosen for.
+ * "accumulate" is beta = 1 (D = A.B + C + bias, the residual update in one
+ * call).  SiLU has no cuBLASLt epilogue, so it runs as one elementwise pass
+ * after the product.
  *
  * Plans (operation descriptor, three layouts, the heuristic's algorithm) are
- * cached per shape, transposes, leading dimensions, dtype, epilogue and
- * pointer alignment; a miss inside graph capture is an error, so callers
- * warm the cache with one uncaptured step first. */
+ * cached per shape, transposes, leading dimensions, dtype and the
+ * alignment of every pointer (bias included); each new one moves the
+ * backend's plan_count (nn_backend.h), so tests can assert that a step
+ * after warm-up plans nothing.  A miss inside graph capture is an error, so
+ * callers warm the cache with one uncaptured step first. */
 #ifndef CUDA_MATMUL_CUH
 #define CUDA_MATMUL_CUH
 
@@ -23,8 +29,9 @@
 
 struct cuda_mm_key {
     int m, n, k, ta, tb, lda, ldb, ldc;
-    int dtype, bias;
+    int dtype;
     int align_a, align_b, align_c;
+    int align_bias;                      /* 0: no bias */
 };
 
 struct cuda_mm_entry {
@@ -57,10 +64,17 @@ static void cuda_mm_cache_free(cuda_state *s)
     cuda_cache_free(&s->mm, &s->mm_count, &s->mm_cap, cuda_mm_entry_release);
 }
 
+/* The epilogue is tried for a bias of at least this alignment (bytes);
+ * a less aligned one is added by the broadcast kernel. */
+#define CUDA_MM_BIAS_ALIGN 16
+
 /* Builds descriptors and asks the heuristic for the best algorithm, first
- * with the bias epilogue (when wanted), then without.  Runs outside capture
- * only. */
-static int cuda_mm_plan(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry *e, gt_error *err)
+ * with the bias epilogue (when the key's bias allows it), then without.
+ * bias is the call's own pointer (NULL when key->align_bias is 0): the
+ * heuristic sees the alignment the product will run with.  Runs outside
+ * capture only. */
+static int cuda_mm_plan(cuda_state *s, const cuda_mm_key *key, const float *bias,
+                        cuda_mm_entry *e, gt_error *err)
 {
     memset(e, 0, sizeof *e);
     e->key = *key;
@@ -88,9 +102,15 @@ static int cuda_mm_plan(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry *e,
                                (uint32_t)key->align_a, (uint32_t)key->align_c, err)))
             goto fail;
 
-        for (int attempt = key->bias ? 0 : 1; attempt < 2; attempt++) {
+        int try_bias = key->align_bias >= CUDA_MM_BIAS_ALIGN;
+        for (int attempt = try_bias ? 0 : 1; attempt < 2; attempt++) {
             cublasLtEpilogue_t epi = attempt == 0 ? CUBLASLT_EPILOGUE_BIAS
                                                   : CUBLASLT_EPILOGUE_DEFAULT;
+            /* the real pointer while the epilogue is asked about; none
+             * after, so an unfused plan keeps no caller pointer */
+            const float *bp = attempt == 0 ? bias : NULL;
+            MM_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
+                                                  sizeof bp));
             MM_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                                   sizeof epi));
             cublasLtMatmulHeuristicResult_t res;
@@ -125,8 +145,10 @@ fail:
     return rc ? rc : gt_error_set(err, GT_EDEVICE, "matmul plan failed");
 }
 
-static int cuda_mm_lookup(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry **out,
-                          gt_error *err)
+/* The plan of key, made on a miss (outside capture) with the call's bias;
+ * a new plan moves b->plan_count. */
+static int cuda_mm_lookup(nn_backend *b, cuda_state *s, const cuda_mm_key *key,
+                          const float *bias, cuda_mm_entry **out, gt_error *err)
 {
     for (int i = 0; i < s->mm_count; i++)
         if (!memcmp(&s->mm[i].key, key, sizeof *key)) {
@@ -143,9 +165,10 @@ static int cuda_mm_lookup(cuda_state *s, const cuda_mm_key *key, cuda_mm_entry *
     if (!mm)
         return gt_error_set(err, GT_ENOMEM, "matmul plan cache: out of memory");
     s->mm = mm;
-    int rc = cuda_mm_plan(s, key, &s->mm[s->mm_count], err);
+    int rc = cuda_mm_plan(s, key, bias, &s->mm[s->mm_count], err);
     if (rc)
         return rc;
+    b->plan_count++;   /* nn_backend.h: a new per-shape plan */
     *out = &s->mm[s->mm_count++];
     return GT_OK;
 }
@@ -184,17 +207,14 @@ static int cuda_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_
         key.ldb = bm.ld;
         key.ldc = c.ld;
         key.dtype = (int)a.dtype;
-        key.bias = bias && cuda_aligned(bias, 16);
         key.align_a = cuda_align_of(a.data);
         key.align_b = cuda_align_of(bm.data);
         key.align_c = cuda_align_of(c.data);
+        key.align_bias = bias ? cuda_align_of(bias) : 0;
         cuda_mm_entry *e = NULL;
-        int planned = s->mm_count;
-        rc = cuda_mm_lookup(s, &key, &e, err);
+        rc = cuda_mm_lookup(b, s, &key, bias, &e, err);
         if (rc)
             return rc;
-        if (s->mm_count != planned)
-            b->plan_count++;   /* nn_backend.h: a new per-shape plan */
         if (e->bias_fused)
             CUBLAS_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &bias, sizeof bias),

@@ -21,6 +21,9 @@
  * bit (both follow nn_cpu_fixed.h).  Its row invariance is exact on each
  * backend: rows [r0, r0+m) computed alone are the bytes of the same rows
  * of one big call, for m = 1..24, 64, 256, 1000 at several offsets.
+ * Plans: a library matmul plan is made once per shape and pointer
+ * alignment (the bias's included) and moves plan_count once; a training
+ * step after a warm-up step makes none, on either backend.
  * Then whole steps: engine/nn's expert and routed trunks (forward, backward,
  * AdamW, the packed sampling forward) on both backends, and on the GPU the
  * trunk's gradient step and an Euler sampler captured as graphs and replayed
@@ -300,6 +303,40 @@ static void test_matmul_bf16(void)
     }
     pcmp(&dw, "bf16 dW += dY^T X", TOL_BF16);
     PFREE(&dw, &dyb, &x, &w, &y, &bias, &xb, &wb);
+}
+
+/* The plan cache of the library matmul: a linear layer whose bias starts
+ * 256, 4, 8 and 16 bytes into its allocation.  Each alignment is its own
+ * plan (chosen with that bias pointer), made on the first call and reused
+ * by the second (plan_count moves once); b->plan_count follows the caches
+ * (cuda_backend_plan_count); the results stay within TOL_RED of the CPU. */
+static void test_matmul_plans(void)
+{
+    printf("matmul plans and bias alignment\n");
+    const int M = 64, N = 48, K = 32;
+    pair x = pnew(M, K), w = pnew(N, K), y = pnew(M, N), bias = pnew(1, N + 4);
+    prand(&x, -1, 1);
+    prand(&w, -1, 1);
+    prand(&bias, -1, 1);
+    static const int offs[] = {0, 1, 2, 4};   /* floats into the 256-byte aligned block */
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "linear, bias at +%d bytes", 4 * offs[i]);
+        for (int call = 0; call < 2; call++) {
+            poison(&y);
+            size_t plans = GPU->plan_count;
+            BOTH OK(nn_matmul(b, T(y), T(x), 0, T(w), 1, (const float *)P(bias) + offs[i],
+                              NN_ACT_NONE, 0, &err));
+            pcmp(&y, what, TOL_RED);
+            if (cuda_backend_is(GPU)) {
+                CHECK_MSG(GPU->plan_count == plans + (call == 0),
+                          "%s, call %d: %zu new plans (expected %d)", what, call,
+                          GPU->plan_count - plans, call == 0);
+                CHECK_EQ_INT(GPU->plan_count, cuda_backend_plan_count(GPU));
+            }
+        }
+    }
+    PFREE(&x, &w, &y, &bias);
 }
 
 static void test_elementwise(int rows, int cols)
@@ -1119,12 +1156,24 @@ static void test_trunk_graph(nn_dtype prec)
     /* no finiteness read-back: a graph cannot hold one */
     if (!trunk_setup_both(&cfg, B, 5, 0.5f, 0, t, opt))
         goto out;
+    /* step 0 warms the plan caches up; step 1 must plan nothing (on the
+     * GPU: every matmul shape and alignment was seen, and plan_count, which
+     * each new cuBLASLt plan moves, follows the caches) */
     BOTH
     {
         for (int step = 0; step < 2; step++) {
+            size_t plans = b->plan_count;
             OK(grad_step(t[side], b, T(x), T(c), T(tgt), T(out), T(dout), P(loss)));
             OK(nn_adamw_step(&opt[side], NULL, &err));
+            if (step == 1)
+                CHECK_MSG(b->plan_count == plans, "%s: %zu plans made by a step after warm-up",
+                          b->name, b->plan_count - plans);
         }
+        if (cuda_backend_is(b)) {
+            CHECK_MSG(b->plan_count > 0, "cuda: a training step made no plan");
+            CHECK_EQ_INT(b->plan_count, cuda_backend_plan_count(b));
+        }
+        printf("  %-28s %s: %zu, none after warm-up\n", "plans", b->name, b->plan_count);
         OK(nn_sync(b, &err));
     }
     nn_params *pc_ = nn_trunk_params(t[0]), *pg_ = nn_trunk_params(t[1]);
@@ -1271,6 +1320,7 @@ int main(void)
     test_matmul_f32();
     if (bf16)
         test_matmul_bf16();
+    test_matmul_plans();
     test_elementwise(67, 130);
     test_elementwise(64, 512);
     test_layernorm(67, 130);
