@@ -154,6 +154,30 @@ static void poison(pair *p)
     OK(nn_memset(GPU, p->g, 0xFF, bytes, &err));
 }
 
+/* The first `cols` columns of an fp32 pair as a view with row pitch
+ * p->cols (ld > cols when the pair is wider). */
+static nn_tensor pview(pair *p, int side, int cols)
+{
+    nn_tensor t = side ? pg(p) : pc(p);
+    t.cols = cols;
+    return t;
+}
+
+/* Poisons the view of the first `cols` columns and fills the columns past
+ * them with the same random values on both sides: an op on the view must
+ * overwrite all of it and leave the rest alone, which pcmp then sees. */
+static void poison_view(pair *p, int cols)
+{
+    const uint32_t nan_bits = 0xFFFFFFFFu;
+    for (size_t i = 0; i < p->n; i++) {
+        if ((int)(i % (size_t)p->cols) < cols)
+            memcpy(&p->h[i], &nan_bits, sizeof nan_bits);
+        else
+            p->h[i] = frand(-1, 1);
+    }
+    pput(p);
+}
+
 static void fetch(pair *p, void *hc, void *hg)
 {
     size_t bytes = p->n * nn_dtype_size(p->dt);
@@ -390,6 +414,36 @@ static void test_elementwise(int rows, int cols)
     BOTH OK(nn_bias_grad(b, P(db), T(dy), 1, &err));
     pcmp(&db, "bias_grad accumulate", TOL_RED);
     PFREE(&db, &loss, &x, &dy, &y, &x2);
+}
+
+/* axpby_rows, y[i,:] = alpha[i] x[i,:] + beta[i] z[i,:] (every sampler
+ * step): into a separate y, then in place with y aliasing x, z and both.
+ * Views of `cols` columns: y and x with row pitch cols + pad, z dense, so
+ * the 16-byte path (cols and pitches multiples of 4) and the scalar one
+ * both run, with mixed pitches; the columns past a view must stay
+ * untouched.  Each case starts from the same uploaded values. */
+static void test_axpby_rows(int rows, int cols, int pad)
+{
+    printf("axpby_rows %dx%d, row pitch %d\n", rows, cols, cols + pad);
+    pair y = pnew(rows, cols + pad), x = pnew(rows, cols + pad), z = pnew(rows, cols),
+         al = pnew(1, rows), be = pnew(1, rows);
+    prand(&x, -4, 4);
+    prand(&z, -4, 4);
+    prand(&al, -2, 2);
+    prand(&be, -2, 2);
+    poison_view(&y, cols);
+#define AXPBY(Y, X, Z) OK(nn_axpby_rows(b, Y, P(al), X, P(be), Z, &err))
+    BOTH AXPBY(pview(&y, side, cols), pview(&x, side, cols), T(z));
+    pcmp(&y, "axpby_rows", TOL_EW);
+    BOTH AXPBY(pview(&x, side, cols), pview(&x, side, cols), T(z));
+    pcmp(&x, "axpby_rows y = x", TOL_EW);
+    pput(&x);
+    BOTH AXPBY(T(z), pview(&x, side, cols), T(z));
+    pcmp(&z, "axpby_rows y = z", TOL_EW);
+    BOTH AXPBY(pview(&x, side, cols), pview(&x, side, cols), pview(&x, side, cols));
+    pcmp(&x, "axpby_rows y = x = z", TOL_EW);
+#undef AXPBY
+    PFREE(&y, &x, &z, &al, &be);
 }
 
 static void test_layernorm(int rows, int cols)
@@ -1326,6 +1380,12 @@ int main(void)
     test_matmul_plans();
     test_elementwise(67, 130);
     test_elementwise(64, 512);
+    test_axpby_rows(1, 1, 0);
+    test_axpby_rows(7, 5, 3);
+    test_axpby_rows(33, 130, 1);
+    test_axpby_rows(96, 40, 0);      /* the sampler's batch in the trunk tests */
+    test_axpby_rows(64, 128, 4);     /* 16-byte path with a row pitch */
+    test_axpby_rows(300, 64, 0);
     test_layernorm(67, 130);
     test_layernorm(64, 512);
     test_blocks_embed();
