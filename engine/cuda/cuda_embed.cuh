@@ -1,7 +1,11 @@
 /* cuda_embed: sinusoidal embedding of scalar conditions, forward (one
  * thread per output element, nn_embed_elem) and backward (one thread per
- * condition value, the serial sum over its emb_dim features exactly as the
- * CPU orders it, times scale).  Kernels first, launchers after. */
+ * condition value, the serial sum over its emb_dim features in the CPU's
+ * order, times scale).  The order is the CPU's, the values are not its
+ * bits: device sinf/cosf/expf/logf differ from libm by an ulp or two, and
+ * a phase error grows with the phase; test_cuda_backend bounds the
+ * normwise relative error against the CPU by 1e-4 (TOL_RED).  Kernels
+ * first, launchers after. */
 #ifndef CUDA_EMBED_CUH
 #define CUDA_EMBED_CUH
 

@@ -44,9 +44,9 @@
  * the epilogue kernel's arithmetic is per element, the same whether it
  * takes 16-byte or scalar loads).  The pass computes, per element,
  * v = y + bias[j], then v = nn_silu_fixed(v) for SiLU: the CPU contract's
- * epilogue order (nn_cpu_fixed.h) and its formula.  With SiLU or a bias it
- * costs one read and write of y; hidden layers need that pass for SiLU
- * anyway, so only bias-only layers pay for it.
+ * epilogue order (engine/cpu/cpu_fixed.h) and its formula.  With SiLU or a
+ * bias it costs one read and write of y; hidden layers need that pass for
+ * SiLU anyway, so only bias-only layers pay for it.
  * accumulate is beta = 1 in the product, so the GPU computes
  * (old y + x.W^T) + bias where the CPU computes old y + (x.W^T + bias):
  * different roundings, the same for every m.

@@ -1,8 +1,13 @@
 /* cuda_softmax: row softmax (fp32) forward and backward.  Short rows (the
  * router's experts, <= 32) run one thread per row through nn_softmax_row,
- * the CPU's own code, so the gate is bit-for-bit the CPU's; longer rows run
- * one warp per row with the same formula and a parallel sum.  Kernels
- * first, launchers after. */
+ * the CPU's own code, so the gate has the CPU's formula and summation
+ * order; longer rows run one warp per row with the same formula and a
+ * parallel sum.  Neither is the CPU's bits: device expf differs from libm
+ * by an ulp or two, and nvcc contracts the backward's dy * y sum into FMAs
+ * that the CPU (built with -ffp-contract=off) rounds twice.
+ * test_cuda_backend bounds the normwise relative error against the CPU by
+ * 1e-5 (TOL_EW) forward and backward, and runs top-k on identical
+ * probabilities for that reason.  Kernels first, launchers after. */
 #ifndef CUDA_SOFTMAX_CUH
 #define CUDA_SOFTMAX_CUH
 

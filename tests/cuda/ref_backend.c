@@ -517,7 +517,7 @@ static int ref_rand(nn_backend *b, float *x, size_t n, nn_dist d, float a, float
     return GT_OK;
 }
 
-/* --- the fixed-order linear layer: the CPU contract (nn_cpu_fixed.h) ------
+/* --- the fixed-order linear layer: the CPU contract (cpu_fixed.h) ----------
  * written out per element.  The packed weight is a dense row-major copy
  * (ld = k).  Per element:
  *   fp32: acc = 0; for p = 0..k-1: acc = fmaf(x[p], w[p], acc)

@@ -7,7 +7,9 @@
  * poisoned (all bits set: NaN) beforehand, and the results are compared by
  * normwise relative error  max|gpu - cpu| / max|cpu|  with these bounds:
  *   exact     integer outputs (top-k indices), the bf16 cast, uniform
- *             random numbers (bit-identical by construction);
+ *             random numbers (bit-identical by construction), and ops
+ *             that round each element once or not at all (add, mul,
+ *             leaky ReLU, concat/split, gathers);
  *   TOL_EW    1e-5  fp32 elementwise ops (device expf/logf/sinf differ from
  *                   libm by an ulp or two; FMA contraction);
  *   TOL_RED   1e-4  fp32 reductions, matmuls, LayerNorm (summation order),
@@ -18,7 +20,8 @@
  * The fixed-order linear layer (linear_fixed, the sampler's product) is
  * compared the same way (TOL_RED fp32, TOL_BF16 bf16); where the naive
  * reference stands in for the GPU it must equal the CPU backend bit for
- * bit (both follow nn_cpu_fixed.h).  Its row invariance is exact on each
+ * bit (host code on both sides, built without FMA contraction, both
+ * following engine/cpu/cpu_fixed.h).  Its row invariance is exact on each
  * backend: rows [r0, r0+m) computed alone are the bytes of the same rows
  * of one big call, for m = 1..24, 64, 256, 1000 at several offsets.
  * Plans: a library matmul plan is made once per shape and pointer
