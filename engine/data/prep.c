@@ -190,11 +190,28 @@ static void scale_survivors(float *e, int n, int stride, double to)
     }
 }
 
+/* p->keep_largest: when energy that reaches the threshold (a ring's or a
+ * layer's; n entries e[a * stride]) left no survivor, the entry that was
+ * largest before the threshold (index best) takes all of it.  A recorded
+ * shower never has a ring or a layer with energy and no hit; a model that
+ * spreads a small energy thinly would otherwise read out an empty layer. */
+static void keep_largest(const prep_layout *p, float *e, int n, int stride, int best,
+                         double energy)
+{
+    if (!p->keep_largest || !(energy >= p->threshold_mev))
+        return;
+    for (int a = 0; a < n; a++)
+        if (e[a * stride] > 0)
+            return;
+    e[best * stride] = (float)energy;
+}
+
 /* The inverse of encode_layer_rings for a layer of energy layer_e, with the
  * threshold: ring energies are the layer energy times their fractions
  * (renormalised unless dequantized), voxels their ring's energy times
  * theirs; then the threshold, and each ring's survivors carry the ring's
- * energy and the layer's survivors the layer's. */
+ * energy and the layer's survivors the layer's (keep_largest first, at both
+ * levels). */
 static void decode_layer_rings(const prep_layout *p, int k, const float *xb, double layer_e,
                                float *shower)
 {
@@ -203,6 +220,8 @@ static void decode_layer_rings(const prep_layout *p, int k, const float *xb, dou
     const double alpha = p->voxel_alpha;
     float *e = shower + l->offset;
     double rf[GEO_MAX_R_BINS], rsum = 0;
+    int best = 0;    /* the layer's largest voxel before the threshold */
+    double vbest = -1;
     for (int j = 0; j < nr; j++) {
         rf[j] = prep_logit_unmap_alpha(xb[j], alpha);
         rsum += rf[j];
@@ -212,14 +231,22 @@ static void decode_layer_rings(const prep_layout *p, int k, const float *xb, dou
         double vsum = 0;
         for (int a = 0; a < na; a++)
             vsum += prep_logit_unmap_alpha(xb[nr + a * nr + j], alpha);
+        int rbest = 0; /* the ring's */
+        double rvbest = -1;
         for (int a = 0; a < na; a++) {
             double f = prep_logit_unmap_alpha(xb[nr + a * nr + j], alpha);
             double v = p->dequantize ? ring * f : vsum > 0 ? ring * f / vsum : 0;
             e[a * nr + j] = v < p->threshold_mev ? 0.0f : (float)v;
+            if (v > rvbest)
+                rvbest = v, rbest = a;
+            if (v > vbest)
+                vbest = v, best = a * nr + j;
         }
+        keep_largest(p, e + j, na, nr, rbest, ring);
         if (p->dequantize)
             scale_survivors(e + j, na, nr, ring);
     }
+    keep_largest(p, e, l->n_voxels, 1, best, layer_e);
     if (p->dequantize)
         scale_survivors(e, l->n_voxels, 1, layer_e);
 }
@@ -318,11 +345,16 @@ void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float
          * noise on top of an exact shower decodes under the threshold);
          * otherwise renormalised to sum to 1 */
         double scale = p->dequantize ? layer_e[k] : sum > 0 ? layer_e[k] / sum : 0.0;
+        int best = 0;
+        float ebest = -1;
         for (int v = 0; v < l->n_voxels; v++) {
             float e = sum > 0 ? (float)(shower[l->offset + v] * scale)
                               : (float)(layer_e[k] / l->n_voxels);
+            if (e > ebest)
+                ebest = e, best = v;
             shower[l->offset + v] = e < p->threshold_mev ? 0.0f : e;
         }
+        keep_largest(p, shower + l->offset, l->n_voxels, 1, best, layer_e[k]);
         /* dequantized: the survivors of the threshold carry the layer's
          * energy exactly */
         if (p->dequantize)

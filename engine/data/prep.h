@@ -38,6 +38,7 @@ typedef struct prep_layout {
     int dequantize;          /* 0 after prep_layout_init; see below            */
     double dequant_top;      /* noise under dequant_top * threshold            */
     int rings;               /* 0 after prep_layout_init; prep_layout_set_rings */
+    int keep_largest;        /* 0 after prep_layout_init; see prep_decode_shower */
     int n_rings;             /* ring features (sum of n_r) when rings, else 0  */
     /* Layer k's features (its ring fractions, then its voxel fractions) are
      * x[n_u + block_off[k] .. + block_width[k]). */

@@ -8,7 +8,8 @@
  *                  "val_fraction", "split_seed" },
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
  *                  "stage2": { "mode", "objective", "dequantize", "dequantize_top",
- *                              "voxel_alpha", "rings",
+ *                              "voxel_alpha", "rings", "keep_largest",
+ *                              "layer_weight",
  *                              "trunk", "wgan" } },
  *     "train":   { "precision", "device", "seed", "batch", "steps",
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
@@ -89,6 +90,13 @@ typedef struct model_stage_config {
     int rings;              /* stage 2 only: each layer's energy split over
                              * its radial rings, then each ring's over its
                              * voxels (prep_layout_set_rings) */
+    int keep_largest;       /* stage 2 only: a decoded ring or layer whose
+                             * energy reaches the threshold keeps its largest
+                             * voxel (prep_layout.keep_largest; default on) */
+    double layer_weight;    /* stage 2 only: the stick-breaking columns are
+                             * standardised to this std instead of 1, so
+                             * their share of the loss grows by its square
+                             * (default 4) */
     model_trunk_config trunk;
     model_wgan_config wgan;
 } model_stage_config;

@@ -384,6 +384,7 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     a->repr.layout.dequantize = cfg->stage2.dequantize;
     a->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
     a->repr.layout.dequant_top = cfg->stage2.dequantize_top;
+    a->repr.layout.keep_largest = cfg->stage2.keep_largest;
     prep_layout_set_rings(&a->repr.layout, cfg->stage2.rings);
     const int dim = a->repr.layout.dim;
     a->dim2 = dim;
@@ -411,6 +412,13 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
         (rc = prep_stats_fit(&a->repr.ratio, a->x1_train, ntr, 1, NULL, ntr, err)) ||
         (rc = prep_stats_fit(&a->repr.shower, a->x2_train, ntr, dim, NULL, ntr, err)))
         goto fail;
+    /* model.stage2.layer_weight: the stick-breaking columns standardised to
+     * that std.  In a token of 1 + ~150 columns the layer's share of the
+     * energy is one column of the loss, yet it decides whether the layer is
+     * empty; the checkpoint keeps these statistics, so the sampler needs
+     * nothing else to undo it. */
+    for (int k = 0; k < a->repr.layout.n_u; k++)
+        a->repr.shower.std[k] /= cfg->stage2.layer_weight;
     prep_stats_apply(&a->repr.cond, a->c1_train, ntr);
     prep_stats_apply(&a->repr.cond, a->c1_val, nva);
     prep_stats_apply(&a->repr.ratio, a->x1_train, ntr);

@@ -151,6 +151,7 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
         goto fail;
     s->repr.layout.dequantize = cfg->stage2.dequantize;
     s->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
+    s->repr.layout.keep_largest = cfg->stage2.keep_largest;
     s->repr_ready = 1;
     if (s->repr.layout.rings != (cfg->stage2.rings != 0)) {
         rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring features "

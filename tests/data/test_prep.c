@@ -55,6 +55,83 @@ static void test_stick(void)
     CHECK_CLOSE(s, 42.0, 1e-12, 0);
 }
 
+/* Sums layer k of a decoded shower and counts its hits. */
+static double layer_sum(const prep_layout *p, const float *e, int k, int *hits)
+{
+    const geo_layer *l = &p->geo->layers[p->geo->active[k]];
+    double s = 0;
+    *hits = 0;
+    for (int v = 0; v < l->n_voxels; v++) {
+        s += e[l->offset + v];
+        *hits += e[l->offset + v] > 0;
+    }
+    return s;
+}
+
+/* keep_largest (dequantized rings): a stage-2 vector that spreads a layer's
+ * energy so thinly that no voxel reaches the threshold reads out an empty
+ * layer without it, and exactly one hit holding the layer's energy with it:
+ * the largest voxel of the ring that reaches the threshold, or of the whole
+ * layer when no ring does. */
+static void keep_largest_cases(const char *file, const prep_layout *base, double thr)
+{
+    prep_layout p = *base;
+    p.dequantize = 1;
+    p.voxel_alpha = 1e-10;
+    prep_layout_set_rings(&p, 1);
+    const geo_geometry *g = p.geo;
+    int k = -1;   /* the first layer with two rings and two angles */
+    for (int i = 0; i < g->n_active && k < 0; i++)
+        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= 2)
+            k = i;
+    if (k < 0 || !(thr > 0)) {
+        CHECK_MSG(0, "%s: no layer to test keep_largest on", file);
+        return;
+    }
+    const geo_layer *l = &g->layers[g->active[k]];
+    const int nr = l->n_r, na = l->n_alpha;
+    float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
+    /* all the energy in layer k: u = 0 before it, 1 at it */
+    const double el = 10.0 * thr * na;
+    for (int i = 0; i < p.n_u; i++)
+        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
+    for (int i = p.n_u; i < p.dim; i++)
+        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
+    float *xb = x + p.n_u + p.block_off[k];
+    for (int c = 0; c < 2; c++) {
+        /* case 0: ring 1 holds 1.5 thr (it reaches the threshold) spread
+         * evenly but for angle 1 (1.2 / na); case 1: every ring holds
+         * 0.5 thr (none does), ring 1 a little more, spread evenly */
+        for (int j = 0; j < nr; j++) {
+            double share = c == 0 ? (j == 1 ? 1.5 : 1e-9) : (j == 1 ? 0.6 : 0.5);
+            xb[j] = (float)prep_logit_map_alpha(share * thr / el, 1e-10);
+            for (int a = 0; a < na; a++)
+                xb[nr + a * nr + j] =
+                    (float)prep_logit_map_alpha((c == 0 && a == 1 ? 1.2 : 1.0) / na, 1e-10);
+        }
+        const int want = c == 0 ? 1 * nr + 1 : 0 * nr + 1;   /* voxel a * nr + j */
+        int hits;
+        p.keep_largest = 0;
+        prep_decode_shower(&p, x, (float)el, e);
+        CHECK_MSG(layer_sum(&p, e, k, &hits) == 0 && hits == 0,
+                  "%s case %d: without keep_largest the layer reads empty (%d hits)", file, c,
+                  hits);
+        p.keep_largest = 1;
+        prep_decode_shower(&p, x, (float)el, e);
+        double sum = layer_sum(&p, e, k, &hits);
+        CHECK_MSG(hits == 1 && fabs(e[l->offset + want] - el) <= 1e-6 * el &&
+                      fabs(sum - el) <= 1e-6 * el,
+                  "%s case %d: keep_largest gives %d hits, voxel %d holds %g of %g", file, c,
+                  hits, want, e[l->offset + want], el);
+        /* a layer under the threshold stays empty */
+        prep_decode_shower(&p, x, (float)(0.5 * thr), e);
+        CHECK_MSG(layer_sum(&p, e, k, &hits) == 0 && hits == 0,
+                  "%s case %d: a layer under the threshold keeps %d hits", file, c, hits);
+    }
+    free(x);
+    free(e);
+}
+
 static void roundtrip_geometry(const char *file, int n)
 {
     geo_geometry g;
@@ -132,6 +209,7 @@ static void roundtrip_geometry(const char *file, int n)
     prep_layout pq = p;
     pq.dequantize = 1;
     pq.voxel_alpha = 1e-10;   /* the default pairing */
+    pq.keep_largest = 1;      /* never fires on a recorded shower */
     float *xq = malloc((size_t)p.dim * sizeof *xq), *xq2 = malloc((size_t)p.dim * sizeof *xq2);
     int dq_bad = 0, dq_empty = 0, dq_spread = 0, dq_lost = 0, dq_occ = 0;
     for (int i = 0; i < n && d.threshold_mev > 0; i++) {
@@ -188,10 +266,12 @@ static void roundtrip_geometry(const char *file, int n)
      * ring fractions and then its voxels' fractions of their ring; the
      * stick-breaking is unchanged, a ring's fraction is its share of the
      * layer, and decoding gives back the shower. */
-    for (int dq = 0; dq < 2; dq++) {
+    for (int mode = 0; mode < 4; mode++) {
+        const int dq = mode & 1, keep = mode >> 1;
         prep_layout pr = p;
         pr.dequantize = dq;
         pr.voxel_alpha = 1e-10;
+        pr.keep_largest = keep;
         prep_layout_set_rings(&pr, 1);
         int nring = 0;
         for (int k = 0; k < g.n_active; k++)
@@ -234,13 +314,15 @@ static void roundtrip_geometry(const char *file, int n)
                     r_bad++;
             }
         }
-        CHECK_MSG(r_bad == 0, "%s rings (dequantize %d): %d values off", file, dq, r_bad);
-        CHECK_MSG(r_lost * 1000 <= r_occ, "%s rings (dequantize %d): %d of %d occupied voxels "
-                  "lost", file, dq, r_lost, r_occ);
-        printf("%s: rings round trip (dequantize %d), %d occupied voxels, %d lost at the "
-               "threshold\n", file, dq, r_occ, r_lost);
+        CHECK_MSG(r_bad == 0, "%s rings (dequantize %d, keep_largest %d): %d values off", file,
+                  dq, keep, r_bad);
+        CHECK_MSG(r_lost * 1000 <= r_occ, "%s rings (dequantize %d, keep_largest %d): %d of %d "
+                  "occupied voxels lost", file, dq, keep, r_lost, r_occ);
+        printf("%s: rings round trip (dequantize %d, keep_largest %d), %d occupied voxels, %d "
+               "lost at the threshold\n", file, dq, keep, r_occ, r_lost);
         free(xr);
     }
+    keep_largest_cases(file, &p, d.threshold_mev);
 
     /* an empty layer: uniform fractions, and zeros when decoded */
     float *one = calloc(g.n_voxels, sizeof *one);

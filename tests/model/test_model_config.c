@@ -40,10 +40,13 @@ int main(void)
     CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-10, 0, 1e-25);
     CHECK_EQ_INT(cfg.stage2.rings, 1);
     CHECK(cfg.stage2.dequantize_top == 1e-4);
+    CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
+    CHECK(cfg.stage2.layer_weight == 4);
     /* a run recorded before them names the old values (migration 0003) */
     CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"trunk\":{\"skip\":\"gated\"}},"
                        "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
                        "\"rings\":false,\"dequantize_top\":0.1,"
+                       "\"keep_largest\":false,\"layer_weight\":1,"
                        "\"trunk\":{\"skip\":\"none\"}}}}",
                        &cfg, field, &err),
                  GT_OK);
@@ -53,6 +56,8 @@ int main(void)
     CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-6, 0, 1e-20);
     CHECK_EQ_INT(cfg.stage2.rings, 0);
     CHECK(cfg.stage2.dequantize_top == 0.1);
+    CHECK_EQ_INT(cfg.stage2.keep_largest, 0);
+    CHECK(cfg.stage2.layer_weight == 1);
     {
         json_t *o = model_config_to_json(&cfg);
         json_t *s2 = json_object_get(json_object_get(o, "model"), "stage2");
@@ -60,6 +65,8 @@ int main(void)
         CHECK(json_real_value(json_object_get(s2, "voxel_alpha")) == 1e-6);
         CHECK(json_is_false(json_object_get(s2, "rings")));
         CHECK(json_real_value(json_object_get(s2, "dequantize_top")) == 0.1);
+        CHECK(json_is_false(json_object_get(s2, "keep_largest")));
+        CHECK(json_number_value(json_object_get(s2, "layer_weight")) == 1);
         CHECK(!strcmp(json_string_value(json_object_get(json_object_get(s2, "trunk"), "skip")),
                       "none"));
         json_decref(o);
@@ -74,6 +81,10 @@ int main(void)
                "model.stage2.dequantize_top");
     expect_bad("{\"model\":{\"stage2\":{\"dequantize_top\":1.5}}}",
                "model.stage2.dequantize_top");
+    expect_bad("{\"model\":{\"stage2\":{\"keep_largest\":0}}}", "model.stage2.keep_largest");
+    expect_bad("{\"model\":{\"stage1\":{\"layer_weight\":2}}}", "model.stage1.layer_weight");
+    expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":0}}}", "model.stage2.layer_weight");
+    expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":101}}}", "model.stage2.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"skip\":\"residual\"}}}}",
                "model.stage2.trunk.skip");
 

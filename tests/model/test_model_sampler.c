@@ -37,7 +37,9 @@ typedef struct variant {
     model_stage2_mode mode;
     model_trunk_kind kind;
     model_solver solver;
-    int before_rings;   /* the representation of runs recorded before 0004 */
+    int before;         /* 0, or the migration (4, 5) whose old values a run
+                         * recorded before it keeps: it must serve the
+                         * bytes pinned then */
 } variant;
 
 static const variant VARIANTS[] = {
@@ -54,7 +56,11 @@ static const variant VARIANTS[] = {
      * 0004 serves the bytes it served then (its hashes are the ones pinned
      * before rings existed) */
     {"flow oneshot no rings", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 1},
+     MODEL_SOLVER_HEUN, 4},
+    /* no layer weight and no keep_largest: before 0005 (the hashes "flow
+     * oneshot heun" had then) */
+    {"flow oneshot before 0005", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_HEUN, 5},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -64,13 +70,14 @@ static const variant VARIANTS[] = {
  * this file exists to catch.  A change of the model or its data pipeline
  * changes them too; then print and update. */
 static const uint64_t GOLDEN[][2] = {
-    {0x2e23259302f0059bull, 0x4ddb94cb16c5a831ull},   /* flow oneshot heun */
-    {0xe548869f89dbb306ull, 0xf00de7efbc3365b0ull},   /* flow oneshot euler */
-    {0xe1f5e0f1f268d102ull, 0x73f52ccd339eb4a9ull},   /* routed */
-    {0xfd3fa6a9eb51d236ull, 0xbc475ca180012378ull},   /* autoregressive */
-    {0xebf37d700995e7adull, 0x4ed4641694dc9cddull},   /* wgan */
-    {0x9e72fe25a77403f6ull, 0xa5f4e878d16db97bull},   /* ddpm */
+    {0x8aa2befe3ce04a6full, 0x0a19f2356b0bf149ull},   /* flow oneshot heun */
+    {0x0940e29375a1df8aull, 0x53c045e233db9301ull},   /* flow oneshot euler */
+    {0xb93f7cfb265cfe6bull, 0x4dbb30c0e07b7f24ull},   /* routed */
+    {0x95ad46cd352fb008ull, 0xaf28e7ac8b28adf2ull},   /* autoregressive */
+    {0x7c1afa159411e723ull, 0x609f3b24e1abf594ull},   /* wgan */
+    {0x5351cb8daaf59780ull, 0x4c5132cf75b731c7ull},   /* ddpm */
     {0x4a8fdee51390d80cull, 0xd2baaaa56980d0b4ull},   /* flow oneshot no rings */
+    {0x2e23259302f0059bull, 0x4ddb94cb16c5a831ull},   /* flow oneshot before 0005 */
 };
 
 typedef struct trained {
@@ -115,9 +122,13 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
     c->val_size = 32;
     c->log_every = 2;
     c->solver = v->solver;
-    if (v->before_rings) {
+    if (v->before == 4) {
         c->stage2.rings = 0;
         c->stage2.dequantize_top = 0.1;
+    }
+    if (v->before == 4 || v->before == 5) {
+        c->stage2.keep_largest = 0;
+        c->stage2.layer_weight = 1;
     }
     c->sample_steps = 3;
 }

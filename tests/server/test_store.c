@@ -203,6 +203,12 @@ int main(void)
                           "json_extract(config, '$.model.stage2.dequantize_top') "
                           "FROM runs WHERE id = 1", buf, sizeof buf),
                   "false 0.1"));
+    /* 0005: and the decoding and loss they were trained and served with */
+    CHECK(n >= 5 && list[4].version == 5);
+    CHECK(!strcmp(text(s, "SELECT json_type(config, '$.model.stage2.keep_largest') || ' ' || "
+                          "json_extract(config, '$.model.stage2.layer_weight') "
+                          "FROM runs WHERE id = 2", buf, sizeof buf),
+                  "false 1"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
     /* 0004 alone: a config that names the new fields keeps them */
@@ -217,6 +223,23 @@ int main(void)
                           "json_extract(config, '$.model.stage2.dequantize_top') "
                           "FROM runs WHERE id = 1", buf, sizeof buf),
                   "true 0.001"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
+    /* 0005 alone: a config that names the new fields keeps them; one that
+     * names one of them gets the old value of the other */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK_EQ_INT(store_migrate(s, list, 4, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"model\":{\"stage2\":"
+                         "{\"keep_largest\":true,\"layer_weight\":2.5}}}')"), SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"model\":{\"stage2\":"
+                         "{\"keep_largest\":true}}}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 4);
+    CHECK(!strcmp(text(s, "SELECT group_concat(json_type(config, '$.model.stage2.keep_largest') "
+                          "|| ' ' || json_extract(config, '$.model.stage2.layer_weight'), ', ') "
+                          "FROM runs", buf, sizeof buf),
+                  "true 2.5, true 1"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
     remove_db(path);
 
