@@ -1,7 +1,8 @@
 /* cuda_rng: random fills from Philox4x32-10 with the CPU's counter layout
  * (nn_rng.h): one thread per 4-element block, element i = lane i % 4 of
  * block offset + i / 4, one 16-byte store when the block is whole and the
- * buffer aligned.  Integer words and uniforms are bit-identical to the CPU;
+ * buffer aligned; rand_rows does the same per row of a view, each row at
+ * its own offset, in one launch.  Integer words and uniforms are bit-identical to the CPU;
  * normals go through the device's logf/sinf/cosf (no fast-math), which
  * differ from the host's libm by an ulp or two.  Kernels first, launchers
  * after. */
@@ -37,6 +38,35 @@ __global__ void cuda_rand_fill_kernel(float *x, long long n, int dist, float a, 
     }
 }
 
+/* Row r of x (row pitch ld) as the fill at offset (row0 + r) * per_row: one
+ * thread per (row, 4-element block), so a batch's noise is one launch.
+ * The per-element values are rand_fill's (the same nn_rng_fill_elem). */
+__global__ void cuda_rand_rows_kernel(float *x, int rows, int cols, long long ld, int dist,
+                                      float a, float bb, uint64_t seed, uint64_t stream,
+                                      uint64_t row0, uint64_t per_row, int vec)
+{
+    long long nb = ((long long)cols + 3) / 4, total = (long long)rows * nb;
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < total;
+         q += (long long)gridDim.x * blockDim.x) {
+        long long r = q / nb, k = q - r * nb;
+        uint32_t w[4];
+        nn_rng_block(seed, stream, (row0 + (uint64_t)r) * per_row + (uint64_t)k, w);
+        float o[4];
+#pragma unroll
+        for (int lane = 0; lane < 4; lane++)
+            o[lane] = nn_rng_fill_elem(w, lane, dist, a, bb);
+        float *row = x + r * ld;
+        if (vec && 4 * k + 4 <= cols) {
+            reinterpret_cast<float4 *>(row)[k] = make_float4(o[0], o[1], o[2], o[3]);
+        } else {
+#pragma unroll
+            for (int lane = 0; lane < 4; lane++)
+                if (4 * k + lane < cols)
+                    row[4 * k + lane] = o[lane];
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* launchers                                                                */
 /* ------------------------------------------------------------------------ */
@@ -54,10 +84,26 @@ static int cuda_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float
     return GT_OK;
 }
 
+static int cuda_rand_rows(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb,
+                          uint64_t seed, uint64_t stream, uint64_t row0, uint64_t per_row,
+                          gt_error *err)
+{
+    cuda_state *s = cuda_st(b);
+    long long total = (long long)x.rows * (((long long)x.cols + 3) / 4);
+    if (total == 0)
+        return GT_OK;
+    cuda_rand_rows_kernel<<<cuda_grid(s, total), CUDA_THREADS, 0, s->stream>>>(
+        (float *)x.data, x.rows, x.cols, (long long)x.ld, (int)dist, a, bb, seed, stream, row0,
+        per_row, cuda_vec4_ok(x));
+    CUDA_LAUNCHED("cuda_rand_rows_kernel", err);
+    return GT_OK;
+}
+
 /* This family's entries of the op table (each on the backend's device). */
 static void cuda_rng_ops(nn_backend_ops *o)
 {
     o->rand_fill = ON_DEV(cuda_rand_fill);
+    o->rand_rows = ON_DEV(cuda_rand_rows);
 }
 
 #endif

@@ -3,6 +3,7 @@
  * backend: they are siblings (engine/cpu, engine/cuda), opened by name a
  * level up (model_backend_open). */
 #include "nn_backend.h"
+#include "nn_rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -646,6 +647,41 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
         return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: backend %s lacks this op",
                             b->name);
     return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
+}
+
+/* rand_rows where the backend leaves it NULL: one rand_fill per row, the
+ * numbers the op promises by definition. */
+static int rand_rows_by_fill(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb,
+                             uint64_t seed, uint64_t stream, uint64_t row0, uint64_t per_row,
+                             gt_error *err)
+{
+    for (int r = 0; r < x.rows; r++) {
+        float *row = (float *)x.data + (size_t)r * (size_t)x.ld;
+        GT_TRY(b->ops->rand_fill(b, row, (size_t)x.cols, dist, a, bb, seed, stream,
+                                 (row0 + (uint64_t)r) * per_row, err));
+    }
+    return GT_OK;
+}
+
+int nn_rand_rows(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb, uint64_t seed,
+                 uint64_t stream, uint64_t row0, uint64_t per_row, gt_error *err)
+{
+    GT_TRY(need_backend(b, "rand_rows", err));
+    GT_TRY(need_f32(x, "rand_rows", "x", err));
+    if (dist != NN_DIST_NORMAL && dist != NN_DIST_UNIFORM)
+        return gt_error_set(err, GT_EINVAL, "rand_rows: unknown distribution %d", (int)dist);
+    if (!isfinite(a) || !isfinite(bb))
+        return gt_error_set(err, GT_EINVAL, "rand_rows: non-finite parameters");
+    if (per_row < nn_rng_blocks((uint64_t)x.cols))
+        return gt_error_set(err, GT_EINVAL,
+                            "rand_rows: %llu blocks per row cannot hold %d columns (need %llu)",
+                            (unsigned long long)per_row, x.cols,
+                            (unsigned long long)nn_rng_blocks((uint64_t)x.cols));
+    if (!x.rows || !x.cols)
+        return GT_OK;
+    if (!b->ops->rand_rows)
+        return rand_rows_by_fill(b, x, dist, a, bb, seed, stream, row0, per_row, err);
+    return b->ops->rand_rows(b, x, dist, a, bb, seed, stream, row0, per_row, err);
 }
 
 int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,

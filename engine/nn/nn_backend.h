@@ -333,6 +333,20 @@ typedef struct nn_backend_ops {
     int (*pack_weight)(nn_backend *b, nn_packed *dst, nn_tensor w, gt_error *err);
     int (*linear_fixed)(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
                         const float *bias, nn_act act, int accumulate, gt_error *err);
+
+    /* --- random fill of rows (fp32), added 2026-12-04 -------------------
+     * Row r of the view x (x.cols elements, row pitch x.ld) gets exactly
+     * what rand_fill(row r, x.cols, ..., offset (row0 + r) * per_row) would
+     * write: element (r, j) is lane j % 4 of block (row0 + r) * per_row +
+     * j / 4 (uint64 arithmetic), so a row's numbers depend on its index
+     * alone, whatever the rows filled with it.  per_row >=
+     * nn_rng_blocks(x.cols).  The columns past a view are left alone.  A
+     * sampler draws a whole batch's noise, keyed by (seed, row), in one
+     * call instead of one fill per row.  A backend that leaves it NULL gets
+     * the generic loop of rand_fill calls (the same numbers). */
+    int (*rand_rows)(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb,
+                     uint64_t seed, uint64_t stream, uint64_t row0, uint64_t per_row,
+                     gt_error *err);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -428,6 +442,8 @@ int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float
                  uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err);
 int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
                   const float *beta, nn_tensor z, gt_error *err);
+int nn_rand_rows(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb, uint64_t seed,
+                 uint64_t stream, uint64_t row0, uint64_t per_row, gt_error *err);
 int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
                    const float *shift, gt_error *err);
 /* Allocates out->data and packs w into it (see linear_fixed). */
@@ -454,4 +470,7 @@ int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
  *    that no plan is made inside a step after warm-up.  Optional: leaving
  *    it 0 is correct for a backend without such plans.
  *  - 2026-12-03: pack_bytes, pack_weight, linear_fixed (and nn_packed): the
- *    fixed-order linear layer that makes sampling batch-invariant. */
+ *    fixed-order linear layer that makes sampling batch-invariant.
+ *  - 2026-12-04: rand_rows (a rows x cols fill, each row at its own Philox
+ *    offset), so a sampler draws a batch's noise in one call; optional
+ *    (NULL falls back to one rand_fill per row). */

@@ -42,6 +42,7 @@
 #include "cuda_backend.h"
 #include "nn_adamw.h"
 #include "nn_backend.h"
+#include "nn_rng.h"
 #include "nn_trunk.h"
 #include "ref_backend.h"
 #ifdef GIANT_TEST_WITH_CPU
@@ -693,6 +694,43 @@ static void test_optim_rng(void)
         free(hg);
     }
     PFREE(&x, &out, &p, &g, &m, &v, &pb, &r);
+}
+
+/* rand_rows, a batch's noise in one call (the sampler's): row r of a view
+ * of `cols` columns with row pitch cols + pad is the fill at offset
+ * (row0 + r) * per_row.  Uniforms bit-identical, normals within TOL_EW, as
+ * rand_fill; the columns past the view stay untouched.  On the GPU also
+ * against its own rand_fill per row: the same kernel arithmetic, so the
+ * same bytes. */
+static void test_rand_rows(int rows, int cols, int pad, uint64_t row0, uint64_t extra)
+{
+    printf("rand_rows %dx%d, row pitch %d, row0 %llu\n", rows, cols, cols + pad,
+           (unsigned long long)row0);
+    pair r = pnew(rows, cols + pad);
+    const uint64_t per_row = nn_rng_blocks((uint64_t)cols) + extra;
+    for (int dist = 0; dist < 2; dist++) {
+        float pa = dist == NN_DIST_NORMAL ? 0.5f : -1.0f, pb = 2.0f;
+        poison_view(&r, cols);
+        BOTH OK(nn_rand_rows(b, pview(&r, side, cols), (nn_dist)dist, pa, pb, 42, 9, row0,
+                             per_row, &err));
+        if (dist == NN_DIST_UNIFORM)
+            pcmp_exact(&r, "rand_rows uniform");
+        else
+            pcmp(&r, "rand_rows normal", TOL_EW);
+        /* the GPU's op against the GPU's own per-row fills */
+        float *one = malloc(r.n * sizeof(float)), *per = malloc(r.n * sizeof(float));
+        OK(nn_copy_d2h(GPU, one, r.g, r.n * sizeof(float), &err));
+        for (int i = 0; i < rows; i++)
+            OK(nn_rand_fill(GPU, (float *)r.g + (size_t)i * (cols + pad), (size_t)cols,
+                            (nn_dist)dist, pa, pb, 42, 9, (row0 + (uint64_t)i) * per_row, &err));
+        OK(nn_copy_d2h(GPU, per, r.g, r.n * sizeof(float), &err));
+        CHECK_MSG(memcmp(one, per, r.n * sizeof(float)) == 0,
+                  "rand_rows %s: not the bytes of one rand_fill per row",
+                  dist ? "uniform" : "normal");
+        free(one);
+        free(per);
+    }
+    pfree(&r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1399,6 +1437,12 @@ int main(void)
     test_stick(130);
     test_stick(512);
     test_optim_rng();
+    test_rand_rows(1, 1, 0, 0, 0);
+    test_rand_rows(7, 5, 3, 0, 0);          /* a partial last block, 16-byte pitch */
+    test_rand_rows(33, 130, 1, 17, 2);      /* odd pitch: the scalar stores */
+    test_rand_rows(64, 128, 4, 5, 0);       /* whole blocks, 16-byte stores */
+    test_rand_rows(300, 1, 0, (1ULL << 40) + 3, 0);   /* stage 1's noise: one column */
+    test_rand_rows(20, 6480, 0, 1000, 0);   /* a stage-2 row of dataset 2 */
     test_linear_fixed(67, 45, 33, NN_F32);
     test_linear_fixed(256, 384, 512, NN_F32);
     test_linear_fixed(5, 16, 0, NN_F32);
