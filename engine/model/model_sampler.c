@@ -50,6 +50,7 @@ struct model_sampler {
     int ar;
     model_ar_dims ard;
     float *ctx, *xin;                   /* backend: [B, n_ctx], [B, dim + n_ctx] */
+    float *zeros;                       /* backend: [B, dim] of 0, the tokens' padding */
     float *tok_h, *ctx_h, *cnd_h, *prev_h;
     double *rem_h;                      /* energy not yet placed, MeV */
     int *act_h;                         /* rows of the batch still generating */
@@ -62,7 +63,7 @@ void model_sampler_close(model_sampler *s)
     if (!s)
         return;
     float *dev[] = {s->x,  s->xp, s->v1,   s->v2, s->c,   s->cond,
-                    s->t,  s->ca, s->cb,   s->ones, s->ctx, s->xin};
+                    s->t,  s->ca, s->cb,   s->ones, s->ctx, s->xin, s->zeros};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         nn_free(s->b, dev[i]);
     float *host[] = {s->t_h,  s->ca_h, s->cb_h,  s->e_inc_h, s->c1_h,  s->x1_h,
@@ -210,7 +211,9 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
         size_t P = (size_t)s->ard.n_ctx;
         if ((rc = nn_alloc(b, (size_t)B * P * sizeof(float), (void **)&s->ctx, err)) ||
             (rc = nn_alloc(b, (size_t)B * (s->ard.dim + P) * sizeof(float), (void **)&s->xin,
-                           err)))
+                           err)) ||
+            (rc = nn_alloc(b, (size_t)B * s->ard.dim * sizeof(float), (void **)&s->zeros, err)) ||
+            (rc = nn_memset(b, s->zeros, 0, (size_t)B * s->ard.dim * sizeof(float), err)))
             goto fail;
         s->tok_h = malloc((size_t)B * s->ard.dim * sizeof(float));
         s->ctx_h = malloc((size_t)B * P * sizeof(float));
@@ -356,24 +359,67 @@ typedef struct piece {
 
 /* Starting noise: row `row` of a request is filled from (seed, stream) at
  * block offset row * ceil(D/4), so a row's noise depends only on (seed, row),
- * however requests are split and batched.  (One fill per row: a strided fill
- * op would save the calls on a GPU.) */
+ * however requests are split and batched.  A piece's rows are consecutive
+ * rows of one request: one rand_rows call each (one launch on a GPU). */
 static int fill_noise(model_sampler *s, const model_sample_request *reqs, const piece *p,
                       int np, int stage, int D, gt_error *err)
 {
+    const uint64_t per_row = nn_rng_blocks((uint64_t)D);
     for (int i = 0; i < np; i++) {
-        uint64_t seed = reqs[p[i].req].seed;
-        uint64_t stream = SAMPLE_STREAM + (uint64_t)stage;
-        uint64_t per_row = nn_rng_blocks((uint64_t)D);
-        for (int r = 0; r < p[i].rows; r++) {
-            uint64_t row = (uint64_t)(reqs[p[i].req].row0 + p[i].first + r);
-            int rc = nn_rand_fill(s->b, s->x + (size_t)(p[i].at + r) * D, (size_t)D,
-                                  NN_DIST_NORMAL, 0.0f, 1.0f, seed, stream, row * per_row, err);
-            if (rc)
-                return rc;
-        }
+        const model_sample_request *q = &reqs[p[i].req];
+        nn_tensor x = nn_f32(s->x + (size_t)p[i].at * D, p[i].rows, D);
+        int rc = nn_rand_rows(s->b, x, NN_DIST_NORMAL, 0.0f, 1.0f, q->seed,
+                              SAMPLE_STREAM + (uint64_t)stage, (uint64_t)(q->row0 + p[i].first),
+                              per_row, err);
+        if (rc)
+            return rc;
     }
     return GT_OK;
+}
+
+/* The piece that holds batch row i. */
+static int piece_of(const piece *p, int np, int i)
+{
+    int k = 0;
+    while (k < np - 1 && !(i >= p[k].at && i < p[k].at + p[k].rows))
+        k++;
+    return k;
+}
+
+/* Noise of layer token l for the na active rows (s->act_h) packed at the
+ * top of s->x: (request seed, row, stream AR_STREAM + l), as fill_noise
+ * keys it.  Active rows that are consecutive rows of one request are one
+ * rand_rows call; the columns outside the layer's [lo, hi) are then zeroed
+ * for all rows at once (a copy from s->zeros), as in training. */
+static int ar_noise(model_sampler *s, const model_sample_request *reqs, const piece *p, int np,
+                    int na, int l, int32_t lo, int32_t hi, gt_error *err)
+{
+    const int TD = s->ard.dim;
+    const uint64_t per_row = nn_rng_blocks((uint64_t)TD);
+    int rc;
+    for (int a = 0; a < na;) {
+        int i = s->act_h[a], k = piece_of(p, np, i), end = p[k].at + p[k].rows, run = 1;
+        while (a + run < na && s->act_h[a + run] == i + run && i + run < end)
+            run++;
+        const model_sample_request *q = &reqs[p[k].req];
+        uint64_t row = (uint64_t)(q->row0 + p[k].first + (i - p[k].at));
+        if ((rc = nn_rand_rows(s->b, nn_f32(s->x + (size_t)a * TD, run, TD), NN_DIST_NORMAL,
+                               0.0f, 1.0f, q->seed, AR_STREAM + (uint64_t)l, row, per_row, err)))
+            return rc;
+        a += run;
+    }
+    if (lo <= 0 && hi >= TD)
+        return GT_OK;
+    /* [zeros | untouched | zeros]: a NULL part leaves its columns alone */
+    nn_tensor parts[3];
+    int n = 0;
+    if (lo > 0)
+        parts[n++] = nn_f32(s->zeros, na, lo);
+    if (hi > lo)
+        parts[n++] = nn_f32(NULL, na, hi - lo);
+    if (hi < TD)
+        parts[n++] = nn_f32(s->zeros, na, TD - hi);
+    return nn_concat(s->b, nn_f32(s->x, na, TD), parts, n, err);
 }
 
 /* Autoregressive stage 2 for the `rows` rows of the batch (their stage-2
@@ -417,21 +463,8 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
             (rc = nn_copy_h2d(s->b, s->ctx, s->ctx_h, (size_t)na * P * sizeof(float), err)))
             return rc;
         /* noise of (request seed, row, layer), padding columns at 0 as in training */
-        for (int a = 0; a < na; a++) {
-            int i = s->act_h[a], k = 0;
-            while (k < np - 1 && !(i >= p[k].at && i < p[k].at + p[k].rows))
-                k++;
-            uint64_t row = (uint64_t)(reqs[p[k].req].row0 + p[k].first + (i - p[k].at));
-            uint64_t per_row = nn_rng_blocks((uint64_t)TD);
-            float *x = s->x + (size_t)a * TD;
-            if ((rc = nn_rand_fill(s->b, x, (size_t)TD, NN_DIST_NORMAL, 0.0f, 1.0f,
-                                   reqs[p[k].req].seed, AR_STREAM + (uint64_t)l, row * per_row,
-                                   err)) ||
-                (lo > 0 && (rc = nn_memset(s->b, x, 0, (size_t)lo * sizeof(float), err))) ||
-                (hi < TD &&
-                 (rc = nn_memset(s->b, x + hi, 0, (size_t)(TD - hi) * sizeof(float), err))))
-                return rc;
-        }
+        if ((rc = ar_noise(s, reqs, p, np, na, l, lo, hi, err)))
+            return rc;
         double ev = 0;
         if ((rc = integrate(s, &s->net[1], na, steps, &ev, err)) ||
             (rc = nn_copy_d2h(s->b, s->tok_h, s->x, (size_t)na * TD * sizeof(float), err)))
