@@ -30,6 +30,24 @@ typedef struct stage_net {
  * AR_STREAM + l (rows as in fill_noise). */
 #define AR_STREAM 200u
 
+/* The integration's per-row constants (the time column of the network's
+ * conditions, the coefficients of every axpby): each distinct float gets,
+ * on first use, a backend array of max_batch copies that later steps and
+ * batches reuse, so once a (steps, solver) has run, integrate() copies
+ * nothing to the device (and can be captured in a graph).  n Heun or
+ * Euler steps use about 2n + 3 values, n DDIM steps about 5n + 4.  Past
+ * CONST_MAX values or CONST_BYTES of arrays, a value is uploaded into
+ * scratch at each use instead: the same bytes, only slower. */
+#define CONST_MAX 1024
+#define CONST_SLOTS_LOG2 11      /* the table stays at most half full */
+#define CONST_SLOTS (1u << CONST_SLOTS_LOG2)
+#define CONST_BYTES ((size_t)64 << 20)
+
+typedef struct const_slot {
+    uint32_t bits;   /* the float's bits: -0 and +0 are two values */
+    float *dev;      /* NULL: an empty slot */
+} const_slot;
+
 struct model_sampler {
     nn_backend *b;
     model_config cfg;
@@ -56,6 +74,10 @@ struct model_sampler {
     int *act_h;                         /* rows of the batch still generating */
     /* host buffers */
     float *t_h, *ca_h, *cb_h, *e_inc_h, *c1_h, *x1_h, *c2_h, *edep_h, *x2_h;
+    /* per-row constants (const_rows) */
+    const_slot *consts;                 /* CONST_SLOTS, open addressing */
+    int n_consts, max_consts;
+    int64_t const_misses;               /* uses that found the cache full */
 };
 
 void model_sampler_close(model_sampler *s)
@@ -66,6 +88,9 @@ void model_sampler_close(model_sampler *s)
                     s->t,  s->ca, s->cb,   s->ones, s->ctx, s->xin, s->zeros};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         nn_free(s->b, dev[i]);
+    for (unsigned i = 0; s->consts && i < CONST_SLOTS; i++)
+        nn_free(s->b, s->consts[i].dev);
+    free(s->consts);
     float *host[] = {s->t_h,  s->ca_h, s->cb_h,  s->e_inc_h, s->c1_h,  s->x1_h,
                      s->c2_h, s->edep_h, s->x2_h, s->tok_h,  s->ctx_h, s->cnd_h,
                      s->prev_h};
@@ -193,6 +218,11 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
         if (rc)
             goto fail;
     }
+    s->consts = calloc(CONST_SLOTS, sizeof *s->consts);
+    {
+        size_t fit = CONST_BYTES / ((size_t)B * sizeof(float));
+        s->max_consts = fit < CONST_MAX ? (int)fit : CONST_MAX;
+    }
     s->t_h = malloc((size_t)B * sizeof(float));
     s->ca_h = malloc((size_t)B * sizeof(float));
     s->cb_h = malloc((size_t)B * sizeof(float));
@@ -202,8 +232,8 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
     s->c2_h = malloc((size_t)B * 2 * sizeof(float));
     s->edep_h = malloc((size_t)B * sizeof(float));
     s->x2_h = malloc(bd * sizeof(float));
-    if (!s->t_h || !s->ca_h || !s->cb_h || !s->e_inc_h || !s->c1_h || !s->x1_h || !s->c2_h ||
-        !s->edep_h || !s->x2_h) {
+    if (!s->consts || !s->t_h || !s->ca_h || !s->cb_h || !s->e_inc_h || !s->c1_h || !s->x1_h ||
+        !s->c2_h || !s->edep_h || !s->x2_h) {
         rc = gt_error_set(err, GT_ENOMEM, "out of memory");
         goto fail;
     }
@@ -241,14 +271,59 @@ static int upload_const(model_sampler *s, float *dev, float *host, int n, float 
     return nn_copy_h2d(s->b, dev, host, (size_t)n * sizeof(float), err);
 }
 
+/* *out = the cached backend array of max_batch copies of v, made on first
+ * use (host: max_batch floats of staging), or NULL when the cache is full. */
+static int const_dev(model_sampler *s, float v, float *host, const float **out, gt_error *err)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    unsigned h = (bits * 2654435761u) >> (32 - CONST_SLOTS_LOG2);
+    const_slot *c = &s->consts[h];
+    for (; c->dev; h = (h + 1) & (CONST_SLOTS - 1), c = &s->consts[h])
+        if (c->bits == bits) {
+            *out = c->dev;
+            return GT_OK;
+        }
+    *out = NULL;
+    if (s->n_consts >= s->max_consts) {
+        s->const_misses++;
+        return GT_OK;
+    }
+    float *d = NULL;
+    GT_TRY(nn_alloc(s->b, (size_t)s->max_batch * sizeof(float), (void **)&d, err));
+    int rc = upload_const(s, d, host, s->max_batch, v, err);
+    if (rc) {
+        nn_free(s->b, d);
+        return rc;
+    }
+    c->bits = bits;
+    c->dev = d;
+    s->n_consts++;
+    *out = d;
+    return GT_OK;
+}
+
+/* *out = a backend array of (at least) `rows` copies of v: the cached one,
+ * or, with the cache full, v uploaded into `scratch` (staged in `host`). */
+static int const_rows(model_sampler *s, float v, int rows, float *scratch, float *host,
+                      const float **out, gt_error *err)
+{
+    GT_TRY(const_dev(s, v, host, out, err));
+    if (*out)
+        return GT_OK;
+    *out = scratch;
+    return upload_const(s, scratch, host, rows, v, err);
+}
+
 /* v = f(x, [t, c]) for `rows` rows. */
 static int eval_net(model_sampler *s, stage_net *n, float *x, float t, float *v, int rows,
                     gt_error *err)
 {
-    int rc = upload_const(s, s->t, s->t_h, rows, t, err);
+    const float *tc = NULL;
+    int rc = const_rows(s, t, rows, s->t, s->t_h, &tc, err);
     if (rc)
         return rc;
-    nn_tensor parts[2] = {nn_f32(s->t, rows, 1), nn_f32(s->c, rows, n->n_cond)};
+    nn_tensor parts[2] = {nn_f32((float *)tc, rows, 1), nn_f32(s->c, rows, n->n_cond)};
     nn_tensor cond = nn_f32(s->cond, rows, 1 + n->n_cond);
     if ((rc = nn_concat(s->b, cond, parts, 2, err)))
         return rc;
@@ -266,11 +341,12 @@ static int eval_net(model_sampler *s, stage_net *n, float *x, float t, float *v,
 static int axpby(model_sampler *s, float *y, float a, float *x, float bcoef, float *z, int rows,
                  int dim, gt_error *err)
 {
+    const float *ca = NULL, *cb = NULL;
     int rc;
-    if ((rc = upload_const(s, s->ca, s->ca_h, rows, a, err)) ||
-        (rc = upload_const(s, s->cb, s->cb_h, rows, bcoef, err)))
+    if ((rc = const_rows(s, a, rows, s->ca, s->ca_h, &ca, err)) ||
+        (rc = const_rows(s, bcoef, rows, s->cb, s->cb_h, &cb, err)))
         return rc;
-    return nn_axpby_rows(s->b, nn_f32(y, rows, dim), s->ca, nn_f32(x, rows, dim), s->cb,
+    return nn_axpby_rows(s->b, nn_f32(y, rows, dim), ca, nn_f32(x, rows, dim), cb,
                          nn_f32(z, rows, dim), err);
 }
 
