@@ -14,6 +14,7 @@
 #include "calo_h5.h"
 #include "datasets.h"
 #include "geo.h"
+#include "gt_path.h"
 #include "model_data.h"
 #include "routes.h"
 #include "synth.h"
@@ -77,26 +78,27 @@ static void register_file(http_request *req, app *a, const char *name, const cha
                           const char *geometry)
 {
     /* The file must resolve (symlinks included) to a place inside the data
-     * directory: "../x.h5" or a link out of it is refused. */
-    char root[PATH_MAX], full[PATH_MAX * 2], real[PATH_MAX];
-    if (!realpath(a->cfg.data_dir, root)) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "data directory: %s", strerror(errno));
+     * directory: "../x.h5", "/x.h5" or a link out of it is refused (gt_path),
+     * and no message names where the directory really is. */
+    char root[PATH_MAX], real[PATH_MAX];
+    gt_error err = {0};
+    int rc = gt_path_inside(a->cfg.data_dir, path, real, sizeof real, &err);
+    if (rc == GT_EINVAL || rc == GT_ENOTFOUND) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
         return;
     }
-    snprintf(full, sizeof full, "%s/%s", root, path);
-    if (path[0] == '/' || !realpath(full, real)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "path",
-                         "path must name an existing file inside the data directory");
+    if (rc || !realpath(a->cfg.data_dir, root)) {
+        routes_reply_internal(req, &err);
         return;
     }
     size_t rl = strlen(root);
-    if (strncmp(real, root, rl) != 0 || real[rl] != '/') {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "path",
-                         "path escapes the data directory");
+    if (!model_geometry_is_builtin(geometry)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry",
+                         "the service takes a built-in geometry: dataset_1_photons, "
+                         "dataset_1_pions, dataset_2 or dataset_3");
         return;
     }
     geo_geometry geo;
-    gt_error err = {0};
     if (model_geometry_load(geometry, &geo, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry", "%s", err.message);
         return;
@@ -104,6 +106,7 @@ static void register_file(http_request *req, app *a, const char *name, const cha
     calo_h5_reader r;
     if (calo_h5_open(&r, real, &geo, &err) != GT_OK) {
         geo_free(&geo);
+        gt_path_scrub(err.message, sizeof err.message, real, path);
         http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
         return;
     }
@@ -117,6 +120,7 @@ static void register_file(http_request *req, app *a, const char *name, const cha
         if (calo_h5_read_rows(&r, first, m, block, NULL, &err) != GT_OK) {
             calo_h5_close(&r);
             geo_free(&geo);
+            gt_path_scrub(err.message, sizeof err.message, real, path);
             http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
             return;
         }
@@ -178,6 +182,12 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
         return;
     }
     geo_geometry geo;
+    if (!model_geometry_is_builtin(geometry)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.geometry",
+                         "the service takes a built-in geometry: dataset_1_photons, "
+                         "dataset_1_pions, dataset_2 or dataset_3");
+        return;
+    }
     if (model_geometry_load(geometry, &geo, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.geometry", "%s", err.message);
         return;

@@ -4,6 +4,7 @@
  * api/openapi.json. */
 #include "routes_runs.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,8 +13,10 @@
 
 #include "app.h"
 #include "datasets.h"
+#include "gt_path.h"
 #include "log.h"
 #include "model_config.h"
+#include "model_data.h"
 #include "model_run.h"
 #include "routes.h"
 #include "runs.h"
@@ -96,6 +99,37 @@ static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
 /* ---------------------------------------------------------------------------
  * POST /v1/runs
  * ------------------------------------------------------------------------- */
+
+/* A client names files only inside the data directory, and geometries only
+ * by their built-in names: the service must never read, or tell whether it
+ * can read, a file elsewhere.  A file that does not exist yet passes (the
+ * run fails with the reason when it trains); the trainer checks the path
+ * again when it opens it (model_dataset_load).  Replies 422 and returns 0
+ * when refused. */
+static int files_allowed(http_request *req, app *a, const model_config *cfg)
+{
+    gt_error err = {0};
+    if (cfg->dataset_path[0]) {
+        char real[PATH_MAX];
+        int rc = gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &err);
+        if (rc == GT_EINVAL) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.path", "%s", err.message);
+            return 0;
+        }
+        if (rc && rc != GT_ENOTFOUND) {
+            routes_reply_internal(req, &err);
+            return 0;
+        }
+    }
+    if (!model_geometry_is_builtin(cfg->geometry)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.geometry",
+                         "the service takes a built-in geometry: dataset_1_photons, "
+                         "dataset_1_pions, dataset_2 or dataset_3 (binning XML files are for "
+                         "the command line)");
+        return 0;
+    }
+    return 1;
+}
 
 /* "dataset_id": N in the body is replaced by dataset.path of that dataset. */
 static int resolve_dataset_id(http_request *req, store *db, json_t *body)
@@ -192,6 +226,8 @@ void route_runs_create(http_request *req, void *ctx)
         http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
         return;
     }
+    if (!files_allowed(req, a, &cfg))
+        return;
     char why[512];
     bf16_refusal(a, &cfg, why, sizeof why);
     if (why[0]) {

@@ -1,5 +1,6 @@
 #include "model_data.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "calo_h5.h"
 #include "gt_embed.h"
 #include "gt_le.h"
+#include "gt_path.h"
 #include "loader.h"
 #include "synth.h"
 
@@ -18,6 +20,17 @@ extern const size_t model_geometries_count;
 /* ------------------------------------------------------------------------ */
 /* geometry                                                                 */
 /* ------------------------------------------------------------------------ */
+
+int model_geometry_is_builtin(const char *name)
+{
+    char file[96];
+    if ((size_t)snprintf(file, sizeof file, "binning_%s.xml", name) >= sizeof file)
+        return 0;
+    for (size_t i = 0; i < model_geometries_count; i++)
+        if (model_geometries[i].name && strcmp(model_geometries[i].name, file) == 0)
+            return 1;
+    return 0;
+}
 
 int model_geometry_load(const char *name, geo_geometry *g, gt_error *err)
 {
@@ -65,15 +78,23 @@ void model_dataset_free(model_dataset *ds)
 static int load_file(const model_config *cfg, const char *data_dir, model_dataset *ds,
                      gt_error *err)
 {
-    char path[2048];
-    if (cfg->dataset_path[0] != '/' && data_dir && data_dir[0])
-        snprintf(path, sizeof path, "%s/%s", data_dir, cfg->dataset_path);
-    else
+    char path[PATH_MAX];
+    int rc;
+    /* a relative path names a file inside the data directory, and nothing
+     * outside it, links included (gt_path); an absolute one is the command
+     * line's, which the service refuses before a run is recorded */
+    if (cfg->dataset_path[0] != '/' && data_dir && data_dir[0]) {
+        if ((rc = gt_path_inside(data_dir, cfg->dataset_path, path, sizeof path, err)))
+            return gt_error_wrap(err, "dataset.path");
+    } else {
         snprintf(path, sizeof path, "%s", cfg->dataset_path);
+    }
     calo_h5_reader r;
-    int rc = calo_h5_open(&r, path, &ds->geo, err);
-    if (rc)
+    if ((rc = calo_h5_open(&r, path, &ds->geo, err))) {
+        /* the reader names the file by its real path: say it as given */
+        gt_path_scrub(err->message, sizeof err->message, path, cfg->dataset_path);
         return rc;
+    }
     int64_t n = r.n_rows;
     if (cfg->max_showers > 0 && cfg->max_showers < n)
         n = cfg->max_showers;

@@ -31,6 +31,10 @@
 
 /* Loads a built-in geometry by name, or a binning XML file. */
 int model_geometry_load(const char *name_or_path, geo_geometry *g, gt_error *err);
+/* 1 when name is one of the embedded geometries (dataset_1_photons,
+ * dataset_1_pions, dataset_2, dataset_3): the only ones the service takes
+ * from a client, who must not make it open files by path. */
+int model_geometry_is_builtin(const char *name);
 
 /* Readout threshold (MeV) of the detector a geometry describes. */
 int model_geometry_threshold(const geo_geometry *g, float *threshold_mev, gt_error *err);

@@ -9,6 +9,7 @@
  * routed) through the service. */
 #include "check.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -575,6 +576,75 @@ static void expect(gc_client *c, const char *method, const char *path, const cha
     json_decref(j);
 }
 
+/* A reply's text never names where the data directory really is. */
+static void expect_no_server_path(gc_client *c, const char *method, const char *path,
+                                  const char *body, long status, const char *field)
+{
+    char root[PATH_MAX];
+    CHECK(realpath(data, root) != NULL);
+    json_t *j;
+    long st = svc_json(c, method, path, body, NULL, &j);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    CHECK_MSG(st == status, "%s %s %s: status %ld, want %ld (%s)", method, path, body, st,
+              status, text ? text : "");
+    CHECK_MSG(!field || (efield(j) && strcmp(efield(j), field) == 0), "%s: field %s, want %s",
+              body, efield(j), field);
+    CHECK_MSG(text && !strstr(text, root), "%s: the reply names the data directory: %s",
+              body, text);
+    free(text);
+    json_decref(j);
+}
+
+/* Files outside the data directory are refused everywhere a client names
+ * one (runs, datasets), links included, geometries are built-in names
+ * only, and no reply tells where the server keeps its files or which of
+ * them exist (issue: reading files outside the data directory). */
+static void test_file_confinement(gc_client *c)
+{
+    char body[PATH_MAX + 256], dbreal[PATH_MAX], link[400];
+    CHECK(realpath(db, dbreal) != NULL);
+    snprintf(link, sizeof link, "%s/out2.h5", data);   /* a link out, to a file that exists */
+    CHECK(symlink(dbreal, link) == 0);
+    const char *paths[] = {"/etc/hostname", "../test.db", "out2.h5", "./tiny.h5",
+                           "sub/../../test.db", NULL};
+    for (int i = 0; paths[i]; i++) {
+        snprintf(body, sizeof body, "{\"dataset\": {\"path\": \"%s\", \"geometry\": "
+                 "\"dataset_1_photons\"}}", paths[i]);
+        expect_no_server_path(c, "POST", "/v1/runs", body, 422, "dataset.path");
+    }
+    snprintf(body, sizeof body, "{\"dataset\": {\"path\": \"%s\", \"geometry\": "
+             "\"dataset_1_photons\"}}", dbreal);
+    expect_no_server_path(c, "POST", "/v1/runs", body, 422, "dataset.path");
+    /* a geometry by path, existing or not: the same answer, so it tells nothing */
+    const char *geos[] = {"/etc/passwd", "/nonexistent.xml", "x.xml", "../test.db", NULL};
+    for (int i = 0; geos[i]; i++) {
+        snprintf(body, sizeof body, "{\"dataset\": {\"geometry\": \"%s\"}}", geos[i]);
+        expect_no_server_path(c, "POST", "/v1/runs", body, 422, "dataset.geometry");
+        snprintf(body, sizeof body, "{\"name\": \"g%d\", \"path\": \"tiny.h5\", "
+                 "\"geometry\": \"%s\"}", i, geos[i]);
+        expect_no_server_path(c, "POST", "/v1/datasets", body, 422, "geometry");
+        snprintf(body, sizeof body, "{\"name\": \"s%d\", \"synthetic\": {\"geometry\": "
+                 "\"%s\", \"n\": 10}}", i, geos[i]);
+        expect_no_server_path(c, "POST", "/v1/datasets", body, 422, "synthetic.geometry");
+    }
+    /* registering: absolute and escaping paths, and a file that is not
+     * HDF5, told by the name the client gave */
+    expect_no_server_path(c, "POST", "/v1/datasets",
+                          "{\"name\": \"abs\", \"path\": \"/etc/hostname\"}", 422, "path");
+    char junk[400];
+    snprintf(junk, sizeof junk, "%s/junk.h5", data);
+    FILE *f = fopen(junk, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("not hdf5", f);
+        fclose(f);
+    }
+    expect_no_server_path(c, "POST", "/v1/datasets",
+                          "{\"name\": \"junk\", \"path\": \"junk.h5\", \"geometry\": "
+                          "\"dataset_1_photons\"}", 422, "path");
+    remove(junk);
+}
+
 static void test_errors(gc_client *c, long long id)
 {
     char path[128];
@@ -903,6 +973,7 @@ int main(void)
     test_concurrency(c, run);
     test_batch_mixes(c, run);
     test_errors(c, run);
+    test_file_confinement(c);
     test_paging(c);
     test_prometheus(c);
     test_cli(run);

@@ -1,0 +1,79 @@
+#define _DEFAULT_SOURCE   /* realpath */
+#include "gt_path.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gt_path_check_relative(const char *rel, gt_error *err)
+{
+    if (!rel || !rel[0])
+        return gt_error_set(err, GT_EINVAL, "the path is empty");
+    if (rel[0] == '/')
+        return gt_error_set(err, GT_EINVAL, "'%.200s' is absolute: name a file inside the data "
+                            "directory, relative to it", rel);
+    if (strchr(rel, '\\'))
+        return gt_error_set(err, GT_EINVAL, "'%.200s' holds a backslash", rel);
+    for (const char *p = rel; *p;) {
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return gt_error_set(err, GT_EINVAL, "'%.200s' has a '%.*s' component: name a file "
+                                "inside the data directory", rel, (int)n, p);
+        p += n + (end ? 1 : 0);
+        if (end && !*p)
+            return gt_error_set(err, GT_EINVAL, "'%.200s' ends in '/'", rel);
+    }
+    return GT_OK;
+}
+
+int gt_path_inside(const char *root, const char *rel, char *real, size_t cap, gt_error *err)
+{
+    int rc = gt_path_check_relative(rel, err);
+    if (rc)
+        return rc;
+    char root_real[PATH_MAX], full[PATH_MAX], got[PATH_MAX];
+    if (!realpath(root, root_real))
+        return gt_error_set(err, GT_EIO, "the data directory cannot be resolved: %s",
+                            strerror(errno));
+    if ((size_t)snprintf(full, sizeof full, "%s/%s", root_real, rel) >= sizeof full)
+        return gt_error_set(err, GT_EINVAL, "'%.200s' is too long", rel);
+    if (!realpath(full, got)) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            return gt_error_set(err, GT_ENOTFOUND, "no file '%.200s' in the data directory", rel);
+        return gt_error_set(err, GT_EINVAL, "'%.200s' cannot be resolved: %s", rel, strerror(e));
+    }
+    size_t rl = strlen(root_real);
+    /* the root "/" itself: everything is inside it */
+    int inside = rl == 1 ? got[0] == '/' : strncmp(got, root_real, rl) == 0 && got[rl] == '/';
+    if (!inside)
+        return gt_error_set(err, GT_EINVAL, "'%.200s' leads out of the data directory", rel);
+    if (strlen(got) >= cap)
+        return gt_error_set(err, GT_EINVAL, "'%.200s' is too long", rel);
+    memcpy(real, got, strlen(got) + 1);
+    return GT_OK;
+}
+
+void gt_path_scrub(char *msg, size_t cap, const char *real, const char *shown)
+{
+    size_t rl = strlen(real), sl = strlen(shown);
+    if (!rl || cap == 0 || !strstr(msg, real))
+        return;
+    char out[1024];
+    size_t n = 0, room = (cap < sizeof out ? cap : sizeof out) - 1;
+    for (const char *p = msg; *p && n < room;) {
+        if (strncmp(p, real, rl) == 0) {
+            size_t k = sl < room - n ? sl : room - n;
+            memcpy(out + n, shown, k);
+            n += k;
+            p += rl;
+        } else {
+            out[n++] = *p++;
+        }
+    }
+    out[n] = '\0';
+    memcpy(msg, out, n + 1);
+}
