@@ -146,6 +146,10 @@ static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,
         (rc = nn_trunk_plan(n->trunk, s->max_batch, err)) ||
         (rc = nn_trunk_pack(n->trunk, err)))
         return gt_error_wrap(err, "stage %d checkpoint", stage);
+    /* the sampler checks its inputs once per batch on the host (check_finite):
+     * the trunk's own check would read back from the device at every
+     * evaluation */
+    nn_trunk_set_input_check(n->trunk, 0);
     return GT_OK;
 }
 
@@ -462,6 +466,28 @@ static int piece_of(const piece *p, int np, int i)
     return k;
 }
 
+/* GT_EINVAL naming the shower behind the first of `rows` rows of `per`
+ * host floats that is not finite (row r is batch row idx[r], or r when idx
+ * is NULL), with `what` happened to it.  The trunks' per-evaluation check
+ * is off (load_net): what a network reads comes from here (conditions) or
+ * from the noise and the networks' own outputs, which are checked when
+ * they come back to the host after each stage, so a NaN is still an error
+ * rather than a NaN shower. */
+static int check_finite(const piece *p, int np, const float *x, int rows, int per,
+                        const int *idx, const char *what, gt_error *err)
+{
+    for (size_t i = 0; i < (size_t)rows * per; i++) {
+        if (isfinite(x[i]))
+            continue;
+        int r = (int)(i / (size_t)per), row = idx ? idx[r] : r, k = piece_of(p, np, row);
+        return gt_error_set(err, GT_EINVAL, "request %d, shower %lld: %s", p[k].req,
+                            (long long)(p[k].first + (row - p[k].at)), what);
+    }
+    return GT_OK;
+}
+
+#define DIVERGED "the checkpoint's network gave a non-finite value"
+
 /* Noise of layer token l for the na active rows (s->act_h) packed at the
  * top of s->x: (request seed, row, stream AR_STREAM + l), as fill_noise
  * keys it.  Active rows that are consecutive rows of one request are one
@@ -535,7 +561,9 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
         }
         if (na == 0)
             break;
-        if ((rc = nn_copy_h2d(s->b, s->c, s->cnd_h, (size_t)na * 4 * sizeof(float), err)) ||
+        if ((rc = check_finite(p, np, s->cnd_h, na, 4, s->act_h,
+                               "the stage-2 conditions are not finite", err)) ||
+            (rc = nn_copy_h2d(s->b, s->c, s->cnd_h, (size_t)na * 4 * sizeof(float), err)) ||
             (rc = nn_copy_h2d(s->b, s->ctx, s->ctx_h, (size_t)na * P * sizeof(float), err)))
             return rc;
         /* noise of (request seed, row, layer), padding columns at 0 as in training */
@@ -543,7 +571,8 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
             return rc;
         double ev = 0;
         if ((rc = integrate(s, &s->net[1], na, steps, &ev, err)) ||
-            (rc = nn_copy_d2h(s->b, s->tok_h, s->x, (size_t)na * TD * sizeof(float), err)))
+            (rc = nn_copy_d2h(s->b, s->tok_h, s->x, (size_t)na * TD * sizeof(float), err)) ||
+            (rc = check_finite(p, np, s->tok_h, na, TD, s->act_h, DIVERGED " in stage 2", err)))
             return rc;
         *evals += ev * na / rows;
         *flops += ev * na / rows * row_flops(&s->net[1]);
@@ -579,12 +608,20 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
                (size_t)p[i].rows * sizeof(float));
     model_repr_conditions(&s->repr, s->e_inc_h, rows, s->c1_h);
     /* stage 1: energy */
-    if ((rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
+    if ((rc = check_finite(p, np, s->c1_h, rows, 1, NULL, "the stage-1 conditions are not finite",
+                           err)) ||
+        (rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 1, 1, err)) ||
         (rc = integrate(s, &s->net[0], rows, steps, &ev1, err)) ||
-        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * sizeof(float), err)))
+        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * sizeof(float), err)) ||
+        (rc = check_finite(p, np, s->x1_h, rows, 1, NULL, DIVERGED " in stage 1", err)))
         return rc;
     model_repr_energy(&s->repr, s->e_inc_h, s->c1_h, s->x1_h, rows, s->edep_h, s->c2_h);
+    if ((rc = check_finite(p, np, s->edep_h, rows, 1, NULL, "the deposited energy is not finite",
+                           err)) ||
+        (rc = check_finite(p, np, s->c2_h, rows, 2, NULL, "the stage-2 conditions are not finite",
+                           err)))
+        return rc;
     /* stage 2: shower */
     if (s->ar) {
         if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, &flops, err)))
@@ -592,7 +629,8 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
     } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * 2 * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
         (rc = integrate(s, &s->net[1], rows, steps, &ev2, err)) ||
-        (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)))
+        (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)) ||
+        (rc = check_finite(p, np, s->x2_h, rows, D2, NULL, DIVERGED " in stage 2", err)))
         return rc;
     for (int i = 0; i < np; i++) {
         model_sample_request *q = &reqs[p[i].req];

@@ -14,7 +14,15 @@
  * it was batched with, the thread count, the autoregressive active set nor
  * the routed expert grouping changes a bit of it; on the CPU the bytes are
  * also the same on every x86-64 CPU with AVX2 or AVX-512 (see
- * engine/model/README.md, "Reproducible showers"). */
+ * engine/model/README.md, "Reproducible showers").
+ *
+ * On a device, a batch's work stays there: a piece's noise is one launch,
+ * the step constants are device arrays made once, and the trunks do not
+ * read back (their finiteness check is off; the sampler checks the
+ * conditions it uploads and the samples it reads back on the host, so bad
+ * values are GT_EINVAL naming the request and shower).  What crosses per
+ * batch is each stage's conditions in and samples out (per layer for an
+ * autoregressive stage 2, and a routed trunk's grouping of rows). */
 #ifndef MODEL_SAMPLER_H
 #define MODEL_SAMPLER_H
 

@@ -9,6 +9,10 @@
  *  - whatever the CPU's instruction set: the AVX-512, AVX2 and scalar
  *    kernels, and native bf16 (VDPBF16PS) against its emulation, give the
  *    same bytes (kernels this CPU lacks are skipped, with a note).
+ * Once a shape has run, a batch copies between host and device only what
+ * the stages exchange (no per-step copy, no read-back by the trunks) and
+ * allocates nothing; bad energies and a checkpoint whose network gives NaN
+ * are errors that say so, never NaN showers.
  * The models are trained for a few steps only: invariance holds for any
  * weights, and a tiny run keeps the test fast.  The autoregressive variant
  * samples energies from 300 MeV to 260 GeV, so rows leave the active set
@@ -211,8 +215,9 @@ static nn_backend *open_cpu(const char *kernel, int emulate_bf16)
 
 /* Checkpoints straight from a seeded initialisation (no training, whose
  * library GEMMs are not the same bits on every CPU), with the output head
- * at full scale so the networks' outputs are far from trivial. */
-static int make_checkpoints(nn_backend *b, trained *t, gt_error *err)
+ * at full scale so the networks' outputs are far from trivial.  poison 1
+ * or 2: that stage's weights are all NaN (a diverged checkpoint). */
+static int make_checkpoints(nn_backend *b, trained *t, int poison, gt_error *err)
 {
     model_dataset ds;
     model_arrays a;
@@ -231,8 +236,13 @@ static int make_checkpoints(nn_backend *b, trained *t, gt_error *err)
         model_stage *s = NULL;
         void *w = NULL;
         size_t wl = 0;
+        nn_params *pp = NULL;
         if (!(rc = model_stage_create(b, &t->cfg, stage, &d, &s, err)) &&
             !(rc = nn_trunk_init(model_stage_trunk(s), 1000 + (uint64_t)stage, 1.0f, err)) &&
+            (pp = nn_trunk_params(model_stage_trunk(s))) &&
+            !(rc = stage == poison ? nn_memset(b, pp->value, 0xFF, pp->count * sizeof(float), err)
+                                   : GT_OK) &&
+            !(rc = stage == poison ? nn_params_sync_bf16(pp, err) : GT_OK) &&
             !(rc = nn_ckpt_save(nn_trunk_params(model_stage_trunk(s)), NULL, NULL, &w, &wl,
                                 err)))
             rc = model_ckpt_pack(stage, 0, NAN, repr, got, w, wl, &t->ck[stage], &t->len[stage], err);
@@ -244,13 +254,144 @@ static int make_checkpoints(nn_backend *b, trained *t, gt_error *err)
     return rc;
 }
 
+/* A backend that counts the copies between host and device and passes
+ * everything to the backend it wraps (whose state it shares). */
+typedef struct counting {
+    nn_backend b;
+    nn_backend_ops ops;
+    const nn_backend_ops *inner;
+    long h2d, d2h;
+} counting;
+
+static int count_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    counting *c = (counting *)b;
+    c->h2d++;
+    return c->inner->copy_h2d(b, dst, src, bytes, err);
+}
+
+static int count_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    counting *c = (counting *)b;
+    c->d2h++;
+    return c->inner->copy_d2h(b, dst, src, bytes, err);
+}
+
+static void counting_wrap(counting *c, nn_backend *inner)
+{
+    memset(c, 0, sizeof *c);
+    c->b = *inner;
+    c->inner = inner->ops;
+    c->ops = *inner->ops;
+    c->ops.destroy = NULL;   /* the wrapped backend is closed on its own */
+    c->ops.copy_h2d = count_h2d;
+    c->ops.copy_d2h = count_d2h;
+    c->b.ops = &c->ops;
+}
+
+/* Once a shape has run, a batch copies only what the stages exchange with
+ * the host: per stage its conditions in and its samples out (and per
+ * autoregressive layer the conditions, the context and the tokens), none
+ * per integration step (the step constants stay on the device, the trunks'
+ * finiteness checks are the sampler's host checks), and allocates nothing.
+ * The showers are the reference's bytes.  Routed trunks group rows per
+ * expert on the host (their own copies): not counted. */
+static void check_copies(const variant *v, int bf16, nn_backend *b, const trained *t,
+                         const float *e_inc, const float *ref, size_t n)
+{
+    gt_error err;
+    counting c;
+    counting_wrap(&c, b);
+    model_sampler *s = NULL;
+    int rc = model_sampler_open(&c.b, &t->cfg, t->ck[1], t->len[1], t->ck[2], t->len[2], N_ROWS,
+                                &s, &err);
+    CHECK_MSG(rc == GT_OK, "%s", err.message);
+    if (rc)
+        return;
+    float *got = malloc(n * sizeof(float));
+    long h2d = 0, d2h = 0;
+    size_t allocs = 0;
+    for (int run = 0; run < 2; run++) {
+        memset(got, 0xff, n * sizeof(float));
+        model_sample_request rq = {e_inc, N_ROWS, 77, 0, got, NULL};
+        h2d = c.h2d;
+        d2h = c.d2h;
+        allocs = c.b.alloc_count;
+        CHECK(model_sampler_run(s, &rq, 1, 0, &err) == GT_OK);
+        CHECK_MSG(memcmp(got, ref, n * sizeof(float)) == 0, "%s %s: counted run %d: other bytes",
+                  v->name, bf16 ? "bf16" : "fp32", run);
+    }
+    h2d = c.h2d - h2d;
+    d2h = c.d2h - d2h;
+    CHECK_MSG(c.b.alloc_count == allocs, "%s: the second batch allocated %zu times", v->name,
+              c.b.alloc_count - allocs);
+    if (v->kind == MODEL_TRUNK_ROUTED) {
+        /* the routed trunk's own copies: nothing to pin */
+    } else if (v->mode == MODEL_MODE_AUTOREGRESSIVE) {
+        /* stage 1: 1 + 1; each layer run: 2 in (conditions, context), 1 out */
+        CHECK_MSG(d2h > 1 && h2d - 1 == 2 * (d2h - 1),
+                  "%s: the second batch made %ld copies in and %ld out", v->name, h2d, d2h);
+    } else {
+        CHECK_MSG(h2d == 2 && d2h == 2,
+                  "%s %s: the second batch made %ld copies to the device and %ld back (want 2 "
+                  "and 2: one per stage each way)",
+                  v->name, bf16 ? "bf16" : "fp32", h2d, d2h);
+    }
+    /* energies the sampler cannot take: refused with a reason, per request */
+    float bad[3] = {1000.0f, NAN, 5000.0f};
+    model_sample_request rq = {bad, 3, 77, 0, got, NULL};
+    rc = model_sampler_run(s, &rq, 1, 0, &err);
+    CHECK_MSG(rc == GT_EINVAL && strstr(err.message, "incident energy 1 is nan"),
+              "NaN energy: rc %d (%s)", rc, err.message);
+    bad[1] = -1.0f;
+    rc = model_sampler_run(s, &rq, 1, 0, &err);
+    CHECK_MSG(rc == GT_EINVAL && strstr(err.message, "positive finite"), "negative energy: %s",
+              err.message);
+    model_sampler_close(s);
+    free(got);
+}
+
+/* A checkpoint whose weights are NaN makes an error that says so and names
+ * the shower, never NaN showers: the trunks' per-evaluation finiteness
+ * check is off, and the sampler's host checks stand in for it. */
+static void check_diverged(const variant *v, nn_backend *b, int stage)
+{
+    gt_error err;
+    trained t;
+    tiny_config(v, 0, &t.cfg);
+    memset(t.ck, 0, sizeof t.ck);
+    int rc = make_checkpoints(b, &t, stage, &err);
+    CHECK_MSG(rc == GT_OK, "%s: checkpoints: %s", v->name, err.message);
+    model_sampler *s = NULL;
+    if (!rc)
+        rc = model_sampler_open(b, &t.cfg, t.ck[1], t.len[1], t.ck[2], t.len[2], 8, &s, &err);
+    CHECK_MSG(rc == GT_OK, "%s", err.message);
+    if (!rc) {
+        const size_t V = (size_t)model_sampler_voxels(s);
+        float e[12], *out = malloc(12 * V * sizeof(float));
+        for (int i = 0; i < 12; i++)
+            e[i] = 1000.0f * (float)(i + 1);
+        model_sample_request rq[2] = {{e, 5, 1, 0, out, NULL}, {e + 5, 7, 2, 0, out + 5 * V, NULL}};
+        char want[32];
+        snprintf(want, sizeof want, "in stage %d", stage);
+        rc = model_sampler_run(s, rq, 2, 0, &err);
+        CHECK_MSG(rc == GT_EINVAL && strstr(err.message, "non-finite") &&
+                      strstr(err.message, want) && strstr(err.message, "request 0, shower 0"),
+                  "%s, stage %d all NaN: rc %d (%s)", v->name, stage, rc, err.message);
+        free(out);
+    }
+    model_sampler_close(s);
+    free(t.ck[1]);
+    free(t.ck[2]);
+}
+
 static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t golden)
 {
     gt_error err;
     trained t;
     tiny_config(v, bf16, &t.cfg);
     memset(t.ck, 0, sizeof t.ck);
-    int rc = make_checkpoints(b, &t, &err);
+    int rc = make_checkpoints(b, &t, 0, &err);
     CHECK_MSG(rc == GT_OK, "%s %s: checkpoints: %s", v->name, bf16 ? "bf16" : "fp32",
               err.message);
     if (rc) {
@@ -344,6 +485,7 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
         }
         nn_backend_close(o);
     }
+    check_copies(v, bf16, b, &t, e_inc, ref, n);
     uint64_t h = fnv(ref, n);
     printf("%-20s %s: %d of %d ways to sample agree; %.2f network calls per shower; "
            "hash %016llx (%zu voxels)\n",
@@ -371,6 +513,10 @@ int main(void)
     for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
         for (int bf16 = 0; bf16 < 2; bf16++)
             check_variant(&VARIANTS[i], bf16, b, GOLDEN[i][bf16]);
+    for (int stage = 1; stage <= 2; stage++) {
+        check_diverged(&VARIANTS[0], b, stage);   /* oneshot */
+        check_diverged(&VARIANTS[3], b, stage);   /* autoregressive */
+    }
     nn_backend_close(b);
     return check_finish();
 }
