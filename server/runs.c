@@ -34,6 +34,19 @@ static int no_run(gt_error *err, int64_t id)
  * Writes
  * ------------------------------------------------------------------------- */
 
+/* 1 when the query (run, stage, step) finds a row, 0 when not, < 0 on
+ * error (err set). */
+static int step_seen(store *s, const char *sql, int64_t id, int stage, long long step,
+                     gt_error *err)
+{
+    int64_t one = 0;
+    int rc = store_int64(s, "checking a recorded step", sql,
+                         STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(stage)),
+                                    STORE_INT(step)),
+                         &one, err);
+    return rc == GT_OK ? 1 : rc == GT_ENOTFOUND ? 0 : -1;
+}
+
 static int event(store *s, int64_t id, const char *kind, const char *data, gt_error *err)
 {
     return store_exec(s, "recording an event",
@@ -131,6 +144,17 @@ int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error 
             m[n].name = names[e], m[n++].v = r->load[e];
         }
     }
+    /* A resumed run trains the steps after its last checkpoint again: their
+     * rows are replaced, and their event, already in the stream, is not
+     * appended a second time (a Last-Event-ID client sees each step once). */
+    int seen = step_seen(s,
+                         "SELECT 1 FROM metrics WHERE run_id = ? AND stage = ? AND name = 'loss'"
+                         " AND step = ?",
+                         id, r->stage, r->step, err);
+    if (seen < 0) {
+        store_rollback(s);
+        return err ? err->code : GT_EIO;
+    }
     for (int i = 0; i < n && rc == GT_OK; i++)
         rc = store_exec(s, "recording a metric",
                         "INSERT OR REPLACE INTO metrics (run_id, stage, name, step, value, time)"
@@ -139,7 +163,7 @@ int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error 
                                    STORE_TEXT(m[i].name), STORE_INT(r->step), STORE_REAL(m[i].v),
                                    STORE_REAL(now)),
                         err);
-    if (rc == GT_OK) {
+    if (rc == GT_OK && !seen) {
         char data[256];
         snprintf(data, sizeof data,
                  "{\"stage\":\"%s\",\"step\":%lld,\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g}",
@@ -157,6 +181,12 @@ int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error 
 int runs_record_validation(store *s, int64_t id, int stage, long long step, float loss,
                            int n_samples, gt_error *err)
 {
+    /* as for the step metrics: a validation trained again after a resume
+     * replaces its row and adds no second event */
+    int seen = step_seen(s, "SELECT 1 FROM val_losses WHERE run_id = ? AND stage = ? AND step = ?",
+                         id, stage, step, err);
+    if (seen < 0)
+        return err ? err->code : GT_EIO;
     int rc = store_exec(s, "recording a val loss",
                         "INSERT OR REPLACE INTO val_losses (run_id, stage, step, loss, n_samples,"
                         " time) VALUES (?, ?, ?, ?, ?, ?)",
@@ -170,7 +200,7 @@ int runs_record_validation(store *s, int64_t id, int stage, long long step, floa
     char data[160];
     snprintf(data, sizeof data, "{\"stage\":\"%s\",\"step\":%lld,\"val_loss\":%.9g}",
              runs_stage_name(stage), step, isfinite(loss) ? loss : 0.0);
-    return event(s, id, "val_loss", data, err);
+    return seen ? GT_OK : event(s, id, "val_loss", data, err);
 }
 
 void runs_sha256_hex(const void *buf, size_t len, char out[65])

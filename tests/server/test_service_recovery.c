@@ -130,6 +130,27 @@ static void check_no_duplicates(const char *db, long long run, int steps, int lo
     }
     CHECK_EQ_INT(stages, 2);
     sqlite3_finalize(st);
+    /* and the event stream holds each logged step and validation once:
+     * the steps a resumed run trains again after its last checkpoint
+     * replace their metric rows and add no second event, so a client
+     * resuming with Last-Event-ID sees each step once */
+    CHECK(sqlite3_prepare_v2(h,
+                             "SELECT kind, COUNT(*), COUNT(DISTINCT json_extract(data, '$.stage')"
+                             " || ':' || json_extract(data, '$.step')) FROM run_events"
+                             " WHERE run_id = ? AND kind IN ('metric', 'val_loss') GROUP BY kind",
+                             -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_int64(st, 1, run);
+    int kinds = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        kinds++;
+        CHECK_MSG(sqlite3_column_int(st, 1) == sqlite3_column_int(st, 2),
+                  "run %lld: %d %s events for %d distinct steps", run, sqlite3_column_int(st, 1),
+                  (const char *)sqlite3_column_text(st, 0), sqlite3_column_int(st, 2));
+        if (!strcmp((const char *)sqlite3_column_text(st, 0), "metric"))
+            CHECK_EQ_INT(sqlite3_column_int(st, 1), 2 * (steps / log_every));
+    }
+    CHECK_EQ_INT(kinds, 2);
+    sqlite3_finalize(st);
     sqlite3_close(h);
 }
 
