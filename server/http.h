@@ -28,6 +28,7 @@
 
 /* Stable error codes (the "code" field), one per kind of failure. */
 #define HTTP_E_NOT_FOUND          "not_found"
+#define HTTP_E_URI_TOO_LONG       "uri_too_long"
 #define HTTP_E_METHOD_NOT_ALLOWED "method_not_allowed"
 #define HTTP_E_BODY_TOO_LARGE     "body_too_large"
 #define HTTP_E_UNSUPPORTED_MEDIA  "unsupported_media_type"
@@ -50,6 +51,10 @@ enum {
 
 #define HTTP_MAX_ROUTES 128
 #define HTTP_MAX_PARAMS 4
+/* A query string over either limit is answered 414 uri_too_long before it
+ * is parsed (no route takes more than a handful of parameters). */
+#define HTTP_MAX_QUERY_PARAMS 64
+#define HTTP_MAX_QUERY_BYTES 8192
 
 /* ---------------------------------------------------------------------------
  * Router: built before the server starts, read-only afterwards
