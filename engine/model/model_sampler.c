@@ -10,6 +10,9 @@
 #include "nn_ckpt.h"
 #include "nn_rng.h"
 #include "nn_trunk.h"
+#ifdef GIANT_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 
 /* Noise streams of the sampler (training uses streams 1, 2 and 1000+). */
 #define SAMPLE_STREAM 100u
@@ -48,6 +51,28 @@ typedef struct const_slot {
     float *dev;      /* NULL: an empty slot */
 } const_slot;
 
+/* CUDA graphs of integrate(), one per (stage, rows, steps) (the solver is
+ * the config's): a shape runs eagerly the first time (which plans its
+ * products and makes its step constants), is captured the second time and
+ * replayed from then on.  The most recently used GRAPH_MAX shapes are
+ * kept. */
+#define GRAPH_MAX 16
+
+typedef enum graph_state {
+    GRAPH_SEEN = 1,    /* ran eagerly once: capture it next time */
+    GRAPH_READY = 2,   /* captured: replay g */
+    GRAPH_NEVER = 3,   /* not capturable (a step constant was uploaded, or
+                          the capture failed): always eager */
+} graph_state;
+
+typedef struct graph_slot {
+    int stage, rows, steps;
+    graph_state state;     /* 0: an empty slot */
+    double evals;          /* network evaluations of one integration */
+    uint64_t used;         /* the sampler's use counter at the last use */
+    void *g;               /* cuda_graph * when GRAPH_READY */
+} graph_slot;
+
 struct model_sampler {
     nn_backend *b;
     model_config cfg;
@@ -78,12 +103,28 @@ struct model_sampler {
     const_slot *consts;                 /* CONST_SLOTS, open addressing */
     int n_consts, max_consts;
     int64_t const_misses;               /* uses that found the cache full */
+    /* CUDA graphs (run_integrate) */
+    int graphs_on;
+    graph_slot graphs[GRAPH_MAX];
+    uint64_t graph_uses;
+    int64_t graph_replays;              /* of the current run */
 };
+
+static void graphs_clear(model_sampler *s)
+{
+    for (int i = 0; i < GRAPH_MAX; i++) {
+#ifdef GIANT_HAVE_CUDA
+        cuda_graph_destroy((cuda_graph *)s->graphs[i].g);
+#endif
+        memset(&s->graphs[i], 0, sizeof s->graphs[i]);
+    }
+}
 
 void model_sampler_close(model_sampler *s)
 {
     if (!s)
         return;
+    graphs_clear(s);
     float *dev[] = {s->x,  s->xp, s->v1,   s->v2, s->c,   s->cond,
                     s->t,  s->ca, s->cb,   s->ones, s->ctx, s->xin, s->zeros};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -115,6 +156,12 @@ int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
     return s->geo.n_layers;
 }
 double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
+void model_sampler_set_graphs(model_sampler *s, int on)
+{
+    s->graphs_on = on != 0;
+    graphs_clear(s);
+}
+int64_t model_sampler_graph_replays(const model_sampler *s) { return s->graph_replays; }
 double model_sampler_flops_per_shower(const model_sampler *s) { return s->flops_per_shower; }
 
 /* FLOPs of one row through a stage's trunk (matmuls, as nn_trunk counts). */
@@ -174,6 +221,7 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
     s->b = b;
     s->cfg = *cfg;
     s->max_batch = max_batch;
+    s->graphs_on = 1;
     float threshold = 0;
     if ((rc = model_geometry_load(cfg->geometry, &s->geo, err)) ||
         (rc = model_geometry_threshold(&s->geo, &threshold, err)) ||
@@ -429,6 +477,99 @@ static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double
     return GT_OK;
 }
 
+#ifdef GIANT_HAVE_CUDA
+/* Whether integrate() of stage net n can be a CUDA graph: on the CUDA
+ * backend, for an expert trunk (a routed one groups rows per expert on the
+ * host) of a oneshot stage (an autoregressive layer's row count changes
+ * from layer to layer and batch to batch: no shape would repeat). */
+static int graph_fits(const model_sampler *s, const stage_net *n)
+{
+    return s->graphs_on && cuda_backend_is(s->b) && n->n_ctx == 0 &&
+           nn_trunk_get_config(n->trunk)->kind == NN_TRUNK_EXPERT;
+}
+
+/* The slot of (stage, rows, steps), or a slot for it: an empty one, else
+ * the least recently used one (its graph destroyed); *fresh says which. */
+static graph_slot *graph_slot_of(model_sampler *s, int stage, int rows, int steps, int *fresh)
+{
+    graph_slot *lru = &s->graphs[0];
+    for (int i = 0; i < GRAPH_MAX; i++) {
+        graph_slot *g = &s->graphs[i];
+        if (g->state && g->stage == stage && g->rows == rows && g->steps == steps) {
+            *fresh = 0;
+            return g;
+        }
+        if (!g->state || (lru->state && g->used < lru->used))
+            lru = g;
+    }
+    cuda_graph_destroy((cuda_graph *)lru->g);
+    memset(lru, 0, sizeof *lru);
+    lru->stage = stage;
+    lru->rows = rows;
+    lru->steps = steps;
+    *fresh = 1;
+    return lru;
+}
+
+/* Captures integrate() into g and launches it.  A capture that fails
+ * (nothing of it ran) leaves the shape eager for good and runs it eagerly
+ * now. */
+static int graph_capture(model_sampler *s, graph_slot *g, stage_net *n, int rows, int steps,
+                         double *evals, gt_error *err)
+{
+    const int64_t misses = s->const_misses;
+    double ev = 0;
+    cuda_graph *cg = NULL;
+    gt_error ignored;
+    int rc = cuda_graph_begin(s->b, &ignored), rc_end = GT_OK;
+    if (!rc) {
+        rc = integrate(s, n, rows, steps, &ev, &ignored);
+        rc_end = cuda_graph_end(s->b, &cg, &ignored);
+    }
+    if (rc || rc_end || s->const_misses != misses) {
+        cuda_graph_destroy(cg);
+        g->state = GRAPH_NEVER;
+        return integrate(s, n, rows, steps, evals, err);
+    }
+    g->g = cg;
+    g->state = GRAPH_READY;
+    g->evals = ev;
+    *evals += ev;
+    s->graph_replays++;
+    return cuda_graph_launch(s->b, cg, err);
+}
+#endif
+
+/* integrate() of stage (1 or 2) for `rows` rows, on the CUDA backend through
+ * a graph of its shape once the shape has run (graph_fits); elsewhere, and
+ * for shapes that cannot be graphs, as it is.  Same kernels, same order, so
+ * the same bytes either way. */
+static int run_integrate(model_sampler *s, int stage, int rows, int steps, double *evals,
+                         gt_error *err)
+{
+    stage_net *n = &s->net[stage - 1];
+#ifdef GIANT_HAVE_CUDA
+    if (graph_fits(s, n)) {
+        int fresh = 0;
+        graph_slot *g = graph_slot_of(s, stage, rows, steps, &fresh);
+        g->used = ++s->graph_uses;
+        if (g->state == GRAPH_READY) {
+            *evals += g->evals;
+            s->graph_replays++;
+            return cuda_graph_launch(s->b, (cuda_graph *)g->g, err);
+        }
+        if (g->state == GRAPH_SEEN)
+            return graph_capture(s, g, n, rows, steps, evals, err);
+        const int64_t misses = s->const_misses;
+        int rc = integrate(s, n, rows, steps, evals, err);
+        if (fresh)
+            g->state = rc || s->const_misses != misses ? GRAPH_NEVER : GRAPH_SEEN;
+        return rc;
+    }
+#endif
+    return integrate(s, n, rows, steps, evals, err);
+}
+
 /* A slice of one request placed in the current device batch. */
 typedef struct piece {
     int req;
@@ -612,7 +753,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
                            err)) ||
         (rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 1, 1, err)) ||
-        (rc = integrate(s, &s->net[0], rows, steps, &ev1, err)) ||
+        (rc = run_integrate(s, 1, rows, steps, &ev1, err)) ||
         (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * sizeof(float), err)) ||
         (rc = check_finite(p, np, s->x1_h, rows, 1, NULL, DIVERGED " in stage 1", err)))
         return rc;
@@ -628,7 +769,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
             return rc;
     } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * 2 * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
-        (rc = integrate(s, &s->net[1], rows, steps, &ev2, err)) ||
+        (rc = run_integrate(s, 2, rows, steps, &ev2, err)) ||
         (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)) ||
         (rc = check_finite(p, np, s->x2_h, rows, D2, NULL, DIVERGED " in stage 2", err)))
         return rc;
@@ -659,6 +800,7 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
     s->evals_sum = 0;
     s->flops_sum = 0;
     s->evals_rows = 0;
+    s->graph_replays = 0;
     int rc = sampler_run(s, reqs, n_reqs, steps, err);
     if (rc == GT_OK && s->evals_rows > 0) {
         s->evals_per_shower = s->evals_sum / (double)s->evals_rows;

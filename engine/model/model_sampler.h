@@ -63,6 +63,15 @@ int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
 int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
                       gt_error *err);
 
+/* On the CUDA backend, each stage's integration of a (rows, steps) shape
+ * runs eagerly the first time, is captured as a CUDA graph the second and
+ * replayed from then on (expert trunks, oneshot stage 2; the same kernels,
+ * so the same bytes).  on = 0 keeps everything eager (and drops the graphs
+ * made).  No effect on other backends. */
+void model_sampler_set_graphs(model_sampler *s, int on);
+/* Integrations of the last run that were graph launches. */
+int64_t model_sampler_graph_replays(const model_sampler *s);
+
 /* Trunk forward passes per shower of the last run (for cost reports). */
 double model_sampler_evals_per_shower(const model_sampler *s);
 /* Matrix-product FLOPs per shower of the last run: the evaluations of each

@@ -13,6 +13,9 @@
  * the stages exchange (no per-step copy, no read-back by the trunks) and
  * allocates nothing; bad energies and a checkpoint whose network gives NaN
  * are errors that say so, never NaN showers.
+ * On a CUDA device (skipped without one) the GPU's showers are
+ * batch-invariant as well, and integrations replayed from CUDA graphs give
+ * the eager bytes.
  * The models are trained for a few steps only: invariance holds for any
  * weights, and a tiny run keeps the test fast.  The autoregressive variant
  * samples energies from 300 MeV to 260 GeV, so rows leave the active set
@@ -503,6 +506,96 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
     free(t.ck[2]);
 }
 
+/* Samples the N_ROWS rows `runs` times on one sampler of max_batch rows
+ * on the GPU (graphs on or off); out gets the last run, *replays the graph
+ * launches of it. */
+static int gpu_sample(nn_backend *g, const trained *t, int max_batch, int graphs, int runs,
+                      const float *e_inc, float *out, size_t n, int64_t *replays,
+                      gt_error *err)
+{
+    model_sampler *s = NULL;
+    int rc = model_sampler_open(g, &t->cfg, t->ck[1], t->len[1], t->ck[2], t->len[2], max_batch,
+                                &s, err);
+    if (rc)
+        return rc;
+    model_sampler_set_graphs(s, graphs);
+    for (int r = 0; r < runs && !rc; r++) {
+        memset(out, 0xff, n * sizeof(float));
+        model_sample_request rq = {e_inc, N_ROWS, 77, 0, out, NULL};
+        rc = model_sampler_run(s, &rq, 1, 0, err);
+    }
+    *replays = model_sampler_graph_replays(s);
+    model_sampler_close(s);
+    return rc;
+}
+
+/* On a CUDA device: the GPU's showers do not depend on the batch either,
+ * and integrations replayed from CUDA graphs give the eager bytes (the same
+ * kernels in the same order).  At max_batch 20 the 45 rows are batches of
+ * 20, 20 and 5: the first run captures the 20-row shape at its second
+ * batch, the second run replays it twice and captures the 5-row one.  The
+ * GPU's showers are not the CPU's bytes (device libm, another product
+ * order): their total energy is printed beside the CPU's. */
+static void check_gpu_variant(const variant *v, int bf16, nn_backend *cpu, nn_backend *g)
+{
+    gt_error err;
+    trained t;
+    tiny_config(v, bf16, &t.cfg);
+    memset(t.ck, 0, sizeof t.ck);
+    int rc = make_checkpoints(cpu, &t, 0, &err);
+    CHECK_MSG(rc == GT_OK, "%s: checkpoints: %s", v->name, err.message);
+    float e_inc[N_ROWS];
+    for (int i = 0; i < N_ROWS; i++)
+        e_inc[i] = 300.0f * powf(262144.0f / 300.0f, (float)i / (N_ROWS - 1));
+    model_sampler *s0 = NULL;
+    if (!rc)
+        rc = model_sampler_open(g, &t.cfg, t.ck[1], t.len[1], t.ck[2], t.len[2], 4, &s0, &err);
+    CHECK_MSG(rc == GT_OK, "%s on the GPU: %s", v->name, err.message);
+    if (rc) {
+        free(t.ck[1]);
+        free(t.ck[2]);
+        return;
+    }
+    const size_t n = (size_t)N_ROWS * (size_t)model_sampler_voxels(s0);
+    model_sampler_close(s0);
+    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    float *on_cpu = malloc(n * sizeof(float));
+    int64_t replays = 0;
+    const char *name = bf16 ? "bf16" : "fp32";
+    CHECK_MSG(gpu_sample(g, &t, 64, 0, 1, e_inc, ref, n, &replays, &err) == GT_OK, "%s", err.message);
+    static const struct {
+        int batch, graphs, runs;
+    } ways[] = {{1, 0, 1}, {8, 0, 1}, {20, 1, 1}, {20, 1, 2}, {64, 1, 3}};
+    for (size_t k = 0; k < sizeof ways / sizeof ways[0]; k++) {
+        rc = gpu_sample(g, &t, ways[k].batch, ways[k].graphs, ways[k].runs, e_inc, got, n,
+                        &replays, &err);
+        CHECK_MSG(rc == GT_OK, "%s %s on the GPU: %s", v->name, name, err.message);
+        size_t d = 0;
+        for (size_t i = 0; i < n; i++)
+            d += memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+        CHECK_MSG(d == 0, "%s %s on the GPU, batch %d, graphs %s, run %d: %zu of %zu voxels differ",
+                  v->name, name, ways[k].batch, ways[k].graphs ? "on" : "off", ways[k].runs, d, n);
+        if (ways[k].graphs && ways[k].runs > 1)
+            CHECK_MSG(replays > 0, "%s %s: no integration was replayed from a graph", v->name,
+                      name);
+    }
+    double eg = 0, ec = 0;
+    if (sample(cpu, &t, 64, (const int[]){0}, 1, e_inc, on_cpu, NULL, &err) == GT_OK)
+        for (size_t i = 0; i < n; i++) {
+            eg += ref[i];
+            ec += on_cpu[i];
+        }
+    CHECK_MSG(isfinite(eg) && eg > 0, "%s %s on the GPU: showers sum to %g", v->name, name, eg);
+    printf("%-20s %s on the GPU: batch-invariant, graphs replay the eager bytes (%lld replays); "
+           "total energy %.6g MeV (CPU %.6g)\n",
+           v->name, name, (long long)replays, eg, ec);
+    free(ref);
+    free(got);
+    free(on_cpu);
+    free(t.ck[1]);
+    free(t.ck[2]);
+}
+
 int main(void)
 {
     nn_backend *b = open_cpu(NULL, 0);
@@ -516,6 +609,16 @@ int main(void)
     for (int stage = 1; stage <= 2; stage++) {
         check_diverged(&VARIANTS[0], b, stage);   /* oneshot */
         check_diverged(&VARIANTS[3], b, stage);   /* autoregressive */
+    }
+    nn_backend *g = NULL;
+    gt_error err;
+    if (model_backend_open("cuda:0", &g, &err) == GT_OK) {
+        for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
+            for (int bf16 = 0; bf16 < 1 + (g->has_bf16 != 0); bf16++)
+                check_gpu_variant(&VARIANTS[i], bf16, b, g);
+        nn_backend_close(g);
+    } else {
+        printf("(the GPU checks are skipped: %s)\n", err.message);
     }
     nn_backend_close(b);
     return check_finish();
