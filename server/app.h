@@ -34,6 +34,8 @@ typedef struct app {
     struct datasets *datasets; /* background dataset jobs (own locking)       */
     struct http_server *srv;   /* for /metrics counters                        */
     atomic_int stopping;       /* set at shutdown: event streams end          */
+    atomic_llong sample_bytes; /* held by the sample requests in flight
+                                  (routes_samples; --sample-memory-mb)       */
 } app;
 
 #endif

@@ -262,6 +262,24 @@ int http_reply_error(http_request *req, unsigned status, const char *code, const
     return http_reply_json(req, status, error_body(code, field, msg));
 }
 
+int http_reply_error_retry(http_request *req, unsigned status, const char *code,
+                           int retry_after_s, const char *fmt, ...)
+{
+    char msg[1024], after[16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *body = error_body(code, NULL, msg);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 1);
+    const char *const headers[] = {"Retry-After", after, NULL};
+    return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
+}
+
 int http_reply_static(http_request *req, unsigned status, const char *content_type,
                       const void *data, size_t len)
 {

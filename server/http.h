@@ -106,6 +106,12 @@ int http_reply_error(http_request *req, unsigned status, const char *code,
                      const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* The error shape with a Retry-After header (seconds): 429 and 503 that a
+ * client may retry. */
+int http_reply_error_retry(http_request *req, unsigned status, const char *code,
+                           int retry_after_s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Sends bytes that live as long as the process (embedded documents). */
 int http_reply_static(http_request *req, unsigned status, const char *content_type,
                       const void *data, size_t len);

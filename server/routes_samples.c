@@ -13,7 +13,9 @@
 
 #include "app.h"
 #include "calo_h5.h"
+#include "geo.h"
 #include "giant_client.h"
+#include "model_data.h"
 #include "routes.h"
 #include "runs.h"
 #include "sampling.h"
@@ -25,11 +27,43 @@
 
 enum { FMT_JSON, FMT_BINARY, FMT_HDF5 };
 
+/* What one sample request holds (its showers and its reply), counted in
+ * app.sample_bytes from admission until the request completes. */
+typedef struct sample_hold {
+    app *a;
+    long long bytes;
+} sample_hold;
+
 typedef struct sample_call {
     sampling_job job;
     http_request *req;
     int format;
+    sample_hold *hold;
 } sample_call;
+
+static void hold_release(sample_hold *h)
+{
+    if (!h)
+        return;
+    atomic_fetch_sub(&h->a->sample_bytes, h->bytes);
+    free(h);
+}
+
+static void hold_release_any(void *p)
+{
+    hold_release(p);
+}
+
+/* The memory a request of n showers of V voxels in `format` holds at its
+ * peak: the showers, then its reply beside them (JSON: a value object and
+ * its text per voxel, about 64 bytes). */
+static long long request_bytes(long long n, int V, int layers, int format)
+{
+    long long showers = n * (long long)V * 4 + n * 4;
+    if (format == 0 /* FMT_JSON */)
+        return showers + n * (long long)V * 64;
+    return showers + (long long)gc_showers_size(n, V, layers);
+}
 
 static void sample_done(sampling_job *job)
 {
@@ -39,6 +73,7 @@ static void sample_done(sampling_job *job)
 
 static void sample_call_free(sample_call *c)
 {
+    hold_release(c->hold);
     free(c->job.e_inc);
     free(c->job.showers);
     free(c);
@@ -145,8 +180,67 @@ static void samples_resume(http_request *req, void *ctx)
     } else {
         reply_binary(req, c);
     }
-    http_set_user(req, NULL, NULL);
+    /* the reply holds its memory until it is sent: the hold stays with
+     * the request and is released when it completes */
+    http_set_user(req, c->hold, c->hold ? hold_release_any : NULL);
+    c->hold = NULL;
     sample_call_free(c);
+}
+
+/* The voxels and layers of a run's showers (its config's geometry), for
+ * admission before the sampler is loaded.  0 after replying. */
+static int run_shape(http_request *req, app *a, int64_t id, int *V, int *layers)
+{
+    char *text = NULL;
+    gt_error err = {0};
+    if (runs_config(a->db, id, &text, &err) != GT_OK) {
+        routes_reply_internal(req, &err);
+        return 0;
+    }
+    json_t *cfg = json_loads(text, 0, NULL);
+    free(text);
+    const char *name = json_string_value(json_object_get(json_object_get(cfg, "dataset"),
+                                                         "geometry"));
+    geo_geometry g;
+    int rc = model_geometry_load(name ? name : "dataset_2", &g, &err);
+    json_decref(cfg);
+    if (rc) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the run's geometry: %s", err.message);
+        return 0;
+    }
+    *V = g.n_voxels;
+    *layers = g.n_active;
+    geo_free(&g);
+    return 1;
+}
+
+/* Admission by memory: the requests in flight hold at most
+ * --sample-memory-mb together (one request alone is always let in, so a
+ * request the per-request limits allow can always run).  Past it: 503
+ * with Retry-After, which the client library honours.  Returns 0 after
+ * replying. */
+static int admit(http_request *req, app *a, sample_call *c, int V, int layers)
+{
+    long long bytes = request_bytes(c->job.n, V, layers, c->format);
+    long long budget = (long long)a->cfg.sample_memory_mb << 20;
+    long long before = atomic_fetch_add(&a->sample_bytes, bytes);
+    if (before > 0 && before + bytes > budget) {
+        atomic_fetch_sub(&a->sample_bytes, bytes);
+        http_reply_error_retry(req, 503, HTTP_E_UNAVAILABLE, 1,
+                               "the sample requests in flight hold %lld MiB of the %ld MiB "
+                               "this server gives them; this one needs %lld MiB: retry shortly",
+                               before >> 20, a->cfg.sample_memory_mb, (bytes + (1 << 20) - 1) >> 20);
+        return 0;
+    }
+    c->hold = malloc(sizeof *c->hold);
+    if (!c->hold) {
+        atomic_fetch_sub(&a->sample_bytes, bytes);
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return 0;
+    }
+    c->hold->a = a;
+    c->hold->bytes = bytes;
+    return 1;
 }
 
 /* Parses the request body into c (energies drawn for count requests);
@@ -321,7 +415,9 @@ void route_runs_samples(http_request *req, void *ctx)
                          " application/x-hdf5");
         return;
     }
-    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c)) {
+    int V = 0, layers = 0;
+    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c) ||
+        !run_shape(req, a, id, &V, &layers) || !admit(req, a, c, V, layers)) {
         sample_call_free(c);
         return;
     }

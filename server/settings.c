@@ -48,6 +48,7 @@ static const set_def defs[] = {
     STR(device,    "SPEC", "",               "device for every run (cpu, cuda:N, auto); empty = each run's train.device"),
     INT(max_showers,        1, 10000000,    "10000",    "showers per sample request; more gets 413 (dataset-2: 26 KB each in memory)"),
     INT(max_json_showers,   1, 100000,      "100",      "largest sample request answered as JSON; more gets 413"),
+    INT(sample_memory_mb,   1, 1L << 30,    "2048",     "memory the sample requests in flight may hold together (MiB); past it 503 with Retry-After"),
     INT(min_energy_mev,     1, 100000000,   "100",      "lowest incident energy a sample request may ask for (MeV)"),
     INT(max_energy_mev,     1, 100000000,   "10000000", "highest incident energy a sample request may ask for (MeV)"),
     INT(batch_delay_ms,     0, 1000,        "5",        "how long sampling waits to batch concurrent requests (ms)"),

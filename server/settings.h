@@ -28,6 +28,8 @@ typedef struct settings {
     char device[32];           /* training device: cpu | cuda:N | auto        */
     long max_showers;          /* showers per sample request; more gets 413   */
     long max_json_showers;     /* largest sample answered as JSON             */
+    long sample_memory_mb;     /* showers and replies of the sample requests
+                                  in flight, all together (MiB); past it 503  */
     long min_energy_mev;       /* accepted incident energy range (MeV)        */
     long max_energy_mev;
     long batch_delay_ms;       /* how long sampling waits to batch requests   */

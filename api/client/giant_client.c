@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include <curl/curl.h>
@@ -94,6 +95,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
     size_t len = size * n;
     header_value(data, len, "Content-Type", r->content_type, sizeof r->content_type);
     header_value(data, len, "X-Checksum-SHA256", r->checksum, sizeof r->checksum);
+    header_value(data, len, "Retry-After", r->retry_after, sizeof r->retry_after);
     return len;
 }
 
@@ -237,10 +239,20 @@ int gc_sample(gc_client *c, long long id, const char *body_json, const char *acc
     snprintf(path, sizeof path, "/v1/runs/%lld/samples", id);
     snprintf(acc, sizeof acc, "Accept: %s", accept ? accept : GC_ACCEPT_JSON);
     const char *headers[] = {acc, NULL};
-    int rc = gc_request(c, "POST", path, "application/json", body_json, strlen(body_json),
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        rc = gc_request(c, "POST", path, "application/json", body_json, strlen(body_json),
                         headers, out, err);
-    if (rc)
-        return rc;
+        if (rc)
+            return rc;
+        int busy = (out->status == 429 || out->status == 503) && out->retry_after[0];
+        if (!busy || attempt == GC_SAMPLE_RETRIES)
+            break;
+        long s = strtol(out->retry_after, NULL, 10);
+        gc_response_free(out);
+        struct timespec nap = {s < 1 ? 1 : s > 30 ? 30 : s, 0};
+        nanosleep(&nap, NULL);
+    }
     if ((rc = gc_check(out, err)))
         gc_response_free(out);
     return rc;

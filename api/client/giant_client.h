@@ -40,6 +40,7 @@ typedef struct gc_response {
     size_t len;
     char content_type[128];
     char checksum[80];         /* X-Checksum-SHA256, or ""                   */
+    char retry_after[16];      /* Retry-After (seconds), or ""               */
 } gc_response;
 
 /* base_url: "http://host:port" (no trailing path). */
@@ -65,7 +66,12 @@ int gc_list_runs(gc_client *c, const char *status, const char *cursor, int limit
                  gt_error *err);
 int gc_cancel_run(gc_client *c, long long id, json_t **out, gt_error *err);
 
-/* POST /v1/runs/{id}/samples with body (JSON text) and Accept. */
+/* POST /v1/runs/{id}/samples with body (JSON text) and Accept.  A 429 or
+ * 503 with Retry-After (the server's memory or rate budget for samples is
+ * full) is retried after that many seconds (at most 30 each), up to
+ * GC_SAMPLE_RETRIES times: the same request gives the same showers, so a
+ * retry is safe. */
+#define GC_SAMPLE_RETRIES 20
 int gc_sample(gc_client *c, long long id, const char *body_json, const char *accept,
               gc_response *out, gt_error *err);
 

@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -949,6 +950,96 @@ static void test_bf16_policy(void)
     unsetenv("GIANT_CPU_BF16");
 }
 
+/* Admission by memory (--sample-memory-mb): a second server on the same
+ * database with a 1 MiB budget and a long batching delay, so concurrent
+ * requests are in flight together.  300 dataset-1 showers hold about
+ * 0.9 MB: the first request is let in, the ones beside it get 503 with
+ * Retry-After, and the client library's gc_sample, which honours it, gets
+ * every request answered with the same bytes as alone. */
+typedef struct mem_call {
+    const char *url;
+    long long run;
+    int retry;            /* through gc_sample (retries) or gc_request (once) */
+    long status;
+    char retry_after[16];
+    size_t len;
+    unsigned char *body;
+} mem_call;
+
+static void *mem_call_main(void *arg)
+{
+    mem_call *m = arg;
+    gc_client *c = NULL;
+    gt_error err = {0};
+    if (gc_open(&c, m->url, &err) != GT_OK)
+        return NULL;
+    gc_response r;
+    const char *body = "{\"count\": 300, \"seed\": 4, \"energy\": {\"dist\": \"fixed\", "
+                       "\"min_mev\": 5000, \"max_mev\": 5000}}";
+    int rc;
+    if (m->retry) {
+        rc = gc_sample(c, m->run, body, GC_ACCEPT_BINARY, &r, &err);
+    } else {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/runs/%lld/samples", m->run);
+        const char *h[] = {"Accept: application/octet-stream", NULL};
+        rc = gc_request(c, "POST", path, "application/json", body, strlen(body), h, &r, &err);
+    }
+    if (rc != GT_OK)
+        fprintf(stderr, "sample call: %s\n", err.message);
+    if (rc == GT_OK) {
+        m->status = r.status;
+        snprintf(m->retry_after, sizeof m->retry_after, "%s", r.retry_after);
+        m->len = r.len;
+        m->body = malloc(r.len ? r.len : 1);
+        if (m->body)
+            memcpy(m->body, r.body, r.len);
+        gc_response_free(&r);
+    }
+    gc_close(c);
+    return NULL;
+}
+
+static void test_sample_memory(long long run)
+{
+    svc s2;
+    const char *extra[] = {"--sample-memory-mb", "1", "--batch-delay-ms", "400", NULL};
+    if (svc_start(&s2, db, data, extra) != 0) {
+        svc_dump(&s2);
+        CHECK_MSG(0, "second server did not start");
+        return;
+    }
+    for (int retry = 0; retry < 2; retry++) {
+        mem_call m[4];
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) {
+            m[i] = (mem_call){s2.url, run, retry, 0, "", 0, NULL};
+            pthread_create(&t[i], NULL, mem_call_main, &m[i]);
+        }
+        int ok = 0, busy = 0;
+        for (int i = 0; i < 4; i++) {
+            pthread_join(t[i], NULL);
+            ok += m[i].status == 200;
+            busy += m[i].status == 503 && strcmp(m[i].retry_after, "1") == 0;
+        }
+        if (retry) {
+            CHECK_MSG(ok == 4, "with retries: %d of 4 answered", ok);
+            for (int i = 1; i < 4; i++)
+                CHECK(m[i].len == m[0].len && m[0].body && m[i].body &&
+                      memcmp(m[i].body, m[0].body, m[0].len) == 0);
+        } else {
+            CHECK_MSG(ok >= 1 && busy >= 1 && ok + busy == 4,
+                      "without retries: %d answered, %d told to retry, of 4", ok, busy);
+        }
+        for (int i = 0; i < 4; i++)
+            free(m[i].body);
+    }
+    CHECK_EQ_INT(svc_stop(&s2, SIGTERM, 30000), 0);
+    if (check_failures_)
+        svc_dump(&s2);
+    svc_free(&s2);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "svc-e2e-XXXXXX");
@@ -983,7 +1074,8 @@ int main(void)
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
     if (check_failures_)
         svc_dump(&S);
-    else
+    test_sample_memory(run);
+    if (!check_failures_)
         sh("rm -rf %s", dir);      /* kept on failure, for a look */
     svc_free(&S);
     return check_finish();
