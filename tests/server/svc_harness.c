@@ -162,8 +162,15 @@ int svc_wait_exit(svc *s, long ms)
         svc_sleep_ms(20);
     }
     if (!done) {
+        /* ms == 0 is a caller's "kill it if it still runs", not a failure */
+        if (ms > 0)
+            fprintf(stderr, "svc: the server (pid %d) did not exit within %ld ms: killed\n",
+                    (int)s->pid, ms);
         kill(s->pid, SIGKILL);
         waitpid(s->pid, &status, 0);
+    } else if (WIFSIGNALED(status)) {
+        fprintf(stderr, "svc: the server (pid %d) died of signal %d\n", (int)s->pid,
+                WTERMSIG(status));
     }
     pthread_join(s->reader, NULL);
     close(s->fd);
