@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "app.h"
 #include "calo_h5.h"
@@ -154,8 +155,10 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
         http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic", "%s", jerr.text);
         return;
     }
-    if (n < 1 || n > 10000000) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.n", "n must be 1 to 10000000");
+    if (n < 1 || n > a->cfg.max_synthetic_showers) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.n",
+                         "n must be 1 to %ld (--max-synthetic-showers)",
+                         a->cfg.max_synthetic_showers);
         return;
     }
     if (seed < 0) {
@@ -192,7 +195,20 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
         http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.geometry", "%s", err.message);
         return;
     }
+    /* the file, at most 4 bytes a voxel and one energy a shower, must fit
+     * in what the data directory's file system has free */
+    double need = (double)n * ((double)geo.n_voxels + 1.0) * 4.0;
     geo_free(&geo);
+    struct statvfs fs;
+    if (statvfs(a->cfg.data_dir, &fs) == 0) {
+        double avail = (double)fs.f_bavail * (double)fs.f_frsize;
+        if (need > avail) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.n",
+                             "%lld showers need up to %.0f MB and the data directory has %.0f MB "
+                             "free", (long long)n, need / 1e6, avail / 1e6);
+            return;
+        }
+    }
     json_t *spec = json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "n", n, "seed", seed, "energy",
                              "dist", dist, "min_mev", emin, "max_mev", emax);
     if (particle)

@@ -131,6 +131,42 @@ static int files_allowed(http_request *req, app *a, const model_config *cfg)
     return 1;
 }
 
+/* The service's quotas on one submission (settings: --max-train-steps,
+ * --max-synthetic-showers) and on the queue (--max-active-runs).  A
+ * config past a quota is refused with 422 naming the field; a full queue
+ * with 429 and Retry-After.  Returns 0 after replying. */
+static int within_quotas(http_request *req, app *a, const model_config *cfg)
+{
+    const long long steps[2] = {cfg->steps1, cfg->steps2};
+    for (int i = 0; i < 2; i++)
+        if (steps[i] > a->cfg.max_train_steps) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION,
+                             i ? "train.steps.stage2" : "train.steps.stage1",
+                             "%lld steps: this server takes at most %ld per stage", steps[i],
+                             a->cfg.max_train_steps);
+            return 0;
+        }
+    if (!cfg->dataset_path[0] && cfg->synthetic_n > a->cfg.max_synthetic_showers) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.synthetic.n",
+                         "%lld showers: this server simulates at most %ld for a run",
+                         (long long)cfg->synthetic_n, a->cfg.max_synthetic_showers);
+        return 0;
+    }
+    long long queued = 0, running = 0;
+    gt_error err = {0};
+    if (runs_count(a->db, "queued", &queued, &err) || runs_count(a->db, "running", &running, &err)) {
+        routes_reply_internal(req, &err);
+        return 0;
+    }
+    if (queued + running >= a->cfg.max_active_runs) {
+        http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, 30,
+                               "%lld runs are queued or training, the most this server takes: "
+                               "retry when one has finished", queued + running);
+        return 0;
+    }
+    return 1;
+}
+
 /* "dataset_id": N in the body is replaced by dataset.path of that dataset. */
 static int resolve_dataset_id(http_request *req, store *db, json_t *body)
 {
@@ -226,7 +262,7 @@ void route_runs_create(http_request *req, void *ctx)
         http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
         return;
     }
-    if (!files_allowed(req, a, &cfg))
+    if (!files_allowed(req, a, &cfg) || !within_quotas(req, a, &cfg))
         return;
     char why[512];
     bf16_refusal(a, &cfg, why, sizeof why);

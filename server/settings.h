@@ -28,6 +28,9 @@ typedef struct settings {
     char device[32];           /* training device: cpu | cuda:N | auto        */
     long max_showers;          /* showers per sample request; more gets 413   */
     long max_json_showers;     /* largest sample answered as JSON             */
+    long max_active_runs;      /* queued + running runs; more gets 429        */
+    long max_train_steps;      /* per stage, in a submitted config            */
+    long max_synthetic_showers;/* a synthetic dataset's n (runs and datasets) */
     long sample_memory_mb;     /* showers and replies of the sample requests
                                   in flight, all together (MiB); past it 503  */
     long min_energy_mev;       /* accepted incident energy range (MeV)        */

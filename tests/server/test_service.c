@@ -1040,6 +1040,56 @@ static void test_sample_memory(long long run)
     svc_free(&s2);
 }
 
+/* The service's quotas, on a server of its own with small ones: steps per
+ * stage and synthetic showers are refused with 422 naming the field, a
+ * synthetic dataset that cannot fit on the disk likewise, and a
+ * submission past --max-active-runs with 429 and Retry-After. */
+static void test_quotas(void)
+{
+    svc s3;
+    const char *extra[] = {"--max-active-runs", "1", "--max-train-steps", "100",
+                           "--max-synthetic-showers", "100000000", "--default-dataset", "0",
+                           NULL};
+    if (svc_start(&s3, db, data, extra) != 0) {
+        svc_dump(&s3);
+        CHECK_MSG(0, "quota server did not start");
+        return;
+    }
+    gc_client *c = NULL;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_open(&c, s3.url, &err), GT_OK);
+    expect(c, "POST", "/v1/runs", "{\"train\": {\"steps\": {\"stage1\": 10, \"stage2\": 101}}}",
+           NULL, 422, "validation_failed", "train.steps.stage2");
+    expect(c, "POST", "/v1/runs", "{\"train\": {\"steps\": {\"stage1\": 1000}}}", NULL, 422,
+           "validation_failed", "train.steps.stage1");
+    expect(c, "POST", "/v1/datasets", "{\"name\": \"big\", \"synthetic\": {\"n\": 100000001}}",
+           NULL, 422, "validation_failed", "synthetic.n");
+    /* 10^8 dataset-3 showers: about 16 TB, more than any test disk has free */
+    expect(c, "POST", "/v1/datasets", "{\"name\": \"huge\", \"synthetic\": {\"geometry\": "
+           "\"dataset_3\", \"n\": 100000000}}", NULL, 422, "validation_failed", "synthetic.n");
+    /* one run queued or training: a second one waits for it */
+    char *cfg = svc_tiny_config("quota", 100, 10, 50, NULL);
+    json_t *run = NULL;
+    CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+    long long first = num(run, "id");
+    json_decref(run);
+    gc_response r;
+    CHECK_EQ_INT(gc_request(c, "POST", "/v1/runs", "application/json", cfg, strlen(cfg), NULL, &r,
+                            &err), GT_OK);
+    CHECK_MSG(r.status == 429 && strcmp(r.retry_after, "30") == 0 && strstr(r.body, "rate_limited"),
+              "second run: %ld, Retry-After '%s': %s", r.status, r.retry_after, r.body);
+    gc_response_free(&r);
+    free(cfg);
+    CHECK_EQ_INT(gc_cancel_run(c, first, &run, &err), GT_OK);
+    json_decref(run);
+    json_decref(svc_wait_run(c, first, NULL, 60000));
+    gc_close(c);
+    CHECK_EQ_INT(svc_stop(&s3, SIGTERM, 30000), 0);
+    if (check_failures_)
+        svc_dump(&s3);
+    svc_free(&s3);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "svc-e2e-XXXXXX");
@@ -1075,6 +1125,7 @@ int main(void)
     if (check_failures_)
         svc_dump(&S);
     test_sample_memory(run);
+    test_quotas();
     if (!check_failures_)
         sh("rm -rf %s", dir);      /* kept on failure, for a look */
     svc_free(&S);
