@@ -108,7 +108,12 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
 
 /* x (dim) + E_dep -> shower (V) in MeV with the readout threshold applied.
  * Voxel fractions are renormalised per layer so every layer keeps exactly
- * the energy the stick-breaking gives it (before the threshold). */
+ * the energy the stick-breaking gives it (before the threshold).  With
+ * p->keep_largest, a ring or layer whose energy reaches the threshold but
+ * left no voxel over it keeps its largest voxel, holding all of it (a
+ * recorded shower never has energy without a hit, so a round trip is
+ * unchanged; a model's thinly spread small energy is not read out as an
+ * empty layer). */
 void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower);
 
 /* Batches: n rows, contiguous. */
