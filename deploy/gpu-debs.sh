@@ -143,7 +143,10 @@ rm -rf "$dest"
 mkdir -p "$(dirname "$dest")"
 mv "$state/x" "$dest"
 echo "gpu-debs: $(find "$dest" -name '*.deb' | wc -l) packages in $dest"
-tree=$(cd "$root" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+# what travels with them: the files git does not ignore
+tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard 2>/dev/null |
+       xargs -0 -r stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
 debs=$(du -sb "$dest" | cut -f1)
 awk -v t="$tree" -v d="$debs" 'BEGIN { m = 1048576
-    printf "gpu-debs: tracked tree %.1f MiB + packages %.1f MiB = %.1f MiB (what travels to a GPU machine must stay under 64)\n", t / m, d / m, (t + d) / m }'
+    if (t == 0) printf "gpu-debs: packages %.1f MiB (the tree'"'"'s size unknown: not a git checkout here)\n", d / m
+    else printf "gpu-debs: tree %.1f MiB + packages %.1f MiB = %.1f MiB (what travels to a GPU machine must stay under 64)\n", t / m, d / m, (t + d) / m }'
