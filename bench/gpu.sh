@@ -220,7 +220,7 @@ if [ "$ok_build" = 1 ]; then
     # the CUDA tests first, so that a slow suite cannot cost their answer;
     # then all the others
     for part in cuda rest; do
-        if [ $part = cuda ]; then sel="-R cuda" lim=120; else sel="-E cuda" lim=240; fi
+        if [ $part = cuda ]; then sel="-R cuda" lim=120; else sel="-E cuda" lim=200; fi
         if [ $part = rest ] && [ "${GIANT_GPU_TESTS:-all}" = cuda ]; then
             row ctest-rest skipped 0 "GIANT_GPU_TESTS=cuda"
             continue
@@ -256,7 +256,7 @@ elif [ ! -x "$sanitizer" ]; then
 else
     # memcheck: out-of-bounds and misaligned device accesses, and device
     # allocations left at exit; the program's own checks still run
-    step memcheck 180 "$mlog" env -C "$bdir/tests/cuda" "$sanitizer" --tool memcheck \
+    step memcheck 150 "$mlog" env -C "$bdir/tests/cuda" "$sanitizer" --tool memcheck \
         --leak-check full --error-exitcode 99 --print-limit 50 ./test_cuda_backend
     row memcheck "$(status "$rc")" "$secs" "$(grep -o 'ERROR SUMMARY: .*' "$mlog" | tail -1)"
 fi
