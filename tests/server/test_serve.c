@@ -59,7 +59,7 @@ static int serve_start(svc *p, const char *bin, const char *db, const char *data
 typedef struct reply {
     long status;
     CURLcode curl;
-    char body[65536];
+    char body[262144];         /* the OpenAPI document is about 50 KB */
     size_t len;
     char headers[4096];
     size_t hlen;
@@ -222,7 +222,7 @@ static void check_routes(svc *p, const char *source_dir)
     FILE *f = fopen(file, "rb");
     CHECK(f != NULL);
     if (f) {
-        static char want[65536];
+        static char want[262144];
         size_t n = fread(want, 1, sizeof want, f);
         fclose(f);
         CHECK_EQ_INT(n, r.len);
