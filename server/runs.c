@@ -73,7 +73,10 @@ int runs_set_status(store *s, int64_t id, const char *status, const char *error,
                     const char *device, gt_error *err)
 {
     int64_t changed;
-    int rc = store_int64(
+    int rc = store_begin(s, err);
+    if (rc)
+        return rc;
+    rc = store_int64(
         s, "updating a run",
         "UPDATE runs SET status = ?1, error = ?2, device = COALESCE(?3, device),"
         " attempts = attempts + (?1 = 'running'),"
@@ -84,10 +87,10 @@ int runs_set_status(store *s, int64_t id, const char *status, const char *error,
         " updated_at = " NOW " WHERE id = ?4 RETURNING id",
         STORE_ARGS(STORE_TEXT(status), STORE_TEXT(error), STORE_TEXT(device), STORE_INT(id)),
         &changed, err);
-    if (rc == GT_ENOTFOUND)
-        return no_run(err, id);
-    if (rc)
-        return rc;
+    if (rc) {
+        store_rollback(s);
+        return rc == GT_ENOTFOUND ? no_run(err, id) : rc;
+    }
     char data[700];
     if (error) {
         /* The reason goes through Jansson-free escaping: quote and backslash. */
@@ -103,7 +106,11 @@ int runs_set_status(store *s, int64_t id, const char *status, const char *error,
     } else {
         snprintf(data, sizeof data, "{\"status\":\"%s\"}", status);
     }
-    return event(s, id, "status", data, err);
+    if ((rc = event(s, id, "status", data, err))) {
+        store_rollback(s);
+        return rc;
+    }
+    return store_commit(s, err);
 }
 
 int runs_set_progress(store *s, int64_t id, int stage, long long step, long long done_steps,

@@ -47,7 +47,9 @@ int runs_create(store *s, const char *name, const char *config_json, const char 
 
 /* status: queued | running | succeeded | failed | cancelled.  error may be
  * NULL; device may be NULL (unchanged).  Sets started_at / finished_at and
- * appends a "status" run event. */
+ * appends a "status" run event, in one transaction: a reader that sees the
+ * new status also sees its event.  So only on a connection no other thread
+ * uses (the training worker's, or an offline command's). */
 int runs_set_status(store *s, int64_t id, const char *status, const char *error,
                     const char *device, gt_error *err);
 
