@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calo_h5.h"
+#include "eval_core.h"
 #include "feat.h"
 #include "geo.h"
 #include "metric.h"
@@ -58,156 +58,8 @@ static void cmd_eval_usage(FILE *f)
             "  -h, --help        this text\n");
 }
 
-/* One file's showers as the comparisons use them. */
-typedef struct eval_sample {
-    const char *path;
-    int64_t n;
-    float *feats;     /* n x n_features */
-    float *e_inc;     /* n */
-    float *low;       /* n x (V + 1): voxels / E_inc, then log10 E_inc; or NULL */
-} eval_sample;
-
-static void eval_sample_free(eval_sample *s)
-{
-    free(s->feats);
-    free(s->e_inc);
-    free(s->low);
-    memset(s, 0, sizeof *s);
-}
-
-/* Streams a file: features, energies, and (want_low) the low-level rows. */
-static int eval_read(eval_sample *s, const char *path, const geo_geometry *geo,
-                     const feat_layout *fl, int64_t max_rows, int want_low, gt_error *err)
-{
-    calo_h5_reader r;
-    memset(s, 0, sizeof *s);
-    s->path = path;
-    int rc = calo_h5_open(&r, path, geo, err);
-    if (rc)
-        return rc;
-    const int V = geo->n_voxels;
-    int64_t n = r.n_rows < max_rows ? r.n_rows : max_rows;
-    if (n < 1) {
-        calo_h5_close(&r);
-        return gt_error_set(err, GT_EFORMAT, "%s holds no showers", path);
-    }
-    int64_t block = (32LL << 20) / ((int64_t)V * 4);
-    if (block < 16)
-        block = 16;
-    float *buf = malloc((size_t)block * V * sizeof *buf);
-    s->feats = malloc((size_t)n * fl->n_features * sizeof *s->feats);
-    s->e_inc = malloc((size_t)n * sizeof *s->e_inc);
-    if (want_low)
-        s->low = malloc((size_t)n * (V + 1) * sizeof *s->low);
-    if (!buf || !s->feats || !s->e_inc || (want_low && !s->low)) {
-        rc = gt_error_set(err, GT_ENOMEM, "out of memory for %lld showers of %s",
-                          (long long)n, path);
-        goto done;
-    }
-    for (int64_t row = 0; row < n; row += block) {
-        int64_t m = n - row < block ? n - row : block;
-        if ((rc = calo_h5_read_rows(&r, row, m, s->e_inc + row, buf, err)))
-            goto done;
-        feat_compute_batch(fl, buf, s->e_inc + row, m, s->feats + row * fl->n_features);
-        for (int64_t i = 0; want_low && i < m; i++) {
-            float e = s->e_inc[row + i], *dst = s->low + (size_t)(row + i) * (V + 1);
-            const float *src = buf + (size_t)i * V;
-            for (int v = 0; v < V; v++)
-                dst[v] = src[v] / e;
-            dst[V] = log10f(e);
-        }
-    }
-    s->n = n;
-done:
-    free(buf);
-    calo_h5_close(&r);
-    if (rc)
-        eval_sample_free(s);
-    return rc;
-}
-
-/* The classifier's high-level input: log10 E_inc, then every feature, the
- * energies (E_tot, E_layer) as log10(x + 1e-8) as CaloChallenge feeds them
- * (the classifier standardises every column itself). */
-static float *eval_high_rows(const eval_sample *s, const feat_layout *fl, int *d_out)
-{
-    const int d = fl->n_features + 1;
-    float *x = malloc((size_t)s->n * d * sizeof *x);
-    if (!x)
-        return NULL;
-    for (int64_t i = 0; i < s->n; i++) {
-        float *dst = x + (size_t)i * d;
-        const float *f = s->feats + (size_t)i * fl->n_features;
-        dst[0] = log10f(s->e_inc[i]);
-        for (int j = 0; j < fl->n_features; j++) {
-            feat_group g = fl->info[j].group;
-            dst[j + 1] = g == FEAT_ETOT || g == FEAT_E_LAYER ? log10f(f[j] + 1e-8f) : f[j];
-        }
-    }
-    *d_out = d;
-    return x;
-}
-
-/* Everything said of one candidate sample against the reference. */
-typedef struct eval_result {
-    metric_report rep;
-    int has_cls[2];                 /* 0: high-level, 1: low-level */
-    model_classify_result cls[2];
-} eval_result;
-
-static int eval_compare(const eval_sample *a, const eval_sample *ref, const feat_layout *fl,
-                        int distances, const int want_cls[2], nn_backend *cls_b,
-                        const model_classify_config *cc, uint64_t seed, eval_result *out,
-                        gt_error *err)
-{
-    memset(out, 0, sizeof *out);
-    int rc = metric_compare(fl, a->feats, distances ? a->e_inc : NULL, a->n, ref->feats,
-                            distances ? ref->e_inc : NULL, ref->n, seed, &out->rep, err);
-    if (rc)
-        return rc;
-    for (int k = 0; k < 2; k++) {
-        if (!want_cls[k])
-            continue;
-        int d = fl->geo->n_voxels + 1;
-        float *xa = k ? a->low : eval_high_rows(a, fl, &d);
-        float *xb = k ? ref->low : eval_high_rows(ref, fl, &d);
-        if (!xa || !xb) {
-            rc = gt_error_set(err, GT_ENOMEM, "out of memory for the classifier's input");
-        } else {
-            fprintf(stderr, "giant eval: training the %s-level classifier on %s against %s\n",
-                    k ? "low" : "high", a->path, ref->path);
-            rc = model_classify(cls_b, xa, a->n, xb, ref->n, d, cc, &out->cls[k], err);
-            out->has_cls[k] = rc == GT_OK;
-        }
-        if (!k) {
-            free(xa);
-            free(xb);
-        }
-        if (rc)
-            return rc;
-    }
-    return GT_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* output                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* Mean over the feature groups present of each group's mean S. */
-static double eval_mean_over_groups(const metric_report *r)
-{
-    double s = 0;
-    int n = 0;
-    for (int g = 0; g < FEAT_N_GROUPS; g++)
-        if (r->group[g].count > 0) {
-            s += r->group[g].mean;
-            n++;
-        }
-    return n ? s / n : NAN;
-}
-
-static void eval_print(const eval_result *a, const eval_result *floor, const feat_layout *fl,
-                       int distances)
+static void eval_print(const eval_core_result *a, const eval_core_result *floor,
+                       const feat_layout *fl, int distances)
 {
     const metric_report *r = &a->rep;
     if (floor) {
@@ -237,7 +89,7 @@ static void eval_print(const eval_result *a, const eval_result *floor, const fea
         }
     }
     if (floor) {
-        double m = eval_mean_over_groups(r), mf = eval_mean_over_groups(&floor->rep);
+        double m = eval_core_mean_over_groups(r), mf = eval_core_mean_over_groups(&floor->rep);
         printf("%-12s %9d %9.4f %9.4f %7.1fx  %s (%.4f)\n", "all", r->all.count, r->all.mean,
                floor->rep.all.mean, r->all.mean / floor->rep.all.mean,
                fl->info[r->all.argmax].name, r->all.max);
@@ -272,96 +124,6 @@ static void eval_print(const eval_result *a, const eval_result *floor, const fea
     }
 }
 
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f); /* NaN and infinity are not JSON numbers */
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const char *p = s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fputc('\\', f);
-        if ((unsigned char)*p >= 0x20)
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-static void json_summary(FILE *f, const metric_summary *s, const feat_layout *fl)
-{
-    fprintf(f, "{\"count\": %d, \"mean\": ", s->count);
-    json_num(f, s->mean);
-    fputs(", \"median\": ", f);
-    json_num(f, s->median);
-    fputs(", \"max\": ", f);
-    json_num(f, s->max);
-    if (s->argmax >= 0) {
-        fputs(", \"max_feature\": ", f);
-        json_str(f, fl->info[s->argmax].name);
-    }
-    fputc('}', f);
-}
-
-/* One comparison's fields, one per line at indent `ind` (no braces). */
-static void json_fields(FILE *f, const eval_result *e, const feat_layout *fl, const char *ind)
-{
-    const metric_report *r = &e->rep;
-    fprintf(f, "%s\"separation_power\": {\n", ind);
-    for (int j = 0; j < fl->n_features; j++) {
-        fprintf(f, "%s  ", ind);
-        json_str(f, fl->info[j].name);
-        fputs(": ", f);
-        json_num(f, r->sep[j]);
-        fputs(j + 1 < fl->n_features ? ",\n" : "\n", f);
-    }
-    fprintf(f, "%s},\n%s\"groups\": {\n", ind, ind);
-    int first = 1;
-    for (int g = 0; g < FEAT_N_GROUPS; g++) {
-        if (r->group[g].count == 0)
-            continue;
-        fprintf(f, "%s%s  \"%s\": ", first ? "" : ",\n", ind, feat_group_name((feat_group)g));
-        json_summary(f, &r->group[g], fl);
-        first = 0;
-    }
-    fprintf(f, "\n%s},\n%s\"summary\": ", ind, ind);
-    json_summary(f, &r->all, fl);
-    fprintf(f, ",\n%s\"mean_over_groups\": ", ind);
-    json_num(f, eval_mean_over_groups(r));
-    fprintf(f, ",\n%s\"fpd_x1e3\": ", ind);
-    json_num(f, r->fpd);
-    fprintf(f, ",\n%s\"kpd_x1e3\": ", ind);
-    json_num(f, r->kpd);
-    fprintf(f, ",\n%s\"kpd_err_x1e3\": ", ind);
-    json_num(f, r->kpd_err);
-    static const char *const key[2] = {"high", "low"};
-    fprintf(f, ",\n%s\"classifier\": {", ind);
-    first = 1;
-    for (int k = 0; k < 2; k++) {
-        if (!e->has_cls[k])
-            continue;
-        const model_classify_result *c = &e->cls[k];
-        fprintf(f, "%s\n%s  \"%s\": {\"auc\": ", first ? "" : ",", ind, key[k]);
-        json_num(f, c->auc);
-        fputs(", \"bce\": ", f);
-        json_num(f, c->bce);
-        fputs(", \"jsd_bits\": ", f);
-        json_num(f, c->jsd_bits);
-        fprintf(f, ", \"best_epoch\": %d, \"n_train\": %lld, \"n_select\": %lld, "
-                   "\"n_test\": %lld}",
-                c->best_epoch, (long long)c->n_train, (long long)c->n_select,
-                (long long)c->n_test);
-        first = 0;
-    }
-    fprintf(f, "%s}", first ? "" : "\n");
-    if (!first)
-        fprintf(f, "%s", ind);
-}
-
 /* A JSON file opened for a comparison that failed: closed and removed, so
  * no half-written report is left behind. */
 static void eval_json_abandon(FILE *f, const char *path)
@@ -370,33 +132,6 @@ static void eval_json_abandon(FILE *f, const char *path)
         return;
     fclose(f);
     remove(path);
-}
-
-/* The comparison of A with B at the top level (as the first version of the
- * format had it), the floor (the second reference against B) beside it. */
-static int eval_write_json(FILE *f, const eval_sample *a, const eval_sample *b,
-                           const eval_sample *r2, const char *geometry, const feat_layout *fl,
-                           const eval_result *res, const eval_result *floor)
-{
-    fputs("{\n  \"a\": ", f);
-    json_str(f, a->path);
-    fputs(",\n  \"b\": ", f);
-    json_str(f, b->path);
-    if (r2) {
-        fputs(",\n  \"ref2\": ", f);
-        json_str(f, r2->path);
-    }
-    fputs(",\n  \"geometry\": ", f);
-    json_str(f, geometry);
-    fprintf(f, ",\n  \"n_a\": %lld,\n  \"n_b\": %lld,\n", (long long)a->n, (long long)b->n);
-    json_fields(f, res, fl, "  ");
-    if (floor) {
-        fputs(",\n  \"floor\": {\n", f);
-        json_fields(f, floor, fl, "    ");
-        fputs("\n  }", f);
-    }
-    fputs("\n}\n", f);
-    return fflush(f) != 0 || ferror(f) ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -420,12 +155,13 @@ static int parse_int(const char *opt, const char *val, long lo, long hi, int *ou
 int cmd_eval(int argc, char **argv)
 {
     const char *files[2] = {NULL, NULL}, *geometry = NULL, *json = NULL, *ref2 = NULL;
-    int nfiles = 0, distances = 1, want_cls[2] = {1, 1};
+    int nfiles = 0;
     int64_t max_rows = INT64_MAX;
     double threshold = -1;
-    uint64_t seed = 42;
-    model_classify_config cc;
-    model_classify_config_default(&cc);
+    eval_core_options o;
+    eval_core_options_default(&o);
+    int *want_cls = o.classifier;
+    model_classify_config *cc = &o.cls;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -433,7 +169,7 @@ int cmd_eval(int argc, char **argv)
             return 0;
         }
         if (!strcmp(a, "--no-distances")) {
-            distances = 0;
+            o.distances = 0;
             continue;
         }
         if (a[0] != '-') {
@@ -477,13 +213,13 @@ int cmd_eval(int argc, char **argv)
                 }
             }
         } else if (!strcmp(a, "--cls-hidden")) {
-            if (!parse_int(a, val, 1, 65536, &cc.hidden))
+            if (!parse_int(a, val, 1, 65536, &cc->hidden))
                 return 2;
         } else if (!strcmp(a, "--cls-depth")) {
-            if (!parse_int(a, val, 1, 64, &cc.depth))
+            if (!parse_int(a, val, 1, 64, &cc->depth))
                 return 2;
         } else if (!strcmp(a, "--cls-epochs")) {
-            if (!parse_int(a, val, 1, 100000, &cc.epochs))
+            if (!parse_int(a, val, 1, 100000, &cc->epochs))
                 return 2;
         } else if (!strcmp(a, "--max-showers")) {
             long long v = strtoll(val, &end, 10);
@@ -504,7 +240,7 @@ int cmd_eval(int argc, char **argv)
                 fprintf(stderr, "giant eval: bad --seed \"%s\"\n", val);
                 return 2;
             }
-            seed = v;
+            o.seed = v;
         } else {
             fprintf(stderr, "giant eval: unknown option %s (see --help)\n", a);
             return 2;
@@ -514,7 +250,7 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "giant eval: two files and --geometry are required (see --help)\n");
         return 2;
     }
-    cc.seed = seed;
+    cc->seed = o.seed;
 
     /* The JSON file is opened before the work, so a path that cannot be
      * written fails at once instead of after the classifiers have trained. */
@@ -542,14 +278,15 @@ int cmd_eval(int argc, char **argv)
         synth_detector_free(&det);
     }
     feat_layout fl;
-    eval_sample sa, sb, s2;
+    eval_core_sample sa, sb, s2;
     memset(&sa, 0, sizeof sa);
     memset(&sb, 0, sizeof sb);
     memset(&s2, 0, sizeof s2);
-    eval_result res, flo;
+    eval_core_result res, flo;
     memset(&res, 0, sizeof res);
     memset(&flo, 0, sizeof flo);
     nn_backend *cls_b = NULL;
+    json_t *doc = NULL;
     int rc = 1;
     if (feat_layout_init(&fl, &geo, (float)threshold, &err)) {
         fprintf(stderr, "giant eval: %s\n", err.message);
@@ -557,25 +294,29 @@ int cmd_eval(int argc, char **argv)
         eval_json_abandon(json_f, json);
         return 1;
     }
-    if (eval_read(&sa, files[0], &geo, &fl, max_rows, want_cls[1], &err) ||
-        eval_read(&sb, files[1], &geo, &fl, max_rows, want_cls[1], &err) ||
-        (ref2 && eval_read(&s2, ref2, &geo, &fl, max_rows, want_cls[1], &err)) ||
+    if (eval_core_sample_read(&sa, files[0], &geo, &fl, max_rows, want_cls[1], &err) ||
+        eval_core_sample_read(&sb, files[1], &geo, &fl, max_rows, want_cls[1], &err) ||
+        (ref2 && eval_core_sample_read(&s2, ref2, &geo, &fl, max_rows, want_cls[1], &err)) ||
         ((want_cls[0] || want_cls[1]) && model_backend_open("cpu", &cls_b, &err)) ||
-        eval_compare(&sa, &sb, &fl, distances, want_cls, cls_b, &cc, seed, &res, &err) ||
-        (ref2 &&
-         eval_compare(&s2, &sb, &fl, distances, want_cls, cls_b, &cc, seed, &flo, &err))) {
+        eval_core_compare(&sa, &sb, &fl, &o, cls_b, stderr, &res, &err) ||
+        (ref2 && eval_core_compare(&s2, &sb, &fl, &o, cls_b, stderr, &flo, &err))) {
         fprintf(stderr, "giant eval: %s\n", err.message);
         goto done;
     }
-    printf("A: %s (%lld showers)\nB: %s (%lld showers, reference)\n", sa.path, (long long)sa.n,
-           sb.path, (long long)sb.n);
+    printf("A: %s (%lld showers)\nB: %s (%lld showers, reference)\n", sa.label,
+           (long long)sa.n, sb.label, (long long)sb.n);
     if (ref2)
-        printf("floor: %s (%lld showers) against B\n", s2.path, (long long)s2.n);
-    eval_print(&res, ref2 ? &flo : NULL, &fl, distances);
-    if (json_f && eval_write_json(json_f, &sa, &sb, ref2 ? &s2 : NULL, geometry, &fl, &res,
-                                ref2 ? &flo : NULL)) {
-        fprintf(stderr, "giant eval: cannot write %s: %s\n", json, strerror(errno));
-        goto done;
+        printf("floor: %s (%lld showers) against B\n", s2.label, (long long)s2.n);
+    eval_print(&res, ref2 ? &flo : NULL, &fl, o.distances);
+    if (json_f) {
+        doc = eval_core_json(&sa, &sb, ref2 ? &s2 : NULL, geometry, &fl, &o, &res,
+                             ref2 ? &flo : NULL);
+        if (!doc || json_dumpf(doc, json_f, JSON_INDENT(2) | EVAL_CORE_JSON_FLAGS) != 0 ||
+            fputc('\n', json_f) == EOF || fflush(json_f) != 0 || ferror(json_f)) {
+            fprintf(stderr, "giant eval: cannot write %s: %s\n", json,
+                    doc ? strerror(errno) : "out of memory");
+            goto done;
+        }
     }
     rc = 0;
     if (json_f) {
@@ -588,13 +329,14 @@ int cmd_eval(int argc, char **argv)
         }
     }
 done:
+    json_decref(doc);
     eval_json_abandon(json_f, json);
-    metric_report_free(&res.rep);
-    metric_report_free(&flo.rep);
+    eval_core_result_free(&res);
+    eval_core_result_free(&flo);
     nn_backend_close(cls_b);
-    eval_sample_free(&sa);
-    eval_sample_free(&sb);
-    eval_sample_free(&s2);
+    eval_core_sample_free(&sa);
+    eval_core_sample_free(&sb);
+    eval_core_sample_free(&s2);
     feat_layout_free(&fl);
     geo_free(&geo);
     return rc;
