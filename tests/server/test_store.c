@@ -1,8 +1,9 @@
 /* store: opening (WAL, foreign keys), migrations on an empty database,
  * re-run is a no-op, a newer schema or a changed migration is refused, a
  * failing migration leaves nothing behind, a non-database is refused, the
- * first schema enforces what its README promises, and 0003 writes the old
- * model defaults into the configs of runs recorded before it. */
+ * first schema enforces what its README promises, 0003 writes the old
+ * model defaults into the configs of runs recorded before it, and 0006
+ * maps the tokens' old roles to the new ones. */
 #include "check.h"
 
 #include <stdio.h>
@@ -240,6 +241,31 @@ int main(void)
                           "|| ' ' || json_extract(config, '$.model.stage2.layer_weight'), ', ') "
                           "FROM runs", buf, sizeof buf),
                   "true 2.5, true 1"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
+    /* 0006: tokens of 0001's roles become reader / trainer / admin and keep
+     * everything else; the new roles and runs.token_id are there. */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 6 && list[5].version == 6);
+    CHECK_EQ_INT(store_migrate(s, list, 5, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO api_tokens(name, prefix, token_hash, role, expires_at,"
+                         " revoked_at) VALUES ('a', 'gt_1', 'h1', 'read', '2030-01-01', NULL),"
+                         " ('b', 'gt_2', 'h2', 'write', NULL, '2026-01-01'),"
+                         " ('c', 'gt_3', 'h3', 'admin', NULL, NULL)"), SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK(!strcmp(text(s, "SELECT group_concat(id || ' ' || name || ' ' || role || ' ' ||"
+                          " COALESCE(expires_at, '-') || ' ' || COALESCE(revoked_at, '-'), ', ')"
+                          " FROM api_tokens ORDER BY id", buf, sizeof buf),
+                  "1 a reader 2030-01-01 -, 2 b trainer - 2026-01-01, 3 c admin - -"));
+    CHECK(exec(s, "UPDATE api_tokens SET role = 'read' WHERE id = 1") != SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "UPDATE api_tokens SET role = 'sampler' WHERE id = 1"), SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO api_tokens(name, prefix, token_hash, role)"
+                  " VALUES ('d', 'gt_4', 'h1', 'reader')") != SQLITE_OK);  /* hash unique */
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM runs WHERE token_id IS NULL"), 1);
+    CHECK_EQ_INT(exec(s, "UPDATE runs SET token_id = 3"), SQLITE_OK);
+    CHECK(exec(s, "UPDATE runs SET token_id = 99") != SQLITE_OK);    /* a real token */
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
     remove_db(path);
 
