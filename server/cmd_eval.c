@@ -102,11 +102,18 @@ static void eval_print(const eval_core_result *a, const eval_core_result *floor,
                r->all.median, r->all.max, fl->info[r->all.argmax].name);
     }
     if (distances && isfinite(r->fpd)) {
-        printf("FPD x1e3: %.3f   KPD x1e3: %.4f +- %.4f", r->fpd, r->kpd, r->kpd_err);
+        printf("FPD x1e3: %.3f +- %.3f   KPD x1e3: %.4f +- %.4f", r->fpd, r->fpd_err, r->kpd,
+               r->kpd_err);
         if (floor && isfinite(floor->rep.fpd))
-            printf("   (floor: FPD %.3f, KPD %.4f +- %.4f)", floor->rep.fpd, floor->rep.kpd,
-                   floor->rep.kpd_err);
+            printf("   (floor: FPD %.3f +- %.3f, KPD %.4f +- %.4f)", floor->rep.fpd,
+                   floor->rep.fpd_err, floor->rep.kpd, floor->rep.kpd_err);
         printf("\n");
+        if (r->n_constant > 0) {
+            printf("left out of FPD/KPD, constant in a sample:");
+            for (int k = 0; k < r->n_constant; k++)
+                printf(" %s", r->constant[k] < 0 ? "E_inc" : fl->info[r->constant[k]].name);
+            printf("\n");
+        }
     } else if (distances) {
         printf("FPD/KPD: not computed (too few showers for the feature dimension)\n");
     }

@@ -227,8 +227,18 @@ static void fields_json(json_t *o, const eval_core_result *e, const feat_layout 
         json_object_set_new(o, "mean_over_groups", num(eval_core_mean_over_groups(r)));
     }
     json_object_set_new(o, "fpd_x1e3", num(r->fpd));
+    json_object_set_new(o, "fpd_err_x1e3", num(r->fpd_err));
     json_object_set_new(o, "kpd_x1e3", num(r->kpd));
     json_object_set_new(o, "kpd_err_x1e3", num(r->kpd_err));
+    if (opt->distances) {
+        /* left out of FPD/KPD (metric.h): constant in either sample */
+        json_t *c = json_array();
+        for (int k = 0; k < r->n_constant; k++)
+            json_array_append_new(c, json_string(r->constant[k] < 0
+                                                     ? "E_inc"
+                                                     : fl->info[r->constant[k]].name));
+        json_object_set_new(o, "constant_features", c);
+    }
     static const char *const key[2] = {"high", "low"};
     json_t *cls = json_object();
     for (int k = 0; k < 2; k++) {

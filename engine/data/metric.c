@@ -117,6 +117,9 @@ void metric_report_free(metric_report *r)
     if (r) {
         free(r->sep);
         r->sep = NULL;
+        free(r->constant);
+        r->constant = NULL;
+        r->n_constant = 0;
     }
 }
 
@@ -164,9 +167,12 @@ static void metric_moments(const double *x, const int64_t *idx, int64_t n, int d
 }
 
 int metric_fpd(const double *xa, int64_t na, const double *xb, int64_t nb, int d, double *fpd,
-               gt_error *err)
+               double *fpd_err, gt_error *err)
 {
     *fpd = NAN;
+    if (fpd_err)
+        *fpd_err = NAN;
+    double xs[10], ys[10];
     int64_t nmax = na < nb ? na : nb;
     if (nmax > 50000)
         nmax = 50000;
@@ -224,6 +230,8 @@ int metric_fpd(const double *xa, int64_t na, const double *xb, int64_t nb, int d
                 trs += w[k] > 0 ? sqrt(w[k]) : 0.0;
             double f = dist + tr - 2 * trs;
             double x = 1.0 / (double)n;
+            xs[pts] = x;
+            ys[pts] = f;
             sx += x;
             sy += f;
             sxx += x * x;
@@ -234,6 +242,17 @@ int metric_fpd(const double *xa, int64_t na, const double *xb, int64_t nb, int d
     double den = pts * sxx - sx * sx;
     double slope = den > 0 ? (pts * sxy - sx * sy) / den : 0;
     *fpd = (sy - slope * sx) / pts;
+    /* the intercept's standard error from the scatter about the line (what
+     * JetNet's curve_fit reports): s^2 Sxx / (n Sxx - Sx^2), s^2 the
+     * residual variance with 2 fitted parameters */
+    if (fpd_err && den > 0) {
+        double ss = 0;
+        for (int i = 0; i < pts; i++) {
+            double r = ys[i] - (*fpd + slope * xs[i]);
+            ss += r * r;
+        }
+        *fpd_err = sqrt(ss / (pts - 2) * sxx / den);
+    }
 done:
     free(mu_a);
     free(mu_b);
@@ -249,15 +268,32 @@ done:
     return rc;
 }
 
+/* The q-th percentile (0..100) of sorted v[n], interpolated linearly
+ * between neighbours as numpy's default does. */
+static double metric_percentile(const double *v, int n, double q)
+{
+    double pos = q / 100.0 * (n - 1);
+    int i = (int)floor(pos);
+    if (i >= n - 1)
+        return v[n - 1];
+    return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
 int metric_kpd(const double *xa, int64_t na, const double *xb, int64_t nb, int d,
                int64_t block, int n_blocks, uint64_t seed, double *kpd, double *kpd_err,
                gt_error *err)
 {
     *kpd = *kpd_err = NAN;
-    if (block > na)
-        block = na;
-    if (block > nb)
-        block = nb;
+    /* At most half the smaller sample per batch, so the batches are
+     * different subsets: a batch of the whole sample gives every batch the
+     * same value and a spread of 0 (what `giant eval` printed before, for
+     * samples of up to 2 000 showers).  Rows are drawn without replacement
+     * within a batch, so each batch's estimate stays unbiased (JetNet draws
+     * with replacement, whose repeated rows bias the within-sample terms
+     * at these sizes). */
+    int64_t half = (na < nb ? na : nb) / 2;
+    if (block > half)
+        block = half;
     if (d < 1 || block < 2 || n_blocks < 1)
         return gt_error_set(err, GT_EINVAL, "KPD: too few rows (%lld)", (long long)block);
     int64_t m = block;
@@ -281,7 +317,7 @@ int metric_kpd(const double *xa, int64_t na, const double *xb, int64_t nb, int d
             memcpy(a + i * d, xa + ia[i] * d, d * sizeof(double));
             memcpy(b + i * d, xb + ib[i] * d, d * sizeof(double));
         }
-        /* kernel sums: K = (X Y^T / d + 1)^4 */
+        /* kernel sums: K = (X Y^T / d + 1)^4, JetNet's degree */
         double sums[3];
         const double *p[3][2] = {{a, a}, {b, b}, {a, b}};
         for (int q = 0; q < 3; q++) {
@@ -301,14 +337,14 @@ int metric_kpd(const double *xa, int64_t na, const double *xb, int64_t nb, int d
         vals[t] = sums[0] / (double)(m * (m - 1)) + sums[1] / (double)(m * (m - 1)) -
                   2.0 * sums[2] / (double)(m * m);
     }
-    double mean = 0, var = 0;
-    for (int t = 0; t < n_blocks; t++)
-        mean += vals[t];
-    mean /= n_blocks;
-    for (int t = 0; t < n_blocks; t++)
-        var += (vals[t] - mean) * (vals[t] - mean);
-    *kpd = mean;
-    *kpd_err = n_blocks > 1 ? sqrt(var / (n_blocks - 1) / n_blocks) : 0.0;
+    /* JetNet's summary: the median over batches, and half the range
+     * between the 16.275th and 83.725th percentiles (one sigma of a batch's
+     * value for a normal spread) */
+    qsort(vals, n_blocks, sizeof *vals, metric_cmp_double);
+    *kpd = metric_percentile(vals, n_blocks, 50.0);
+    *kpd_err = n_blocks > 1 ? 0.5 * (metric_percentile(vals, n_blocks, 83.725) -
+                                     metric_percentile(vals, n_blocks, 16.275))
+                            : 0.0;
 done:
     free(a);
     free(b);
@@ -330,6 +366,19 @@ static int metric_distance_dim(const feat_layout *f)
             d++;
     }
     return d;
+}
+
+/* The feature of each column of that vector (-1: log10 E_inc). */
+static void metric_distance_features(const feat_layout *f, int *col)
+{
+    int k = 0;
+    col[k++] = -1;
+    for (int j = 0; j < f->n_features; j++) {
+        feat_group g = f->info[j].group;
+        if (g == FEAT_E_LAYER || g == FEAT_EC_ETA || g == FEAT_EC_PHI || g == FEAT_WIDTH_ETA ||
+            g == FEAT_WIDTH_PHI)
+            col[k++] = j;
+    }
 }
 
 static void metric_distance_rows(const feat_layout *f, const float *feats, const float *e,
@@ -358,11 +407,64 @@ static void metric_distance_rows(const feat_layout *f, const float *feats, const
     }
 }
 
+/* Whether column k of x (n rows of d) is constant: its range at most
+ * 1e-6 of (1 + its largest magnitude), so round-off (the ~1e-8 mm width of
+ * a layer whose energy sits in one voxel) counts as constant too. */
+static int metric_column_constant(const double *x, int64_t n, int d, int k)
+{
+    double lo = x[k], hi = x[k];
+    for (int64_t i = 1; i < n; i++) {
+        double v = x[i * d + k];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    double mag = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
+    return hi - lo <= 1e-6 * (1.0 + mag);
+}
+
+/* Drops the columns constant in either sample from xa and xb (in place,
+ * rows repacked) and lists their features in out->constant.  A column
+ * constant in a sample makes that sample's covariance singular and,
+ * scaled by its maximum, turns round-off into a feature of size 1; it
+ * carries no shape a distance should weigh.  (Where the two samples hold
+ * different constants, the separation power of that feature shows it.)
+ * Returns the columns kept. */
+static int metric_drop_constant(const feat_layout *f, double *xa, int64_t na, double *xb,
+                                int64_t nb, int d, metric_report *out, gt_error *err)
+{
+    int *col = malloc(d * sizeof *col), *keep = malloc(d * sizeof *keep);
+    out->constant = malloc(d * sizeof *out->constant);
+    if (!col || !keep || !out->constant) {
+        free(col);
+        free(keep);
+        return gt_error_set(err, GT_ENOMEM, "FPD/KPD: out of memory"), -1;
+    }
+    metric_distance_features(f, col);
+    int kept = 0;
+    for (int k = 0; k < d; k++) {
+        if (metric_column_constant(xa, na, d, k) || metric_column_constant(xb, nb, d, k))
+            out->constant[out->n_constant++] = col[k];
+        else
+            keep[kept++] = k;
+    }
+    if (kept < d) {
+        for (int64_t i = 0; i < na; i++)
+            for (int c = 0; c < kept; c++)
+                xa[i * kept + c] = xa[i * d + keep[c]];
+        for (int64_t i = 0; i < nb; i++)
+            for (int c = 0; c < kept; c++)
+                xb[i * kept + c] = xb[i * d + keep[c]];
+    }
+    free(col);
+    free(keep);
+    return kept;
+}
+
 static int metric_distances(const feat_layout *f, const float *fa, const float *ea, int64_t na,
                             const float *fb, const float *eb, int64_t nb, uint64_t seed,
                             metric_report *out, gt_error *err)
 {
-    int d = metric_distance_dim(f);
+    int d = metric_distance_dim(f), d_all = d;
     double *xa = malloc((size_t)na * d * sizeof(double));
     double *xb = malloc((size_t)nb * d * sizeof(double));
     double *scale = calloc(d, sizeof(double));
@@ -373,6 +475,16 @@ static int metric_distances(const feat_layout *f, const float *fa, const float *
     }
     metric_distance_rows(f, fa, ea, na, d, xa);
     metric_distance_rows(f, fb, eb, nb, d, xb);
+    if ((d = metric_drop_constant(f, xa, na, xb, nb, d, out, err)) < 0) {
+        rc = err ? err->code : GT_ENOMEM;
+        goto done;
+    }
+    /* FPD/KPD need clearly more showers than features (covariances of
+     * subsets down to a fifth of the sample), counted over the whole
+     * vector so whether they are computed does not hang on the data;
+     * below that, or with nothing left to compare, they stay NAN */
+    if (d < 1 || na < 2 * (int64_t)d_all + 10 || nb < 2 * (int64_t)d_all + 10)
+        goto done;
     /* jetnet divides by the reference's max |x|; we take the max over both
      * samples, because a feature the reference has (almost) only at 0 (the
      * width of a one-voxel layer is ~1e-8 mm of round-off) would otherwise
@@ -393,12 +505,13 @@ static int metric_distances(const feat_layout *f, const float *fa, const float *
     for (int64_t i = 0; i < nb; i++)
         for (int k = 0; k < d; k++)
             xb[i * d + k] *= scale[k];
-    double fpd, kpd, kerr;
-    if ((rc = metric_fpd(xa, na, xb, nb, d, &fpd, err)))
+    double fpd, fpd_err, kpd, kerr;
+    if ((rc = metric_fpd(xa, na, xb, nb, d, &fpd, &fpd_err, err)))
         goto done;
     if ((rc = metric_kpd(xa, na, xb, nb, d, 2000, 10, seed, &kpd, &kerr, err)))
         goto done;
     out->fpd = fpd * 1e3;
+    out->fpd_err = fpd_err * 1e3;
     out->kpd = kpd * 1e3;
     out->kpd_err = kerr * 1e3;
 done:
@@ -413,7 +526,7 @@ int metric_compare(const feat_layout *f, const float *fa, const float *ea, int64
                    metric_report *out, gt_error *err)
 {
     memset(out, 0, sizeof *out);
-    out->fpd = out->kpd = out->kpd_err = NAN;
+    out->fpd = out->fpd_err = out->kpd = out->kpd_err = NAN;
     if (na < 1 || nb < 1)
         return gt_error_set(err, GT_EINVAL, "both samples need showers (%lld and %lld)",
                             (long long)na, (long long)nb);
@@ -450,10 +563,7 @@ int metric_compare(const feat_layout *f, const float *fa, const float *ea, int64
         metric_summarise(v, n, idx, &out->group[g], scratch);
     }
     metric_summarise(out->sep, nf, NULL, &out->all, scratch);
-    /* FPD/KPD need clearly more showers than features (covariances of
-     * subsets down to a fifth of the sample); below that they stay NAN */
-    if (ea && eb && na >= 2 * (int64_t)metric_distance_dim(f) + 10 &&
-        nb >= 2 * (int64_t)metric_distance_dim(f) + 10)
+    if (ea && eb)
         rc = metric_distances(f, fa, ea, na, fb, eb, nb, seed, out, err);
 done:
     free(edges);

@@ -126,8 +126,9 @@ static void test_distances(void)
     }
     double fpd_same, fpd_shift, kpd_same, kpd_shift, e1, e2;
     gt_error err = {0};
-    CHECK_EQ_INT(metric_fpd(a, n, b, n, d, &fpd_same, &err), GT_OK);
-    CHECK_EQ_INT(metric_fpd(a, n, c, n, d, &fpd_shift, &err), GT_OK);
+    double fe1, fe2;
+    CHECK_EQ_INT(metric_fpd(a, n, b, n, d, &fpd_same, &fe1, &err), GT_OK);
+    CHECK_EQ_INT(metric_fpd(a, n, c, n, d, &fpd_shift, &fe2, &err), GT_OK);
     CHECK_EQ_INT(metric_kpd(a, n, b, n, d, 1000, 5, 1, &kpd_same, &e1, &err), GT_OK);
     CHECK_EQ_INT(metric_kpd(a, n, c, n, d, 1000, 5, 1, &kpd_shift, &e2, &err), GT_OK);
     printf("Gaussians: FPD same %.5f shifted %.5f (expect 0.25); KPD same %.5f +- %.5f, "
@@ -136,7 +137,22 @@ static void test_distances(void)
     CHECK_CLOSE(fpd_shift, 0.25, 0.03, 0);
     CHECK_MSG(fabs(kpd_same) < 4 * e1 + 1e-3, "KPD of one distribution %g +- %g", kpd_same, e1);
     CHECK_MSG(kpd_shift > 10 * fabs(kpd_same) && kpd_shift > 5 * e2, "KPD shifted %g", kpd_shift);
-    CHECK_EQ_INT(metric_fpd(a, 5, b, 5, d, &fpd_same, &err), GT_EINVAL);
+    /* real uncertainties: the fit's intercept error, the batches' spread */
+    printf("FPD errors: same %.5f, shifted %.5f\n", fe1, fe2);
+    CHECK_MSG(fe1 > 0 && fe1 < 0.01 && fe2 > 0 && fe2 < 0.03, "FPD errors %g %g", fe1, fe2);
+    CHECK_MSG(e1 > 0 && e2 > 0, "KPD errors %g %g", e1, e2);
+    /* samples smaller than a batch: the batches are halves, still different
+     * subsets, so the spread is not 0 (it was, when a batch was the whole
+     * sample); two draws of one distribution stay within a few sigma of 0 */
+    double k400, e400, k400s, e400s;
+    CHECK_EQ_INT(metric_kpd(a, 400, b, 400, d, 2000, 10, 42, &k400, &e400, &err), GT_OK);
+    CHECK_EQ_INT(metric_kpd(a, 400, c, 400, d, 2000, 10, 42, &k400s, &e400s, &err), GT_OK);
+    printf("KPD of 400: same %.5f +- %.5f, shifted %.5f +- %.5f\n", k400, e400, k400s, e400s);
+    CHECK_MSG(e400 > 1e-5 && fabs(k400) < 4 * e400, "KPD of 400 %g +- %g", k400, e400);
+    CHECK_MSG(e400s > 1e-5 && k400s > 3 * e400s, "KPD shifted of 400 %g +- %g", k400s, e400s);
+    /* the error is of one batch's value: it shrinks as the batches grow */
+    CHECK_MSG(e1 < e400, "KPD error of 1000-row batches %g, of 200-row ones %g", e1, e400);
+    CHECK_EQ_INT(metric_fpd(a, 5, b, 5, d, &fpd_same, NULL, &err), GT_EINVAL);
     CHECK_EQ_INT(metric_kpd(a, 1, b, 1, d, 1000, 5, 1, &kpd_same, &e1, &err), GT_EINVAL);
     free(a);
     free(b);
@@ -194,6 +210,7 @@ static void test_same_vs_shifted(const geo_geometry *g)
     CHECK(shifted.all.mean > same.all.mean);
     CHECK(shifted.all.argmax == j);
     CHECK(isfinite(same.fpd) && isfinite(same.kpd) && isfinite(shifted.fpd));
+    CHECK(same.kpd_err > 0 && isfinite(same.fpd_err) && same.fpd_err > 0);
     CHECK_EQ_INT(same.group[FEAT_E_LAYER].count, 45);
     /* bad input */
     metric_report bad;
@@ -210,6 +227,90 @@ static void test_same_vs_shifted(const geo_geometry *g)
     synth_detector_free(&det);
 }
 
+/* Features constant in a sample (an always-empty layer; widths that are
+ * round-off in one sample and exactly 0 in the other; one incident energy
+ * for every shower) are listed and left out of FPD/KPD instead of blowing
+ * them up. */
+static void test_constant(const geo_geometry *g)
+{
+    synth_detector det;
+    feat_layout f;
+    gt_error err = {0};
+    CHECK(synth_detector_init(&det, g, &err) == GT_OK);
+    CHECK(feat_layout_init(&f, g, (float)det.threshold_mev, &err) == GT_OK);
+    const int n = 600, nf = f.n_features;
+    float *fa = malloc((size_t)n * nf * sizeof *fa), *ea = malloc(n * sizeof *ea);
+    float *fb = malloc((size_t)n * nf * sizeof *fb), *eb = malloc(n * sizeof *eb);
+    sample(g, &det, &f, 11, n, 1.0f, fa, ea);
+    sample(g, &det, &f, 12, n, 1.0f, fb, eb);
+    metric_report ref;
+    CHECK_EQ_INT(metric_compare(&f, fa, ea, n, fb, eb, n, 42, &ref, &err), GT_OK);
+    /* the simulator's own: layers (nearly) never reached at these energies */
+    printf("constant in the untouched samples:");
+    for (int c = 0; c < ref.n_constant; c++)
+        printf(" %s", ref.constant[c] < 0 ? "E_inc" : f.info[ref.constant[c]].name);
+    printf("\n");
+    /* layer 44 always empty in both; width_eta_20 round-off in A, 0 in B */
+    static const char *const empty[] = {"E_layer_44", "EC_eta_44", "EC_phi_44", "width_eta_44",
+                                        "width_phi_44"};
+    int jw = find_feature(&f, "width_eta_20");
+    rng_state r = rng_init(5, 0);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 5; k++) {
+            int j = find_feature(&f, empty[k]);
+            fa[(size_t)i * nf + j] = fb[(size_t)i * nf + j] = 0.0f;
+        }
+        fa[(size_t)i * nf + jw] = (float)(1e-8 * rng_next_uniform(&r));
+        fb[(size_t)i * nf + jw] = 0.0f;
+    }
+    metric_report mod;
+    CHECK_EQ_INT(metric_compare(&f, fa, ea, n, fb, eb, n, 42, &mod, &err), GT_OK);
+    printf("constant features: %d; FPD %.3f +- %.3f (untouched %.3f), KPD %.4f +- %.4f "
+           "(untouched %.4f)\n", mod.n_constant, mod.fpd, mod.fpd_err, ref.fpd, mod.kpd,
+           mod.kpd_err, ref.kpd);
+    int before = 0;   /* of those made constant here, already constant untouched */
+    for (int c = 0; c < ref.n_constant; c++)
+        for (int k = 0; k < 5; k++)
+            before += ref.constant[c] == find_feature(&f, empty[k]);
+    CHECK_EQ_INT(mod.n_constant, ref.n_constant + 6 - before);
+    for (int k = 0; k < 5; k++) {
+        int j = find_feature(&f, empty[k]), seen = 0;
+        for (int c = 0; c < mod.n_constant; c++)
+            seen |= mod.constant[c] == j;
+        CHECK_MSG(seen, "%s not listed as constant", empty[k]);
+    }
+    int seen_w = 0;
+    for (int c = 0; c < mod.n_constant; c++)
+        seen_w |= mod.constant[c] == jw;
+    CHECK(seen_w);
+    /* scaled by its maximum, the round-off column alone would add about
+     * 1/3 (1e3 x: 333) to FPD; left out, FPD and KPD stay where they were */
+    CHECK(isfinite(mod.fpd) && isfinite(mod.kpd) && mod.kpd_err > 0);
+    CHECK_MSG(fabs(mod.fpd - ref.fpd) < 0.5 * fabs(ref.fpd) + 5 * ref.fpd_err + 1.0,
+              "FPD %g against %g", mod.fpd, ref.fpd);
+    CHECK_MSG(fabs(mod.kpd - ref.kpd) < 5 * ref.kpd_err + 0.5 * fabs(ref.kpd) + 0.05,
+              "KPD %g against %g", mod.kpd, ref.kpd);
+    /* one incident energy for every shower: E_inc is constant too */
+    for (int i = 0; i < n; i++)
+        ea[i] = eb[i] = 65536.0f;
+    metric_report fixed;
+    CHECK_EQ_INT(metric_compare(&f, fa, ea, n, fb, eb, n, 42, &fixed, &err), GT_OK);
+    int seen_e = 0;
+    for (int c = 0; c < fixed.n_constant; c++)
+        seen_e |= fixed.constant[c] == -1;
+    CHECK(seen_e && fixed.n_constant == mod.n_constant + 1 && isfinite(fixed.fpd) &&
+          isfinite(fixed.kpd));
+    metric_report_free(&ref);
+    metric_report_free(&mod);
+    metric_report_free(&fixed);
+    free(fa);
+    free(fb);
+    free(ea);
+    free(eb);
+    feat_layout_free(&f);
+    synth_detector_free(&det);
+}
+
 int main(void)
 {
     geo_geometry g;
@@ -219,6 +320,7 @@ int main(void)
     test_separation();
     test_distances();
     test_same_vs_shifted(&g);
+    test_constant(&g);
     geo_free(&g);
     return check_finish();
 }
