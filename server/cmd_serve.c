@@ -1,6 +1,7 @@
 /* giant serve: the HTTP service.
  *
- * Start-up order: settings, data directory, database (migrated), engine
+ * Start-up order: settings, data directory, database (migrated), the token
+ * policy (a non-loopback address needs a token in the database), engine
  * (devices), routes, HTTP.  Shutdown on SIGTERM/SIGINT: stop accepting,
  * let in-flight requests finish (up to --shutdown-grace seconds; a second
  * signal cuts that short), close every connection, close the database. */
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "app.h"
+#include "auth.h"
 #include "commands.h"
 #include "datasets.h"
 #include "sampling.h"
@@ -80,6 +82,37 @@ static void engine_init(app *a)
     }
 }
 
+/* Refuses a non-loopback address while the database holds no usable
+ * token (anyone who reaches the port would get in), then makes the guard
+ * the HTTP layer asks about every request.  0 when serve must stop. */
+static int token_policy(app *a, const char *host, auth_guard **guard)
+{
+    long long usable = 0;
+    gt_error err = { 0 };
+    char why[1024];
+    if (auth_token_count_usable(a->db, &usable, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        return 0;
+    }
+    if (!auth_listen_allowed(host, usable, a->cfg.db, why, sizeof why)) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", why);
+        return 0;
+    }
+    if (a->cfg.require_tokens && usable == 0)
+        log_msg(LOG_WARN, "auth", "note=\"--require-tokens 1 and no usable token: every request"
+                " but /healthz and /readyz gets 401; create one with giant token create\"");
+    auth_config ac = { (int)a->cfg.require_tokens, (int)a->cfg.public_metrics,
+                       a->cfg.rate_limit, a->cfg.rate_burst };
+    if (auth_guard_new(guard, a->db, &ac, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        return 0;
+    }
+    log_msg(LOG_INFO, "auth", "usable_tokens=%lld require_tokens=%ld public_metrics=%ld"
+            " rate_limit=%ld rate_burst=%ld", usable, a->cfg.require_tokens,
+            a->cfg.public_metrics, a->cfg.rate_limit, a->cfg.rate_burst);
+    return 1;
+}
+
 /* Waits for the in-flight requests to finish; returns how many did not. */
 static int drain(http_server *srv, const sigset_t *sigs, long grace_s)
 {
@@ -134,6 +167,7 @@ int cmd_serve(int argc, char **argv)
     int status = 1;
     http_router *router = NULL;
     http_server *srv = NULL;
+    auth_guard *guard = NULL;
     store_migration list[STORE_MAX_MIGRATIONS];
     int n = 0, applied = 0;
     if (ensure_dir(a.cfg.data_dir, &err) != GT_OK ||
@@ -146,6 +180,11 @@ int cmd_serve(int argc, char **argv)
     a.schema_latest = n ? list[n - 1].version : 0;
     log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d", a.cfg.db,
             a.schema_latest, applied);
+    char host[256];
+    int port;
+    settings_split_listen(a.cfg.listen, host, sizeof host, &port, NULL);
+    if (!token_policy(&a, host, &guard))
+        goto out;
     engine_init(&a);
     /* Workers before HTTP: a request may queue work at once.  Each worker
      * that writes has its own connection (WAL: readers never wait). */
@@ -165,9 +204,6 @@ int cmd_serve(int argc, char **argv)
         log_msg(LOG_ERROR, "startup", "error=\"routes: %s\"", router ? err.message : "no memory");
         goto out;
     }
-    char host[256];
-    int port;
-    settings_split_listen(a.cfg.listen, host, sizeof host, &port, NULL);
     http_config hc = {
         .host = host,
         .port = port,
@@ -177,6 +213,8 @@ int cmd_serve(int argc, char **argv)
         .per_ip_connections = (unsigned)a.cfg.per_ip_connections,
         .connection_memory = (size_t)a.cfg.connection_memory,
         .timeout_s = (unsigned)a.cfg.timeout,
+        .authorize = auth_http_check,
+        .authorize_ctx = guard,
     };
     if (http_server_start(&srv, &hc, router, &a, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
@@ -213,6 +251,7 @@ out:
     sched_stop(a.sched);
     datasets_stop(a.datasets);
     http_router_free(router);
+    auth_guard_free(guard);
     if (store_close(a.db, &err) != GT_OK) {
         log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);
         status = 1;

@@ -8,6 +8,7 @@
 const command commands[] = {
     { "serve",   cmd_serve,   "run the HTTP service" },
     { "migrate", cmd_migrate, "create or upgrade the database schema, then exit" },
+    { "token",   cmd_token,   "create, list or revoke the service's bearer tokens (offline, on the database)" },
     { "synth",   cmd_synth,   "simulate showers (GFlash) into a CaloChallenge HDF5 file" },
     { "eval",    cmd_eval,    "compare two shower files with the CaloChallenge metrics" },
     { "train",   cmd_train,   "train a run config offline into the local database" },

@@ -29,6 +29,7 @@ int commands_dispatch(int argc, char **argv);
 
 int cmd_serve(int argc, char **argv);     /* cmd_serve.c   */
 int cmd_migrate(int argc, char **argv);   /* cmd_migrate.c */
+int cmd_token(int argc, char **argv);     /* cmd_token.c   */
 int cmd_version(int argc, char **argv);   /* commands.c    */
 int cmd_help(int argc, char **argv);      /* commands.c    */
 /* Offline commands, written beside this file by the engine's owners; the

@@ -140,6 +140,9 @@ struct http_request {
     int suspended;
     void *user;
     void (*user_free)(void *user);
+    int auth_done;             /* the authorize hook ran (it runs once)     */
+    int64_t principal;         /* http_set_principal                        */
+    unsigned principal_roles;
     int replied;
     unsigned status;
     size_t bytes;
@@ -151,6 +154,8 @@ struct http_server {
     const http_router *router;
     void *app;
     size_t max_body;
+    http_authorize_fn authorize;
+    void *authorize_ctx;
     int port;
     atomic_int in_flight;
     atomic_int draining;
@@ -161,6 +166,39 @@ const char *http_method(const http_request *req) { return req->method; }
 const char *http_path(const http_request *req) { return req->path; }
 json_t *http_body_json(const http_request *req) { return req->json; }
 int http_request_draining(const http_request *req) { return atomic_load(&req->srv->draining); }
+
+int http_client_loopback(const http_request *req)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (!sa)
+        return 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return 1;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+void http_set_principal(http_request *req, int64_t id, unsigned roles)
+{
+    req->principal = id;
+    req->principal_roles = roles;
+}
+
+int64_t http_principal(const http_request *req, unsigned *roles)
+{
+    if (roles)
+        *roles = req->principal_roles;
+    return req->principal;
+}
 
 const char *http_body(const http_request *req, size_t *len)
 {
@@ -277,6 +315,22 @@ int http_reply_error_retry(http_request *req, unsigned status, const char *code,
         return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
     snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 1);
     const char *const headers[] = {"Retry-After", after, NULL};
+    return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
+}
+
+int http_reply_error_headers(http_request *req, unsigned status, const char *code,
+                             const char *const *headers, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *body = error_body(code, NULL, msg);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
     return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
 }
 
@@ -445,6 +499,18 @@ static int media_type_ok(http_request *req)
     return 0;
 }
 
+/* Runs the server's authorize hook once per request: before the body is
+ * read when one is coming, else just before the handler.  Returns 1 to go
+ * on, 0 when the hook replied. */
+static int authorized(http_request *req)
+{
+    if (req->auth_done || !req->srv->authorize)
+        return 1;
+    req->auth_done = 1;
+    unsigned access = ((unsigned)req->route->flags >> 8) & 0xffu;
+    return req->srv->authorize(req, access, req->srv->authorize_ctx);
+}
+
 /* A body is coming when Content-Length is non-zero or it is chunked. */
 static int request_has_body(const http_request *req)
 {
@@ -490,7 +556,7 @@ static void request_begin(http_request *req)
         reply_unrouted(req);
         return;
     }
-    if (!media_type_ok(req))
+    if (!authorized(req) || !media_type_ok(req))
         return;
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
@@ -543,8 +609,9 @@ static void request_finish(http_request *req, void *app)
         reply_unrouted(req);
         return;
     }
-    /* Bodiless requests to JSON routes were not checked at the start. */
-    if (!media_type_ok(req))
+    /* Bodiless requests were not authorized nor, to JSON routes, checked
+     * at the start. */
+    if (!authorized(req) || !media_type_ok(req))
         return;
     if (req->too_large) {
         http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
@@ -742,6 +809,8 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     srv->router = router;
     srv->app = app;
     srv->max_body = cfg->max_body_bytes;
+    srv->authorize = cfg->authorize;
+    srv->authorize_ctx = cfg->authorize_ctx;
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->draining, 0);
 

@@ -9,6 +9,10 @@
  *   parser's line and column) before the handler runs;
  * - JSON replies and the one error shape
  *       {"error": {"code": "...", "message": "...", "field": null|"..."}}
+ * - access control: each route's flags carry who may call it (HTTP_ACCESS);
+ *   a server started with an authorize hook runs it for every routed
+ *   request before its body is read and before its handler, so no handler
+ *   can forget it (the policy itself is auth.c's);
  * - one log line per request: method, path, status, bytes, microseconds;
  * - a daemon with a thread pool over epoll, connection, per-IP, memory and
  *   idle limits, and a shutdown that stops accepting, lets in-flight
@@ -21,12 +25,15 @@
 #define HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
 #include "gt_error.h"
 
 /* Stable error codes (the "code" field), one per kind of failure. */
+#define HTTP_E_UNAUTHORIZED       "unauthorized"
+#define HTTP_E_FORBIDDEN          "forbidden"
 #define HTTP_E_NOT_FOUND          "not_found"
 #define HTTP_E_URI_TOO_LONG       "uri_too_long"
 #define HTTP_E_METHOD_NOT_ALLOWED "method_not_allowed"
@@ -48,6 +55,16 @@ typedef void (*http_handler)(http_request *req, void *app);
 enum {
     HTTP_JSON_BODY = 1 << 0,   /* Content-Type application/json, parsed body */
 };
+
+/* Bits 8..15 of a route's flags: who may call it.  http.c hands them to
+ * the server's authorize hook unread; what they mean is the hook's. */
+#define HTTP_ACCESS(bits) ((int)(((unsigned)(bits) & 0xffu) << 8))
+
+/* The authorize hook (http_config.authorize): runs once per routed request,
+ * before the body is read and before the handler, with the route's access
+ * bits.  Returns 1 to go on, or 0 after sending the one reply (401, 403,
+ * 429, ...).  Runs on pool threads. */
+typedef int (*http_authorize_fn)(http_request *req, unsigned access, void *ctx);
 
 #define HTTP_MAX_ROUTES 128
 #define HTTP_MAX_PARAMS 4
@@ -91,6 +108,14 @@ const char *http_body(const http_request *req, size_t *len);
 json_t *http_body_json(const http_request *req);
 /* True once the server is shutting down (readiness turns false). */
 int http_request_draining(const http_request *req);
+/* True when the client connected from a loopback address (127.0.0.0/8,
+ * ::1, or an IPv4-mapped 127.x).  A reverse proxy on the same host makes
+ * every client look local. */
+int http_client_loopback(const http_request *req);
+/* Who the authorize hook found the client to be: a token id (0 for an
+ * anonymous request it let through) and its role bits. */
+void http_set_principal(http_request *req, int64_t id, unsigned roles);
+int64_t http_principal(const http_request *req, unsigned *roles);
 
 /* ---------------------------------------------------------------------------
  * Replies: exactly one per request. Each returns 0, or -1 when the reply
@@ -110,6 +135,12 @@ int http_reply_error(http_request *req, unsigned status, const char *code,
  * client may retry. */
 int http_reply_error_retry(http_request *req, unsigned status, const char *code,
                            int retry_after_s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The error shape (field null) with extra headers: headers is a
+ * NULL-terminated list of name, value pairs (WWW-Authenticate on 401). */
+int http_reply_error_headers(http_request *req, unsigned status, const char *code,
+                             const char *const *headers, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 /* Sends bytes that live as long as the process (embedded documents). */
@@ -168,6 +199,8 @@ typedef struct http_config {
     unsigned per_ip_connections;   /* 0 = no limit                            */
     size_t connection_memory;      /* per-connection buffer (bytes)           */
     unsigned timeout_s;            /* idle timeout, 0 = none                  */
+    http_authorize_fn authorize;   /* NULL = every route open                 */
+    void *authorize_ctx;           /* handed to authorize                     */
 } http_config;
 
 /* Binds and starts serving router on cfg. app is passed to every handler.

@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "app.h"
+#include "auth.h"
 #include "build_info.h"
 #include "embed.h"
 #include "routes_datasets.h"
 #include "routes_events.h"
 #include "routes_runs.h"
 #include "routes_samples.h"
+#include "routes_tokens.h"
 #include "runs.h"
 #include "sampling.h"
 #include "sched.h"
@@ -233,6 +235,12 @@ static void route_metrics(http_request *req, void *ctx)
 
 /* ---------------------------------------------------------------------------
  * The table: every route of the service, in one place
+ *
+ * The flags say who may call a route (auth.h): AUTH_OPEN needs no token,
+ * AUTH_SCRAPE none unless --public-metrics 0, AUTH_TO_READ a reader or a
+ * trainer, AUTH_TO_TRAIN a trainer, AUTH_TO_SAMPLE a sampler or a trainer,
+ * AUTH_ANY_ROLE any token; admins may call everything, and a route with no
+ * AUTH_ flag only they.
  * ------------------------------------------------------------------------- */
 
 static const struct {
@@ -240,28 +248,32 @@ static const struct {
     http_handler handler;
     int flags;
 } routes[] = {
-    { "GET",  "/healthz",                         route_healthz,          0 },
-    { "GET",  "/readyz",                          route_readyz,           0 },
-    { "GET",  "/v1/info",                         route_info,             0 },
-    { "GET",  "/v1/openapi.json",                 route_openapi,          0 },
-    { "GET",  "/metrics",                         route_metrics,          0 },
+    { "GET",  "/healthz",                         route_healthz,          AUTH_OPEN },
+    { "GET",  "/readyz",                          route_readyz,           AUTH_OPEN },
+    { "GET",  "/v1/info",                         route_info,             AUTH_ANY_ROLE },
+    { "GET",  "/v1/openapi.json",                 route_openapi,          AUTH_ANY_ROLE },
+    { "GET",  "/metrics",                         route_metrics,          AUTH_SCRAPE },
     /* routes_runs.c */
-    { "POST", "/v1/runs",                         route_runs_create,      HTTP_JSON_BODY },
-    { "GET",  "/v1/runs",                         route_runs_list,        0 },
-    { "GET",  "/v1/runs/{id}",                    route_runs_get,         0 },
-    { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      0 },
-    { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     0 },
+    { "POST", "/v1/runs",                         route_runs_create,      HTTP_JSON_BODY | AUTH_TO_TRAIN },
+    { "GET",  "/v1/runs",                         route_runs_list,        AUTH_ANY_ROLE },
+    { "GET",  "/v1/runs/{id}",                    route_runs_get,         AUTH_ANY_ROLE },
+    { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      AUTH_TO_TRAIN },
+    { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ },
     /* routes_events.c */
-    { "GET",  "/v1/runs/{id}/events",             route_runs_events,      0 },
+    { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ },
     /* routes_runs.c */
-    { "GET",  "/v1/runs/{id}/checkpoints",        route_runs_checkpoints, 0 },
-    { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}", route_runs_checkpoint,  0 },
+    { "GET",  "/v1/runs/{id}/checkpoints",        route_runs_checkpoints, AUTH_TO_READ },
+    { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}", route_runs_checkpoint,  AUTH_TO_READ },
     /* routes_samples.c */
-    { "POST", "/v1/runs/{id}/samples",            route_runs_samples,     HTTP_JSON_BODY },
+    { "POST", "/v1/runs/{id}/samples",            route_runs_samples,     HTTP_JSON_BODY | AUTH_TO_SAMPLE },
     /* routes_datasets.c */
-    { "POST", "/v1/datasets",                     route_datasets_create,  HTTP_JSON_BODY },
-    { "GET",  "/v1/datasets",                     route_datasets_list,    0 },
-    { "GET",  "/v1/datasets/{id}",                route_datasets_get,     0 },
+    { "POST", "/v1/datasets",                     route_datasets_create,  HTTP_JSON_BODY | AUTH_ADMIN_ONLY },
+    { "GET",  "/v1/datasets",                     route_datasets_list,    AUTH_TO_READ },
+    { "GET",  "/v1/datasets/{id}",                route_datasets_get,     AUTH_TO_READ },
+    /* routes_tokens.c */
+    { "POST",   "/v1/tokens",                     route_tokens_create,    HTTP_JSON_BODY | AUTH_ADMIN_ONLY },
+    { "GET",    "/v1/tokens",                     route_tokens_list,      AUTH_ADMIN_ONLY },
+    { "DELETE", "/v1/tokens/{id}",                route_tokens_revoke,    AUTH_ADMIN_ONLY },
 };
 
 int routes_register(http_router *r, gt_error *err)

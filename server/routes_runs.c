@@ -164,6 +164,23 @@ static int within_quotas(http_request *req, app *a, const model_config *cfg)
                                "retry when one has finished", queued + running);
         return 0;
     }
+    /* One token may not fill the queue for everyone (anonymous loopback
+     * requests have no token and only the limit above). */
+    int64_t token = http_principal(req, NULL);
+    long long mine = 0;
+    if (token > 0 && a->cfg.max_queued_runs_per_token > 0) {
+        if (runs_count_queued_by_token(a->db, token, &mine, &err)) {
+            routes_reply_internal(req, &err);
+            return 0;
+        }
+        if (mine >= a->cfg.max_queued_runs_per_token) {
+            http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, 30,
+                                   "this token has %lld runs queued, the most"
+                                   " --max-queued-runs-per-token allows: retry when one has"
+                                   " started", mine);
+            return 0;
+        }
+    }
     return 1;
 }
 
@@ -309,8 +326,9 @@ void route_runs_create(http_request *req, void *ctx)
                 return;
             }
         }
-        if (runs_create(a->db, cfg.name, text, cfg.bf16 ? "bf16" : "fp32", key,
-                        cfg.steps1 + cfg.steps2, &id, &err) == GT_OK)
+        if (runs_create_by(a->db, http_principal(req, NULL), cfg.name, text,
+                           cfg.bf16 ? "bf16" : "fp32", key, cfg.steps1 + cfg.steps2, &id,
+                           &err) == GT_OK)
             break;
         /* Two requests with one new key at once: the loser finds the winner. */
         if (!key || attempt == 1) {

@@ -57,14 +57,22 @@ static int event(store *s, int64_t id, const char *kind, const char *data, gt_er
 int runs_create(store *s, const char *name, const char *config_json, const char *precision,
                 const char *idempotency_key, long long total_steps, int64_t *id, gt_error *err)
 {
+    return runs_create_by(s, 0, name, config_json, precision, idempotency_key, total_steps, id,
+                          err);
+}
+
+int runs_create_by(store *s, int64_t token_id, const char *name, const char *config_json,
+                   const char *precision, const char *idempotency_key, long long total_steps,
+                   int64_t *id, gt_error *err)
+{
     /* RETURNING: the id of this insert, whatever other threads insert on
      * the shared connection meanwhile. */
     int rc = store_int64(s, "creating a run",
-                         "INSERT INTO runs (name, config, precision, idempotency_key, total_steps)"
-                         " VALUES (?, ?, ?, ?, ?) RETURNING id",
+                         "INSERT INTO runs (name, config, precision, idempotency_key, total_steps,"
+                         " token_id) VALUES (?, ?, ?, ?, ?, NULLIF(?, 0)) RETURNING id",
                          STORE_ARGS(STORE_TEXT(name), STORE_TEXT(config_json),
                                     STORE_TEXT(precision), STORE_TEXT(idempotency_key),
-                                    STORE_INT(total_steps)),
+                                    STORE_INT(total_steps), STORE_INT(token_id)),
                          id, err);
     return rc ? rc : event(s, *id, "status", "{\"status\":\"queued\"}", err);
 }
@@ -481,6 +489,16 @@ int runs_count(store *s, const char *status, long long *n, gt_error *err)
     int64_t c = 0;
     int rc = store_int64(s, "counting runs", "SELECT COUNT(*) FROM runs WHERE status = ?",
                          STORE_ARGS(STORE_TEXT(status)), &c, err);
+    *n = rc ? 0 : (long long)c;
+    return rc;
+}
+
+int runs_count_queued_by_token(store *s, int64_t token_id, long long *n, gt_error *err)
+{
+    int64_t c = 0;
+    int rc = store_int64(s, "counting a token's runs",
+                         "SELECT COUNT(*) FROM runs WHERE token_id = ? AND status = 'queued'",
+                         STORE_ARGS(STORE_INT(token_id)), &c, err);
     *n = rc ? 0 : (long long)c;
     return rc;
 }

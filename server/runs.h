@@ -44,6 +44,10 @@ const char *runs_stage_name(int stage);
  * GT_EINVAL. */
 int runs_create(store *s, const char *name, const char *config_json, const char *precision,
                 const char *idempotency_key, long long total_steps, int64_t *id, gt_error *err);
+/* The same, recording the API token that submitted it (0: none). */
+int runs_create_by(store *s, int64_t token_id, const char *name, const char *config_json,
+                   const char *precision, const char *idempotency_key, long long total_steps,
+                   int64_t *id, gt_error *err);
 
 /* status: queued | running | succeeded | failed | cancelled.  error may be
  * NULL; device may be NULL (unchanged).  Sets started_at / finished_at and
@@ -74,6 +78,7 @@ int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, floa
 /* Sets cancel_requested on a queued or running run (the worker polls it
  * between steps); a finished run is left alone. */
 int runs_request_cancel(store *s, int64_t id, gt_error *err);
+
 
 /* Cancels the run now if it is still queued, with its "cancelled" event;
  * *cancelled says whether it was (0: it had left the queue). */
@@ -126,6 +131,9 @@ int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
 
 /* Runs with this status. */
 int runs_count(store *s, const char *status, long long *n, gt_error *err);
+
+/* Queued runs that token submitted (the per-token queue limit). */
+int runs_count_queued_by_token(store *s, int64_t token_id, long long *n, gt_error *err);
 
 /* ---------------------------------------------------------------------------
  * Reads the HTTP API shows: Jansson values (new references)

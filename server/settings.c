@@ -58,6 +58,11 @@ static const set_def defs[] = {
     INT(sampler_cache,      1, 64,          "4",        "runs whose loaded samplers are kept (LRU)"),
     INT(default_dataset,    0, 1000000,     "5000",     "showers of the synthetic dataset-2 file made on first start (0 = none)"),
     INT(allow_bf16_emulation, 0, 1,         "0",        "1: bf16 runs may train on a CPU without AVX512-BF16 (exact emulation, ~3x slower); 0: they are refused"),
+    INT(require_tokens,     0, 1,           "0",        "1: every request but /healthz, /readyz (and /metrics, see --public-metrics) needs a token, loopback ones too; 0: loopback requests without one are let through"),
+    INT(public_metrics,     0, 1,           "1",        "1: /metrics needs no token; 0: it needs a token of any role"),
+    INT(rate_limit,         0, 1000000,     "600",      "requests a minute one token may send (token bucket); past it 429 with Retry-After (0 = no limit)"),
+    INT(rate_burst,         1, 1000000,     "120",      "requests one token may send at once before --rate-limit paces it"),
+    INT(max_queued_runs_per_token, 0, 1000000, "16",    "runs one token may have queued; a submission past it gets 429 with Retry-After (0 = no limit)"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 

@@ -40,6 +40,12 @@ typedef struct settings {
     long default_dataset;      /* showers of the first-start dataset (0 = none) */
     long allow_bf16_emulation; /* 1: bf16 runs may train on a CPU without
                                   AVX512-BF16 (emulated, ~3x slower)         */
+    long require_tokens;       /* 1: loopback requests need a token too       */
+    long public_metrics;       /* 1: /metrics needs no token                  */
+    long rate_limit;           /* requests per minute per token (0 = none)    */
+    long rate_burst;           /* requests a token may send at once           */
+    long max_queued_runs_per_token; /* runs one token may have queued (0 = no
+                                  limit); past it 429                        */
 } settings;
 
 /* Loads defaults, then the config file (--config or GIANT_CONFIG), then

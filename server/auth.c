@@ -1,0 +1,545 @@
+#include "auth.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "log.h"
+
+#define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+/* ---------------------------------------------------------------------------
+ * Roles
+ * ------------------------------------------------------------------------- */
+
+static const struct {
+    unsigned bit;
+    const char *name;
+} role_names[] = {
+    { AUTH_ADMIN, "admin" },
+    { AUTH_TRAINER, "trainer" },
+    { AUTH_SAMPLER, "sampler" },
+    { AUTH_READER, "reader" },
+};
+
+const char *auth_role_name(unsigned role)
+{
+    for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++)
+        if (role_names[i].bit == role)
+            return role_names[i].name;
+    return "?";
+}
+
+unsigned auth_role_parse(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof role_names / sizeof role_names[0]; i++)
+        if (strcmp(role_names[i].name, name) == 0)
+            return role_names[i].bit;
+    return 0;
+}
+
+/* "admin, trainer" for the roles in bits (admin always: it may call all). */
+static void role_list(unsigned bits, char *out, size_t cap)
+{
+    out[0] = '\0';
+    bits |= AUTH_ADMIN;
+    for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++) {
+        if (!(bits & role_names[i].bit))
+            continue;
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "%s%s", n ? ", " : "", role_names[i].name);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Tokens in the database
+ * ------------------------------------------------------------------------- */
+
+#define TOKEN_COLUMNS                                                                         \
+    "id, name, prefix, role,"                                                                 \
+    " CASE WHEN revoked_at IS NOT NULL THEN 'revoked'"                                        \
+    "      WHEN expires_at IS NOT NULL AND expires_at <= " NOW_SQL " THEN 'expired'"          \
+    "      ELSE 'active' END AS status,"                                                      \
+    " created_at, expires_at, last_used_at, revoked_at"
+
+#define USABLE_SQL "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > " NOW_SQL ")"
+
+static void hex(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* Hex SHA-256 of text. */
+static int sha256_hex(const char *text, char out[65])
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    if (!EVP_Digest(text, strlen(text), md, &len, EVP_sha256(), NULL) || len != 32)
+        return -1;
+    hex(md, 32, out);
+    return 0;
+}
+
+static int name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n < 1 || n > AUTH_NAME_MAX)
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+            return 0;
+    return 1;
+}
+
+int auth_expiry(store *s, const char *iso, const char *ttl, char out[40], gt_error *err)
+{
+    out[0] = '\0';
+    if (iso && ttl)
+        return gt_error_set(err, GT_EINVAL, "give an expiry time or a time to live, not both");
+    char *v = NULL;
+    int rc = GT_OK;
+    if (iso) {
+        /* SQLite reads a bare number as a Julian day: ask for a date. */
+        if (strlen(iso) < 10 || !isdigit((unsigned char)iso[0]) || iso[4] != '-')
+            return gt_error_set(err, GT_EINVAL, "expiry '%s' is not an ISO-8601 time"
+                                " (2027-01-31 or 2027-01-31T12:00:00Z)", iso);
+        rc = store_string(s, "reading an expiry", "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ?)",
+                          STORE_ARGS(STORE_TEXT(iso)), &v, err);
+        if (rc == GT_OK && !v[0])
+            rc = gt_error_set(err, GT_EINVAL, "expiry '%s' is not an ISO-8601 time"
+                              " (2027-01-31 or 2027-01-31T12:00:00Z)", iso);
+    } else if (ttl) {
+        char *end = NULL;
+        long long n = strtoll(ttl, &end, 10);
+        long long unit = !end || end == ttl || end[0] == '\0' || end[1] != '\0' ? 0
+                         : *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600
+                         : *end == 'd' ? 86400 : 0;
+        if (unit == 0 || n < 1 || n > 36500LL * 86400 / unit)
+            return gt_error_set(err, GT_EINVAL, "time to live '%s' is not N followed by s, m, h"
+                                " or d (e.g. 30d), at most 100 years", ttl);
+        char mod[48];
+        snprintf(mod, sizeof mod, "+%lld seconds", n * unit);
+        rc = store_string(s, "reading an expiry",
+                          "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
+                          STORE_ARGS(STORE_TEXT(mod)), &v, err);
+    }
+    if (rc == GT_OK && v)
+        snprintf(out, 40, "%s", v);
+    free(v);
+    return rc;
+}
+
+int auth_token_get(store *s, int64_t id, json_t **row, gt_error *err)
+{
+    int rc = store_row_json(s, "reading a token",
+                            "SELECT " TOKEN_COLUMNS " FROM api_tokens WHERE id = ?",
+                            STORE_ARGS(STORE_INT(id)), row, err);
+    return rc == GT_ENOTFOUND
+               ? gt_error_set(err, GT_ENOTFOUND, "token %lld does not exist", (long long)id)
+               : rc;
+}
+
+int auth_token_list(store *s, json_t **rows, gt_error *err)
+{
+    return store_rows_json(s, "listing tokens",
+                           "SELECT " TOKEN_COLUMNS " FROM api_tokens ORDER BY id DESC LIMIT 1000",
+                           STORE_NO_ARGS, rows, err);
+}
+
+int auth_token_count_usable(store *s, long long *n, gt_error *err)
+{
+    int64_t c = 0;
+    int rc = store_int64(s, "counting tokens", "SELECT COUNT(*) FROM api_tokens WHERE " USABLE_SQL,
+                         STORE_NO_ARGS, &c, err);
+    *n = rc ? 0 : (long long)c;
+    return rc;
+}
+
+/* The id of the usable token named name: GT_ENOTFOUND when there is none. */
+static int usable_by_name(store *s, const char *name, int64_t *id, gt_error *err)
+{
+    return store_int64(s, "finding a token",
+                       "SELECT id FROM api_tokens WHERE name = ? AND " USABLE_SQL
+                       " ORDER BY id DESC LIMIT 1",
+                       STORE_ARGS(STORE_TEXT(name)), id, err);
+}
+
+int auth_token_create(store *s, const char *name, const char *role, const char *expires_at,
+                      char token[AUTH_TOKEN_LEN + 1], json_t **row, const char **field,
+                      gt_error *err)
+{
+    const char *unused;
+    if (!field)
+        field = &unused;
+    *field = NULL;
+    token[0] = '\0';
+    if (!name_ok(name)) {
+        *field = "name";
+        return gt_error_set(err, GT_EINVAL, "a token's name is 1 to %d letters, digits, '.', '_'"
+                            " or '-'", AUTH_NAME_MAX);
+    }
+    if (!auth_role_parse(role)) {
+        *field = "role";
+        return gt_error_set(err, GT_EINVAL, "role '%s' is not admin, trainer, sampler or reader",
+                            role ? role : "");
+    }
+    int64_t id = 0;
+    int rc = usable_by_name(s, name, &id, err);
+    if (rc == GT_OK) {
+        *field = "name";
+        return gt_error_set(err, GT_EINVAL, "token '%s' exists (id %lld): revoke it first or"
+                            " pick another name", name, (long long)id);
+    }
+    if (rc != GT_ENOTFOUND)
+        return rc;
+    /* 4 random bytes of public selector, 32 of secret. */
+    unsigned char raw[36];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return gt_error_set(err, GT_EIO, "no random bytes for a token");
+    char digits[73], hash[65], prefix[AUTH_PREFIX_LEN + 1];
+    hex(raw, sizeof raw, digits);
+    OPENSSL_cleanse(raw, sizeof raw);
+    snprintf(token, AUTH_TOKEN_LEN + 1, "gt_%s", digits);
+    OPENSSL_cleanse(digits, sizeof digits);
+    snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
+    if (sha256_hex(token, hash) != 0) {
+        OPENSSL_cleanse(token, AUTH_TOKEN_LEN + 1);
+        return gt_error_set(err, GT_EIO, "SHA-256 failed");
+    }
+    rc = store_int64(s, "creating a token",
+                     "INSERT INTO api_tokens (name, prefix, token_hash, role, expires_at)"
+                     " VALUES (?, ?, ?, ?, NULLIF(?, '')) RETURNING id",
+                     STORE_ARGS(STORE_TEXT(name), STORE_TEXT(prefix), STORE_TEXT(hash),
+                                STORE_TEXT(role), STORE_TEXT(expires_at ? expires_at : "")),
+                     &id, err);
+    if (rc == GT_OK && row)
+        rc = auth_token_get(s, id, row, err);
+    if (rc != GT_OK)
+        OPENSSL_cleanse(token, AUTH_TOKEN_LEN + 1);
+    return rc;
+}
+
+int auth_token_revoke(store *s, const char *which, int64_t *id, gt_error *err)
+{
+    *id = 0;
+    int digits = which && *which && strspn(which, "0123456789") == strlen(which);
+    int rc;
+    if (digits && strlen(which) <= 18) {
+        *id = strtoll(which, NULL, 10);
+        int64_t one;
+        rc = store_int64(s, "finding a token", "SELECT 1 FROM api_tokens WHERE id = ?",
+                         STORE_ARGS(STORE_INT(*id)), &one, err);
+    } else {
+        rc = usable_by_name(s, which ? which : "", id, err);
+    }
+    if (rc == GT_ENOTFOUND)
+        return gt_error_set(err, GT_ENOTFOUND, "no token %s'%s'", digits ? "with id " : "named ",
+                            which ? which : "");
+    if (rc != GT_OK)
+        return rc;
+    return store_exec(s, "revoking a token",
+                      "UPDATE api_tokens SET revoked_at = " NOW_SQL
+                      " WHERE id = ? AND revoked_at IS NULL",
+                      STORE_ARGS(STORE_INT(*id)), err);
+}
+
+int auth_token_verify(store *s, const char *token, auth_verdict *verdict, auth_identity *who,
+                      gt_error *err)
+{
+    *verdict = AUTH_UNKNOWN;
+    memset(who, 0, sizeof *who);
+    if (!token || strlen(token) != AUTH_TOKEN_LEN || strncmp(token, "gt_", 3) != 0)
+        return GT_OK;
+    char hash[65], prefix[AUTH_PREFIX_LEN + 1];
+    if (sha256_hex(token, hash) != 0)
+        return gt_error_set(err, GT_EIO, "SHA-256 failed");
+    snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
+    sqlite3_stmt *st = NULL;
+    const char *what = "checking a token";
+    int rc = store_query(s, what,
+                         "SELECT id, name, role, token_hash, revoked_at IS NOT NULL,"
+                         " expires_at IS NOT NULL AND expires_at <= " NOW_SQL ", expires_at"
+                         " FROM api_tokens WHERE prefix = ?",
+                         STORE_ARGS(STORE_TEXT(prefix)), &st, err);
+    if (rc)
+        return rc;
+    int r;
+    /* Every row of the prefix is compared (a prefix is 32 random bits, so
+     * there is almost always one). */
+    while ((r = store_step(s, st, what, err)) == 1) {
+        const char *h = (const char *)sqlite3_column_text(st, 3);
+        if (!h || strlen(h) != 64 || CRYPTO_memcmp(h, hash, 64) != 0)
+            continue;
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        const char *role = (const char *)sqlite3_column_text(st, 2);
+        const char *exp = (const char *)sqlite3_column_text(st, 6);
+        who->id = sqlite3_column_int64(st, 0);
+        who->role = auth_role_parse(role);
+        snprintf(who->name, sizeof who->name, "%s", name ? name : "");
+        snprintf(who->expires_at, sizeof who->expires_at, "%s", exp ? exp : "");
+        *verdict = sqlite3_column_int(st, 4) ? AUTH_REVOKED
+                   : sqlite3_column_int(st, 5) ? AUTH_EXPIRED
+                   : who->role ? AUTH_VALID : AUTH_UNKNOWN;
+        break;
+    }
+    sqlite3_finalize(st);
+    return r < 0 ? GT_EIO : GT_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Start-up policy
+ * ------------------------------------------------------------------------- */
+
+int auth_host_is_loopback(const char *host)
+{
+    if (!host)
+        return 0;
+    if (strcasecmp(host, "localhost") == 0)
+        return 1;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return 0;
+}
+
+int auth_listen_allowed(const char *host, long long usable_tokens, const char *db, char *why,
+                        size_t cap)
+{
+    if (cap)
+        why[0] = '\0';
+    if (auth_host_is_loopback(host) || usable_tokens > 0)
+        return 1;
+    snprintf(why, cap,
+             "listening on '%s', which is not a loopback address, needs a token, and the"
+             " database %s has none usable: create one with `giant token create --name NAME"
+             " --role admin --db %s` (it prints the token once), then start again",
+             host, db ? db : "", db ? db : "FILE");
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * The guard
+ * ------------------------------------------------------------------------- */
+
+/* Per-token state: the token bucket and when last_used_at was written. */
+typedef struct guard_slot {
+    int64_t id;
+    double tokens;             /* requests the bucket holds now               */
+    double refilled;           /* when tokens was computed (seconds)          */
+    double touched;            /* when last_used_at was written, -1 = never   */
+} guard_slot;
+
+#define GUARD_MAX_SLOTS 4096
+#define TOUCH_EVERY_S 60.0
+
+struct auth_guard {
+    store *db;
+    auth_config cfg;
+    pthread_mutex_t mu;
+    guard_slot *slots;
+    int n, cap;
+};
+
+int auth_guard_new(auth_guard **out, store *db, const auth_config *cfg, gt_error *err)
+{
+    *out = NULL;
+    auth_guard *g = calloc(1, sizeof *g);
+    if (!g)
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    g->db = db;
+    g->cfg = *cfg;
+    if (g->cfg.burst < 1)
+        g->cfg.burst = 1;
+    pthread_mutex_init(&g->mu, NULL);
+    *out = g;
+    return GT_OK;
+}
+
+void auth_guard_free(auth_guard *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_destroy(&g->mu);
+    free(g->slots);
+    free(g);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The slot of id (mu held), made when missing; a full table drops the
+ * slot refilled longest ago (its token starts again with a full bucket). */
+static guard_slot *slot_of(auth_guard *g, int64_t id, double now)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->slots[i].id == id)
+            return &g->slots[i];
+    if (g->n == g->cap) {
+        if (g->cap == GUARD_MAX_SLOTS) {
+            int oldest = 0;
+            for (int i = 1; i < g->n; i++)
+                if (g->slots[i].refilled < g->slots[oldest].refilled)
+                    oldest = i;
+            g->slots[oldest] = g->slots[--g->n];
+        } else {
+            int cap = g->cap ? 2 * g->cap : 16;
+            guard_slot *grown = realloc(g->slots, sizeof *grown * (size_t)cap);
+            if (!grown)
+                return NULL;
+            g->slots = grown;
+            g->cap = cap;
+        }
+    }
+    guard_slot *s = &g->slots[g->n++];
+    *s = (guard_slot){ id, (double)g->cfg.burst, now, -1.0 };
+    return s;
+}
+
+int auth_guard_take(auth_guard *g, int64_t id, double now)
+{
+    if (g->cfg.rate_per_min <= 0)
+        return 0;
+    double rate = g->cfg.rate_per_min / 60.0;     /* per second */
+    int wait = 0;
+    pthread_mutex_lock(&g->mu);
+    guard_slot *s = slot_of(g, id, now);
+    if (s) {
+        double t = s->tokens + (now - s->refilled) * rate;
+        s->tokens = t > g->cfg.burst ? (double)g->cfg.burst : t;
+        s->refilled = now;
+        if (s->tokens >= 1.0)
+            s->tokens -= 1.0;
+        else
+            wait = (int)ceil((1.0 - s->tokens) / rate);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return wait < 0 ? 0 : wait;
+}
+
+/* Writes last_used_at when it was not written for a minute by this
+ * process: one write per token per minute, not one per request. */
+static void touch(auth_guard *g, int64_t id)
+{
+    double now = now_s();
+    int due = 0;
+    pthread_mutex_lock(&g->mu);
+    guard_slot *s = slot_of(g, id, now);
+    if (s && (s->touched < 0 || now - s->touched >= TOUCH_EVERY_S)) {
+        s->touched = now;
+        due = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+    gt_error err = { 0 };
+    if (due && store_exec(g->db, "touching a token",
+                          "UPDATE api_tokens SET last_used_at = " NOW_SQL " WHERE id = ?",
+                          STORE_ARGS(STORE_INT(id)), &err) != GT_OK)
+        log_msg(LOG_WARN, "auth", "token_id=%lld error=\"%s\"", (long long)id, err.message);
+}
+
+static int reply_401(http_request *req, int bad_token, const char *msg)
+{
+    /* RFC 6750: a missing token gets the bare challenge, a bad one
+     * error="invalid_token". */
+    const char *const headers[] = {
+        "WWW-Authenticate",
+        bad_token ? "Bearer realm=\"giant\", error=\"invalid_token\"" : "Bearer realm=\"giant\"",
+        NULL
+    };
+    http_reply_error_headers(req, 401, HTTP_E_UNAUTHORIZED, headers, "%s", msg);
+    return 0;
+}
+
+/* The token of "Bearer <token>" (scheme case-insensitive), or NULL. */
+static const char *bearer(const char *h)
+{
+    while (*h == ' ')
+        h++;
+    if (strncasecmp(h, "Bearer", 6) != 0 || h[6] != ' ')
+        return NULL;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return *h ? h : NULL;
+}
+
+int auth_http_check(http_request *req, unsigned access, void *ctx)
+{
+    auth_guard *g = ctx;
+    if (access & AUTH_OPEN_BIT)
+        return 1;
+    if ((access & AUTH_SCRAPE_BIT) && g->cfg.public_metrics)
+        return 1;
+    unsigned allowed = (access & AUTH_ALL_ROLES) | AUTH_ADMIN;
+    if (access & AUTH_SCRAPE_BIT)
+        allowed = AUTH_ALL_ROLES;
+    const char *h = http_header(req, "Authorization");
+    char msg[512];
+    if (!h) {
+        if (!g->cfg.require_tokens && http_client_loopback(req)) {
+            http_set_principal(req, 0, AUTH_ALL_ROLES);
+            return 1;
+        }
+        snprintf(msg, sizeof msg, "%s %s needs a token: send 'Authorization: Bearer <token>'",
+                 http_method(req), http_path(req));
+        return reply_401(req, 0, msg);
+    }
+    const char *token = bearer(h);
+    if (!token)
+        return reply_401(req, 1, "the Authorization header must be 'Bearer <token>'");
+    auth_verdict v;
+    auth_identity who;
+    gt_error err = { 0 };
+    if (auth_token_verify(g->db, token, &v, &who, &err) != GT_OK) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        return 0;
+    }
+    if (v != AUTH_VALID) {
+        if (v == AUTH_REVOKED)
+            snprintf(msg, sizeof msg, "token '%s' was revoked", who.name);
+        else if (v == AUTH_EXPIRED)
+            snprintf(msg, sizeof msg, "token '%s' expired at %s", who.name, who.expires_at);
+        else
+            snprintf(msg, sizeof msg, "the token is not one of this service's");
+        return reply_401(req, 1, msg);
+    }
+    if (!(who.role & allowed)) {
+        char roles[64];
+        role_list(allowed, roles, sizeof roles);
+        http_reply_error(req, 403, HTTP_E_FORBIDDEN, NULL,
+                         "token '%s' has role %s; %s %s needs one of: %s", who.name,
+                         auth_role_name(who.role), http_method(req), http_path(req), roles);
+        return 0;
+    }
+    int wait = auth_guard_take(g, who.id, now_s());
+    if (wait > 0) {
+        http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, wait,
+                               "token '%s' is over %ld requests a minute (burst %ld): retry in"
+                               " %d s", who.name, g->cfg.rate_per_min, g->cfg.burst, wait);
+        return 0;
+    }
+    touch(g, who.id);
+    http_set_principal(req, who.id, who.role);
+    return 1;
+}

@@ -1,0 +1,160 @@
+/* auth: bearer tokens, roles, and per-token request-rate limits.
+ *
+ * Owner of the api_tokens table: every SQL statement on it is here.  A
+ * token is "gt_" + 8 hex digits of a public selector (the `prefix` column
+ * holds "gt_" and them, shown in listings) + 64 hex digits of a random
+ * 256-bit secret; the database keeps only the hex SHA-256 of the whole
+ * token.  A presented token is found by its prefix and its hash compared
+ * in constant time (CRYPTO_memcmp), so nothing about the secret shows in
+ * the time a refusal takes.
+ *
+ * The policy: each route of routes.c's table declares in its flags the
+ * roles that may call it (AUTH_TO_* below); http.c calls auth_http_check
+ * for every routed request before the body is read and before the handler.
+ * A route that declares nothing is for admins only.  A request without a
+ * token is let through only from a loopback address and only when tokens
+ * are not required; a request with one is checked wherever it comes from.
+ *
+ * Depends on store, http, log, OpenSSL's libcrypto. */
+#ifndef AUTH_H
+#define AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "gt_error.h"
+#include "http.h"
+#include "store.h"
+
+/* Roles, as bits; admin may call every route. */
+enum {
+    AUTH_ADMIN = 1u << 0,
+    AUTH_TRAINER = 1u << 1,
+    AUTH_SAMPLER = 1u << 2,
+    AUTH_READER = 1u << 3,
+    AUTH_ALL_ROLES = AUTH_ADMIN | AUTH_TRAINER | AUTH_SAMPLER | AUTH_READER,
+    AUTH_SCRAPE_BIT = 1u << 6,   /* /metrics: open unless --public-metrics 0 */
+    AUTH_OPEN_BIT = 1u << 7,     /* no token ever (health checks)           */
+};
+
+/* What a route of routes.c's table needs, for its flags. */
+#define AUTH_OPEN        HTTP_ACCESS(AUTH_OPEN_BIT)
+#define AUTH_SCRAPE      HTTP_ACCESS(AUTH_SCRAPE_BIT)
+#define AUTH_ANY_ROLE    HTTP_ACCESS(AUTH_READER | AUTH_TRAINER | AUTH_SAMPLER)
+#define AUTH_TO_READ     HTTP_ACCESS(AUTH_READER | AUTH_TRAINER)
+#define AUTH_TO_SAMPLE   HTTP_ACCESS(AUTH_SAMPLER | AUTH_TRAINER)
+#define AUTH_TO_TRAIN    HTTP_ACCESS(AUTH_TRAINER)
+#define AUTH_ADMIN_ONLY  HTTP_ACCESS(AUTH_ADMIN)
+
+#define AUTH_TOKEN_LEN 75          /* "gt_" + 8 + 64 hex digits            */
+#define AUTH_PREFIX_LEN 11         /* "gt_" + 8 hex digits                  */
+#define AUTH_NAME_MAX 64
+
+/* "admin", "trainer", "sampler", "reader" for one role bit, else "?". */
+const char *auth_role_name(unsigned role);
+/* The role bit of a name, 0 when it is none of the four. */
+unsigned auth_role_parse(const char *name);
+
+/* ---------------------------------------------------------------------------
+ * Tokens in the database
+ * ------------------------------------------------------------------------- */
+
+/* The expiry of a new token as the table stores it (ISO-8601 UTC with
+ * milliseconds) from either an ISO-8601 time ("2027-01-01",
+ * "2027-01-01T12:00:00Z", with an offset) or a time to live ("90s", "45m",
+ * "12h", "30d").  Both NULL gives "" (no expiry).  GT_EINVAL naming the
+ * value otherwise. */
+int auth_expiry(store *s, const char *iso, const char *ttl, char out[40], gt_error *err);
+
+/* Creates a token: name (1..64 of [A-Za-z0-9._-], not the name of another
+ * usable token), role by name, expires_at "" for none.  Writes the token,
+ * which is never stored and cannot be shown again, into token and the new
+ * row (as auth_token_get) into *row (may be NULL).  GT_EINVAL for a bad or
+ * taken name or an unknown role, with *field (may be NULL) set to "name"
+ * or "role". */
+int auth_token_create(store *s, const char *name, const char *role, const char *expires_at,
+                      char token[AUTH_TOKEN_LEN + 1], json_t **row, const char **field,
+                      gt_error *err);
+
+/* A token's row: id, name, prefix, role, status (active, expired,
+ * revoked), created_at, expires_at, last_used_at, revoked_at.  Never the
+ * hash.  GT_ENOTFOUND with a message when there is no such id. */
+int auth_token_get(store *s, int64_t id, json_t **row, gt_error *err);
+
+/* Every token, newest first (at most 1000). */
+int auth_token_list(store *s, json_t **rows, gt_error *err);
+
+/* Revokes the token whose id or name (the one usable token of that name)
+ * `which` is; revoking a revoked token changes nothing.  *id gets its id.
+ * GT_ENOTFOUND when there is none. */
+int auth_token_revoke(store *s, const char *which, int64_t *id, gt_error *err);
+
+/* Tokens neither revoked nor expired. */
+int auth_token_count_usable(store *s, long long *n, gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Checking a presented token
+ * ------------------------------------------------------------------------- */
+
+typedef enum {
+    AUTH_VALID = 0,
+    AUTH_UNKNOWN,              /* malformed, or no such token                 */
+    AUTH_REVOKED,
+    AUTH_EXPIRED,
+} auth_verdict;
+
+typedef struct auth_identity {
+    int64_t id;
+    unsigned role;             /* one role bit                                */
+    char name[AUTH_NAME_MAX + 1];
+    char expires_at[40];
+} auth_identity;
+
+/* Looks token up: *verdict says what was found; who is filled unless
+ * AUTH_UNKNOWN.  Fails only when the database does. */
+int auth_token_verify(store *s, const char *token, auth_verdict *verdict, auth_identity *who,
+                      gt_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Start-up policy
+ * ------------------------------------------------------------------------- */
+
+/* 1 when host (a listen address's host part) is loopback: 127.0.0.0/8, ::1,
+ * "localhost". */
+int auth_host_is_loopback(const char *host);
+
+/* May `giant serve` listen on host with this many usable tokens?  Returns
+ * 1, or 0 with why filled: a non-loopback address needs at least one
+ * token, and why says how to create one (db names the database). */
+int auth_listen_allowed(const char *host, long long usable_tokens, const char *db, char *why,
+                        size_t cap);
+
+/* ---------------------------------------------------------------------------
+ * The server's guard: the authorize hook and its per-token state
+ * ------------------------------------------------------------------------- */
+
+typedef struct auth_config {
+    int require_tokens;        /* 1: loopback requests need a token too       */
+    int public_metrics;        /* 1: /metrics needs no token                  */
+    long rate_per_min;         /* requests per minute per token, 0 = no limit */
+    long burst;                /* requests a token may send at once           */
+} auth_config;
+
+typedef struct auth_guard auth_guard;
+
+int auth_guard_new(auth_guard **out, store *db, const auth_config *cfg, gt_error *err);
+void auth_guard_free(auth_guard *g);
+
+/* The http_authorize_fn of the service (ctx is the guard): 401
+ * unauthorized with WWW-Authenticate: Bearer, 403 forbidden naming the
+ * roles the route takes, 429 rate_limited with Retry-After.  Touches the
+ * token's last_used_at at most once a minute. */
+int auth_http_check(http_request *req, unsigned access, void *ctx);
+
+/* The token bucket alone, for tests: may a request of token id go now
+ * (now_s on any monotonic clock)?  Returns 0, or the seconds to wait. */
+int auth_guard_take(auth_guard *g, int64_t id, double now_s);
+
+#endif
