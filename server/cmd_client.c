@@ -6,7 +6,11 @@
  *   giant sample --server URL --run ID ... -o OUT.h5   showers over HTTP
  *
  * Each takes --server URL (default: http:// and the service's default
- * listen address, from the settings table; env GIANT_SERVER). */
+ * listen address, from the settings table; env GIANT_SERVER) and --token
+ * TOKEN (env GIANT_TOKEN; none by default, which a service on loopback
+ * takes unless it requires tokens).  A 429 or 503 with Retry-After is
+ * waited out and retried by the client library (a bounded number of
+ * times). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,24 @@ static const char *default_server(void)
         return s;
     snprintf(url, sizeof url, "http://%s", settings_default("listen"));
     return url;
+}
+
+/* GIANT_TOKEN, else none. */
+static const char *default_token(void)
+{
+    const char *t = getenv("GIANT_TOKEN");
+    return t && *t ? t : NULL;
+}
+
+/* gc_open, then the token every request of the command sends. */
+static int open_client(const char *server, const char *token, gc_client **c, gt_error *err)
+{
+    int rc = gc_open(c, server, err);
+    if (rc == GT_OK && (rc = gc_set_token(*c, token, err)) != GT_OK) {
+        gc_close(*c);
+        *c = NULL;
+    }
+    return rc;
 }
 
 static char *read_file(const char *path, gt_error *err)
@@ -74,19 +96,22 @@ static long long parse_run_id(const char *s)
 typedef int (*client_option_fn)(void *ctx, int opt, const char *arg);
 
 /* The option loop every client command shares: opts holds the command's
- * own options and --server ('S') and --help ('h').  --server sets *server,
- * --help prints `help` and ends the command with 0, an option getopt
- * refuses ends it with 2, the others go to take.  Returns -1 when the
- * command goes on (its operands from optind). */
+ * own options and --server ('S'), --token ('T') and --help ('h').
+ * --server sets *server, --token *token, --help prints `help` and ends the
+ * command with 0, an option getopt refuses ends it with 2, the others go
+ * to take.  Returns -1 when the command goes on (its operands from
+ * optind). */
 static int client_options(int argc, char **argv, const char *shortopts,
                           const struct option *opts, const char *help, const char **server,
-                          client_option_fn take, void *ctx)
+                          const char **token, client_option_fn take, void *ctx)
 {
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         if (o == 'S') {
             *server = optarg;
+        } else if (o == 'T') {
+            *token = optarg;
         } else if (o == 'h') {
             printf("%s", help);
             return 0;
@@ -99,7 +124,8 @@ static int client_options(int argc, char **argv, const char *shortopts,
     return -1;
 }
 
-#define CLIENT_SERVER_OPTION {"server", required_argument, 0, 'S'}
+#define CLIENT_SERVER_OPTION {"server", required_argument, 0, 'S'}, \
+                             {"token", required_argument, 0, 'T'}
 #define CLIENT_HELP_OPTION {"help", no_argument, 0, 'h'}
 
 /* ---------------------------------------------------------------------------
@@ -115,15 +141,15 @@ static int submit_option(void *key, int opt, const char *arg)
 
 int cmd_submit(int argc, char **argv)
 {
-    const char *server = default_server(), *key = NULL;
+    const char *server = default_server(), *key = NULL, *token = default_token();
     static const struct option opts[] = {CLIENT_SERVER_OPTION,
                                          {"key", required_argument, 0, 'k'},
                                          CLIENT_HELP_OPTION,
                                          {0, 0, 0, 0}};
     static const char help[] =
-        "usage: giant submit CONFIG.json [--key IDEMPOTENCY_KEY] [--server URL]\n\n"
+        "usage: giant submit CONFIG.json [--key IDEMPOTENCY_KEY] [--server URL] [--token T]\n\n"
         "Queues a training run on the service and prints its id.\n";
-    int rc = client_options(argc, argv, "h", opts, help, &server, submit_option, &key);
+    int rc = client_options(argc, argv, "h", opts, help, &server, &token, submit_option, &key);
     if (rc >= 0)
         return rc;
     if (optind + 1 != argc) {
@@ -135,7 +161,7 @@ int cmd_submit(int argc, char **argv)
     json_t *run = NULL;
     char *text = read_file(argv[optind], &err);
     int status = 1;
-    if (text && gc_open(&c, server, &err) == GT_OK &&
+    if (text && open_client(server, token, &c, &err) == GT_OK &&
         gc_submit_run(c, text, key, &run, &err) == GT_OK) {
         printf("%lld\n", (long long)json_integer_value(json_object_get(run, "id")));
         fprintf(stderr, "run %lld %s\n", (long long)json_integer_value(json_object_get(run, "id")),
@@ -171,7 +197,7 @@ static int runs_option(void *ctx, int opt, const char *arg)
 
 int cmd_runs(int argc, char **argv)
 {
-    const char *server = default_server();
+    const char *server = default_server(), *token = default_token();
     runs_filter f = {NULL, 20};
     static const struct option opts[] = {CLIENT_SERVER_OPTION,
                                          {"status", required_argument, 0, 't'},
@@ -179,9 +205,9 @@ int cmd_runs(int argc, char **argv)
                                          CLIENT_HELP_OPTION,
                                          {0, 0, 0, 0}};
     static const char help[] =
-        "usage: giant runs [--status S] [--limit N] [--server URL]\n\n"
+        "usage: giant runs [--status S] [--limit N] [--server URL] [--token T]\n\n"
         "Lists runs, newest first.\n";
-    int rc = client_options(argc, argv, "h", opts, help, &server, runs_option, &f);
+    int rc = client_options(argc, argv, "h", opts, help, &server, &token, runs_option, &f);
     if (rc >= 0)
         return rc;
     if (optind != argc || f.limit < 1 || f.limit > 100) {
@@ -191,7 +217,8 @@ int cmd_runs(int argc, char **argv)
     gt_error err = {0};
     gc_client *c = NULL;
     json_t *page = NULL;
-    if (gc_open(&c, server, &err) || gc_list_runs(c, f.status, NULL, f.limit, &page, &err)) {
+    if (open_client(server, token, &c, &err) ||
+        gc_list_runs(c, f.status, NULL, f.limit, &page, &err)) {
         fprintf(stderr, "giant runs: %s\n", err.message);
         gc_close(c);
         return 1;
@@ -257,12 +284,12 @@ static int on_event(void *user, long long id, const char *event, const char *dat
 
 int cmd_watch(int argc, char **argv)
 {
-    const char *server = default_server();
+    const char *server = default_server(), *token = default_token();
     static const struct option opts[] = {CLIENT_SERVER_OPTION, CLIENT_HELP_OPTION, {0, 0, 0, 0}};
     static const char help[] =
-        "usage: giant watch RUN_ID [--server URL]\n\n"
+        "usage: giant watch RUN_ID [--server URL] [--token T]\n\n"
         "Prints a run's progress live until it ends; exits 0 when it succeeded.\n";
-    int rc = client_options(argc, argv, "h", opts, help, &server, NULL, NULL);
+    int rc = client_options(argc, argv, "h", opts, help, &server, &token, NULL, NULL);
     if (rc >= 0)
         return rc;
     long long id = optind + 1 == argc ? parse_run_id(argv[optind]) : 0;
@@ -273,7 +300,7 @@ int cmd_watch(int argc, char **argv)
     gt_error err = {0};
     gc_client *c = NULL;
     watch_state w = {"", ""};
-    if (gc_open(&c, server, &err) || gc_watch_events(c, id, 0, on_event, &w, &err)) {
+    if (open_client(server, token, &c, &err) || gc_watch_events(c, id, 0, on_event, &w, &err)) {
         fprintf(stderr, "giant watch: %s\n", err.message);
         gc_close(c);
         return 1;
@@ -294,18 +321,18 @@ static int sample_option(void *args, int opt, const char *arg)
 
 int cmd_sample_remote(int argc, char **argv)
 {
-    const char *server = default_server();
+    const char *server = default_server(), *token = default_token();
     sample_args a;
     sample_args_default(&a);
     static const struct option opts[] = {CLIENT_SERVER_OPTION, SAMPLE_ARGS_OPTIONS,
                                          CLIENT_HELP_OPTION, {0, 0, 0, 0}};
     static const char help[] =
         "usage: giant sample --server URL --run ID --n N -o OUT.h5 [--seed S]\n"
-        "       [--energy MODE] [--emin MEV] [--emax MEV] [--steps K]\n\n"
+        "       [--energy MODE] [--emin MEV] [--emax MEV] [--steps K] [--token T]\n\n"
         "Asks a running service for N showers of a run (its best checkpoints)\n"
         "and writes the CaloChallenge HDF5 file it returns.\n";
-    int rc = client_options(argc, argv, SAMPLE_ARGS_SHORT "h", opts, help, &server, sample_option,
-                            &a);
+    int rc = client_options(argc, argv, SAMPLE_ARGS_SHORT "h", opts, help, &server, &token,
+                            sample_option, &a);
     if (rc >= 0)
         return rc;
     if (a.n <= 0 || a.run <= 0 || !a.out_path || a.steps < 0 || optind != argc) {
@@ -323,7 +350,7 @@ int cmd_sample_remote(int argc, char **argv)
     gc_client *c = NULL;
     gc_response r = {0};
     int status = 1;
-    if (!text || gc_open(&c, server, &err) ||
+    if (!text || open_client(server, token, &c, &err) ||
         gc_sample(c, a.run, text, GC_ACCEPT_HDF5, &r, &err)) {
         fprintf(stderr, "giant sample: %s\n", text ? err.message : "out of memory");
     } else {

@@ -13,6 +13,8 @@
 struct gc_client {
     CURL *curl;
     char base[512];
+    char auth[320];            /* "Authorization: Bearer ...", or ""        */
+    int retries;
 };
 
 int gc_open(gc_client **out, const char *base_url, gt_error *err)
@@ -36,10 +38,30 @@ int gc_open(gc_client **out, const char *base_url, gt_error *err)
         return gt_error_set(err, GT_EIO, "curl_easy_init failed");
     }
     snprintf(c->base, sizeof c->base, "%s", base_url);
+    c->retries = GC_RETRIES;
     while (n > 0 && c->base[n - 1] == '/')
         c->base[--n] = '\0';
     *out = c;
     return GT_OK;
+}
+
+int gc_set_token(gc_client *c, const char *token, gt_error *err)
+{
+    c->auth[0] = '\0';
+    if (!token || !*token)
+        return GT_OK;
+    for (const char *p = token; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+            return gt_error_set(err, GT_EINVAL, "the token has a space or control character");
+    if (strlen(token) > sizeof c->auth - 32)
+        return gt_error_set(err, GT_EINVAL, "the token is too long");
+    snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
+    return GT_OK;
+}
+
+void gc_set_retries(gc_client *c, int retries)
+{
+    c->retries = retries < 0 ? 0 : retries;
 }
 
 void gc_close(gc_client *c)
@@ -113,6 +135,8 @@ int gc_request(gc_client *c, const char *method, const char *path, const char *c
         hl = curl_slist_append(hl, ct);
     }
     hl = curl_slist_append(hl, "Expect:");
+    if (c->auth[0])
+        hl = curl_slist_append(hl, c->auth);
     for (int i = 0; headers && headers[i]; i++)
         hl = curl_slist_append(hl, headers[i]);
     CURL *h = c->curl;
@@ -168,13 +192,35 @@ int gc_check(const gc_response *r, gt_error *err)
     return code;
 }
 
-/* A JSON call: request, status check, parse. */
+/* gc_request, again after Retry-After seconds (1 to 30) while the reply
+ * is a 429 or 503 that has one, at most c->retries times.  Such a reply
+ * means the server did not act on the request, so sending it again is
+ * safe even for a POST. */
+static int request_retrying(gc_client *c, const char *method, const char *path,
+                            const char *content_type, const void *body, size_t len,
+                            const char *const *headers, gc_response *out, gt_error *err)
+{
+    for (int attempt = 0;; attempt++) {
+        int rc = gc_request(c, method, path, content_type, body, len, headers, out, err);
+        if (rc)
+            return rc;
+        int busy = (out->status == 429 || out->status == 503) && out->retry_after[0];
+        if (!busy || attempt >= c->retries)
+            return GT_OK;
+        long s = strtol(out->retry_after, NULL, 10);
+        gc_response_free(out);
+        struct timespec nap = {s < 1 ? 1 : s > 30 ? 30 : s, 0};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* A JSON call: request (retried as above), status check, parse. */
 static int call_json(gc_client *c, const char *method, const char *path, const char *body,
                      const char *const *headers, json_t **out, gt_error *err)
 {
     gc_response r;
-    int rc = gc_request(c, method, path, body ? "application/json" : NULL, body,
-                        body ? strlen(body) : 0, headers, &r, err);
+    int rc = request_retrying(c, method, path, body ? "application/json" : NULL, body,
+                              body ? strlen(body) : 0, headers, &r, err);
     if (rc)
         return rc;
     if ((rc = gc_check(&r, err))) {
@@ -239,20 +285,10 @@ int gc_sample(gc_client *c, long long id, const char *body_json, const char *acc
     snprintf(path, sizeof path, "/v1/runs/%lld/samples", id);
     snprintf(acc, sizeof acc, "Accept: %s", accept ? accept : GC_ACCEPT_JSON);
     const char *headers[] = {acc, NULL};
-    int rc;
-    for (int attempt = 0;; attempt++) {
-        rc = gc_request(c, "POST", path, "application/json", body_json, strlen(body_json),
-                        headers, out, err);
-        if (rc)
-            return rc;
-        int busy = (out->status == 429 || out->status == 503) && out->retry_after[0];
-        if (!busy || attempt == GC_SAMPLE_RETRIES)
-            break;
-        long s = strtol(out->retry_after, NULL, 10);
-        gc_response_free(out);
-        struct timespec nap = {s < 1 ? 1 : s > 30 ? 30 : s, 0};
-        nanosleep(&nap, NULL);
-    }
+    int rc = request_retrying(c, "POST", path, "application/json", body_json,
+                              strlen(body_json), headers, out, err);
+    if (rc)
+        return rc;
     if ((rc = gc_check(out, err)))
         gc_response_free(out);
     return rc;
@@ -386,6 +422,8 @@ int gc_watch_events(gc_client *c, long long id, long long last_event_id, gc_even
     struct curl_slist *hl = curl_slist_append(NULL, "Accept: text/event-stream");
     if (last_event_id > 0)
         hl = curl_slist_append(hl, last);
+    if (c->auth[0])
+        hl = curl_slist_append(hl, c->auth);
     sse_parser p = {.fn = fn, .user = user};
     CURL *h = c->curl;
     curl_easy_reset(h);

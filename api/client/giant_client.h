@@ -14,6 +14,12 @@
  * GT_EINVAL, 5xx / transport -> GT_EIO).  gc_request gives the raw reply
  * for anything else.  A client handle is not thread-safe: one per thread.
  *
+ * With gc_set_token every request carries "Authorization: Bearer <token>".
+ * The calls below gc_request (runs, samples) retry a 429 or 503 that has a
+ * Retry-After header (the server's rate, queue or memory budget is full and
+ * the request was not acted on): they wait that many seconds (1 to 30) and
+ * send it again, at most gc_set_retries times (default GC_RETRIES).
+ *
  * It also holds the codec of the binary shower layout (gc_showers_*): the
  * service encodes its application/octet-stream replies with it, clients
  * decode them with it, so the layout is written down in one place.
@@ -47,6 +53,14 @@ typedef struct gc_response {
 int gc_open(gc_client **out, const char *base_url, gt_error *err);
 void gc_close(gc_client *c);
 
+/* The bearer token every request sends from now on (NULL or "": none).
+ * GT_EINVAL for a token with spaces or control characters. */
+int gc_set_token(gc_client *c, const char *token, gt_error *err);
+
+/* How many times a 429/503 with Retry-After is retried (0: never). */
+#define GC_RETRIES 20
+void gc_set_retries(gc_client *c, int retries);
+
 /* One request. headers: NULL or NULL-terminated "Name: value" strings.
  * Any HTTP status is GT_OK here; only transport failures are errors. */
 int gc_request(gc_client *c, const char *method, const char *path, const char *content_type,
@@ -68,10 +82,9 @@ int gc_cancel_run(gc_client *c, long long id, json_t **out, gt_error *err);
 
 /* POST /v1/runs/{id}/samples with body (JSON text) and Accept.  A 429 or
  * 503 with Retry-After (the server's memory or rate budget for samples is
- * full) is retried after that many seconds (at most 30 each), up to
- * GC_SAMPLE_RETRIES times: the same request gives the same showers, so a
+ * full) is retried as above: the same request gives the same showers, so a
  * retry is safe. */
-#define GC_SAMPLE_RETRIES 20
+#define GC_SAMPLE_RETRIES GC_RETRIES
 int gc_sample(gc_client *c, long long id, const char *body_json, const char *accept,
               gc_response *out, gt_error *err);
 
