@@ -15,6 +15,7 @@
 struct sched;
 struct sampling;
 struct datasets;
+struct evaluations;
 struct http_server;
 
 #define APP_MAX_DEVICES 17     /* the CPU and up to 16 GPUs */
@@ -32,6 +33,7 @@ typedef struct app {
     struct sched *sched;       /* training worker (own locking)               */
     struct sampling *sampling; /* sampling worker (own locking)               */
     struct datasets *datasets; /* background dataset jobs (own locking)       */
+    struct evaluations *evaluations; /* evaluation jobs (own locking)       */
     struct http_server *srv;   /* for /metrics counters                        */
     atomic_int stopping;       /* set at shutdown: event streams end          */
     atomic_llong sample_bytes; /* held by the sample requests in flight

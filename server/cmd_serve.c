@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "commands.h"
 #include "datasets.h"
+#include "evaluations.h"
 #include "sampling.h"
 #include "sched.h"
 #include "http.h"
@@ -193,7 +194,8 @@ int cmd_serve(int argc, char **argv)
         sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device,
                     a.cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, &err) != GT_OK ||
         sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
-                       (int)a.cfg.batch_delay_ms, &err) != GT_OK) {
+                       (int)a.cfg.batch_delay_ms, &err) != GT_OK ||
+        evaluations_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
     }
@@ -238,6 +240,9 @@ int cmd_serve(int argc, char **argv)
      * queued sample requests still get their showers while draining. */
     sched_stop(a.sched);
     a.sched = NULL;
+    /* An evaluation stops at its next chunk and goes back to the queue. */
+    evaluations_stop(a.evaluations);
+    a.evaluations = NULL;
     int left = drain(srv, &sigs, a.cfg.shutdown_grace);
     if (left)
         log_msg(LOG_WARN, "shutdown", "abandoned=%d", left);
@@ -245,6 +250,7 @@ int cmd_serve(int argc, char **argv)
 out:
     /* Resumes every suspended request (failing the queued ones) before
      * the daemon stops, as MHD requires. */
+    evaluations_stop(a.evaluations);   /* it submits to the sampling worker */
     sampling_stop(a.sampling);
     a.sampling = NULL;
     http_server_free(srv);         /* joins the pool: no handler runs past here */

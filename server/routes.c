@@ -9,6 +9,7 @@
 #include "build_info.h"
 #include "embed.h"
 #include "routes_datasets.h"
+#include "routes_evaluations.h"
 #include "routes_events.h"
 #include "routes_runs.h"
 #include "routes_samples.h"
@@ -266,6 +267,10 @@ static const struct {
     { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}", route_runs_checkpoint,  AUTH_TO_READ },
     /* routes_samples.c */
     { "POST", "/v1/runs/{id}/samples",            route_runs_samples,     HTTP_JSON_BODY | AUTH_TO_SAMPLE },
+    /* routes_evaluations.c */
+    { "POST", "/v1/runs/{id}/evaluations",        route_evaluations_create, HTTP_JSON_BODY | AUTH_TO_SAMPLE },
+    { "GET",  "/v1/runs/{id}/evaluations",        route_evaluations_list, AUTH_TO_READ },
+    { "GET",  "/v1/runs/{id}/evaluations/{eid}",  route_evaluations_get,  AUTH_TO_READ },
     /* routes_datasets.c */
     { "POST", "/v1/datasets",                     route_datasets_create,  HTTP_JSON_BODY | AUTH_ADMIN_ONLY },
     { "GET",  "/v1/datasets",                     route_datasets_list,    AUTH_TO_READ },

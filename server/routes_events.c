@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "app.h"
+#include "evaluations.h"
 #include "routes.h"
 #include "runs.h"
 
@@ -80,13 +81,16 @@ static int sse_fetch(sse *s)
     return n;
 }
 
+/* Finished: the run ended and none of its evaluations is queued or
+ * running (their "evaluation" events come after the run's end). */
 static int run_finished(store *db, int64_t run)
 {
     char st[16] = "";
     if (runs_status(db, run, st, NULL) != GT_OK)
         return 1;
-    return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
-           strcmp(st, "cancelled") == 0;
+    return (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
+            strcmp(st, "cancelled") == 0) &&
+           evaluations_active(db, run) == 0;
 }
 
 /* Never returns 0 (nothing ready): it naps in short steps instead and

@@ -308,6 +308,11 @@ int runs_request_cancel(store *s, int64_t id, gt_error *err)
                       STORE_ARGS(STORE_INT(id)), err);
 }
 
+int runs_append_event(store *s, int64_t id, const char *kind, const char *data, gt_error *err)
+{
+    return event(s, id, kind, data, err);
+}
+
 int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err)
 {
     /* Conditional: a run the worker took meanwhile is left to the worker. */

@@ -79,6 +79,10 @@ int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, floa
  * between steps); a finished run is left alone. */
 int runs_request_cancel(store *s, int64_t id, gt_error *err);
 
+/* Appends an event of `kind` (data: JSON text) to the run's stream: what
+ * another module reports on a run, such as its evaluations' progress
+ * (kind "evaluation"), goes through here so run_events keeps one owner. */
+int runs_append_event(store *s, int64_t id, const char *kind, const char *data, gt_error *err);
 
 /* Cancels the run now if it is still queued, with its "cancelled" event;
  * *cancelled says whether it was (0: it had left the queue). */

@@ -33,6 +33,9 @@ struct sampling_job {
     int64_t n;
     float *e_inc;          /* [n], owned by the job's creator              */
     uint64_t seed;
+    int64_t row0;          /* index of e_inc[0] in the caller's whole sample
+                              (0 for a request on its own): a sample made in
+                              chunks equals the same sample asked at once */
     int steps;             /* <= 0: the run's sample.steps                  */
     void (*done)(sampling_job *job);  /* called on the worker thread        */
     void *user;
