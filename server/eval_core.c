@@ -141,6 +141,10 @@ int eval_core_compare(const eval_core_sample *a, const eval_core_sample *ref,
     for (int k = 0; k < 2; k++) {
         if (!o->classifier[k])
             continue;
+        if (o->should_stop && o->should_stop(o->stop_user)) {
+            rc = gt_error_set(err, GT_ECANCELLED, "stopped");
+            break;
+        }
         if (k && (!a->low || !ref->low)) {
             rc = gt_error_set(err, GT_EINVAL, "the low-level classifier needs the voxels");
             break;

@@ -353,6 +353,12 @@ static int generate(evaluations *e, int64_t eid, int64_t run, const eval_request
     return rc;
 }
 
+static int stopping(void *user)
+{
+    evaluations *e = user;
+    return atomic_load(&e->w.stopping);
+}
+
 /* Runs evaluation eid; *result gets the document's text. */
 static int evaluate(evaluations *e, int64_t eid, int64_t run, const char *request,
                     char **result, gt_error *err)
@@ -361,6 +367,8 @@ static int evaluate(evaluations *e, int64_t eid, int64_t run, const char *reques
     int rc = parse_request(request, &r, err);
     if (rc)
         return rc;
+    r.opt.should_stop = stopping;
+    r.opt.stop_user = e;
     char geometry[64] = "";
     geo_geometry geo;
     synth_detector det;

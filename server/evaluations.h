@@ -24,9 +24,10 @@
  * GET /v1/runs/{id}/events shows it live.
  * - Restart after a crash: evaluations left 'running' become 'failed'
  *   with the reason (queue them again); queued ones run.
- * - Stop (SIGTERM): the worker stops between chunks and puts its
- *   evaluation back in the queue; it starts again from the beginning at
- *   the next start (a classifier in training is finished first).
+ * - Stop (SIGTERM): the worker stops between chunks and before each
+ *   classifier and puts its evaluation back in the queue; it starts again
+ *   from the beginning at the next start (a classifier in training is
+ *   finished first: shutdown waits for one classifier at most).
  * Depends on store, runs, datasets, sampling, eval_core, log,
  * worker_thread and the engine's model_data / synth / geo. */
 #ifndef EVALUATIONS_H

@@ -179,6 +179,31 @@ int main(void)
           memcmp(other.j.showers, k[4].j.showers, 4 * (size_t)k[4].j.voxels * sizeof(float)) != 0);
     job_free(&other);
 
+    /* A sample made in chunks (row0: where each starts in the whole) equals
+     * the sample asked at once, as the evaluations worker makes it. */
+    job whole, part[2];
+    job_init(&whole, run, version, 6, 105, 0);
+    job_init(&part[0], run, version, 4, 105, 0);
+    job_init(&part[1], run, version, 2, 105, 0);
+    memcpy(part[1].j.e_inc, whole.j.e_inc + 4, 2 * sizeof(float));
+    part[1].j.row0 = 4;
+    run_jobs(alone, &whole, 1);
+    run_jobs(alone, part, 2);
+    size_t vb = (size_t)whole.j.voxels * sizeof(float);
+    CHECK(whole.j.rc == GT_OK && part[0].j.rc == GT_OK && part[1].j.rc == GT_OK &&
+          memcmp(part[0].j.showers, whole.j.showers, 4 * vb) == 0 &&
+          memcmp(part[1].j.showers, whole.j.showers + 4 * (size_t)whole.j.voxels, 2 * vb) == 0);
+    /* without row0 the second chunk would repeat the first's noise */
+    job norow;
+    job_init(&norow, run, version, 2, 105, 0);
+    memcpy(norow.j.e_inc, whole.j.e_inc + 4, 2 * sizeof(float));
+    run_jobs(alone, &norow, 1);
+    CHECK(norow.j.rc == GT_OK && memcmp(norow.j.showers, part[1].j.showers, 2 * vb) != 0);
+    job_free(&whole);
+    job_free(&part[0]);
+    job_free(&part[1]);
+    job_free(&norow);
+
     /* An unknown run and a run without checkpoints fail with the reason. */
     job bad[2];
     job_init(&bad[0], 999, 0, 2, 1, 0);
