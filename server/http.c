@@ -750,12 +750,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     char path[512], method[48];
     log_escape(req->path, path, sizeof path);
     log_escape(req->method, method, sizeof method);
+    /* The token's id, so the log says who did what (never the token). */
+    char who[32] = "";
+    if (req->principal > 0)
+        snprintf(who, sizeof who, " token=%lld", (long long)req->principal);
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        log_msg(LOG_INFO, "request", "method=%s path=%s status=%u bytes=%zu us=%lld", method,
-                path, req->status, req->bytes, us);
+        log_msg(LOG_INFO, "request", "method=%s path=%s status=%u bytes=%zu us=%lld%s", method,
+                path, req->status, req->bytes, us, who);
     else
-        log_msg(LOG_WARN, "request", "method=%s path=%s status=%u bytes=%zu us=%lld aborted=%d",
-                method, path, req->status, req->bytes, us, (int)toe);
+        log_msg(LOG_WARN, "request",
+                "method=%s path=%s status=%u bytes=%zu us=%lld aborted=%d%s", method, path,
+                req->status, req->bytes, us, (int)toe, who);
     if (req->user && req->user_free)
         req->user_free(req->user);
     json_decref(req->json);

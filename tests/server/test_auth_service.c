@@ -6,7 +6,7 @@
  *     and a token of a role it does not take (403 forbidden), and lets the
  *     roles it takes through (--require-tokens 1, --public-metrics 0);
  *   - /v1/tokens: an admin creates, lists and revokes tokens over HTTP;
- *     last_used_at is written;
+ *     last_used_at is written; the request log names the token's id only;
  *   - a token sent on loopback is checked even when none is required;
  *   - --rate-limit: 429 rate_limited with Retry-After, then success after
  *     waiting that long; the client library waits and retries on its own;
@@ -511,6 +511,9 @@ int main(void)
     test_route_table(s.url, &t);
     test_token_routes(s.url, &t);
     test_queue_limit(s.url, &t);
+    /* the request log names the token's id, never the token */
+    CHECK(svc_log_has(&s, "path=/v1/tokens status=200") && svc_log_has(&s, " token="));
+    CHECK(!svc_log_has(&s, t.admin + 11) && !svc_log_has(&s, t.reader + 11));
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     if (check_failures_)
         svc_dump(&s);
