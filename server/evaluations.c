@@ -92,7 +92,8 @@ static void event(store *db, int64_t run, int64_t id, const char *status, const 
                           status, "phase", phase, "progress", progress);
     if (o && error)
         json_object_set_new(o, "error", json_string(error));
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    /* six digits: a progress of 0.05, not 0.050000000000000003 */
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     if (text)
         runs_append_event(db, run, "evaluation", text, NULL);
     free(text);
