@@ -95,10 +95,12 @@ static int sha256_hex(const char *text, char out[65])
     return 0;
 }
 
+/* 1..64 of [A-Za-z0-9._-], not all digits: `giant token revoke NAME|ID`
+ * reads digits as an id. */
 static int name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
-    if (n < 1 || n > AUTH_NAME_MAX)
+    if (n < 1 || n > AUTH_NAME_MAX || strspn(name, "0123456789") == n)
         return 0;
     for (const char *p = name; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
@@ -191,7 +193,7 @@ int auth_token_create(store *s, const char *name, const char *role, const char *
     if (!name_ok(name)) {
         *field = "name";
         return gt_error_set(err, GT_EINVAL, "a token's name is 1 to %d letters, digits, '.', '_'"
-                            " or '-'", AUTH_NAME_MAX);
+                            " or '-', not only digits", AUTH_NAME_MAX);
     }
     if (!auth_role_parse(role)) {
         *field = "role";

@@ -68,8 +68,8 @@ unsigned auth_role_parse(const char *name);
  * value otherwise. */
 int auth_expiry(store *s, const char *iso, const char *ttl, char out[40], gt_error *err);
 
-/* Creates a token: name (1..64 of [A-Za-z0-9._-], not the name of another
- * usable token), role by name, expires_at "" for none.  Writes the token,
+/* Creates a token: name (1..64 of [A-Za-z0-9._-], not all digits, not the
+ * name of another usable token), role by name, expires_at "" for none.  Writes the token,
  * which is never stored and cannot be shown again, into token and the new
  * row (as auth_token_get) into *row (may be NULL).  GT_EINVAL for a bad or
  * taken name or an unknown role, with *field (may be NULL) set to "name"

@@ -86,6 +86,8 @@ static void test_tokens(store *s)
     CHECK(field && strcmp(field, "name") == 0 && strstr(err.message, "exists"));
     CHECK_EQ_INT(auth_token_create(s, "a b", "reader", "", tok2, NULL, &field, &err), GT_EINVAL);
     CHECK(field && strcmp(field, "name") == 0);
+    CHECK_EQ_INT(auth_token_create(s, "42", "reader", "", tok2, NULL, &field, &err), GT_EINVAL);
+    CHECK_EQ_INT(auth_token_create(s, "", "reader", "", tok2, NULL, &field, &err), GT_EINVAL);
     CHECK_EQ_INT(auth_token_create(s, "x", "write", "", tok2, NULL, &field, &err), GT_EINVAL);
     CHECK(field && strcmp(field, "role") == 0);
     CHECK_EQ_INT(auth_token_create(s, "old", "reader", "2020-01-01T00:00:00.000Z", old, NULL,
