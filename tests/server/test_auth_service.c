@@ -11,7 +11,8 @@
  *   - --rate-limit: 429 rate_limited with Retry-After, then success after
  *     waiting that long; the client library waits and retries on its own;
  *   - --max-queued-runs-per-token: 429 past a token's queued runs;
- *   - a non-loopback address is refused at start without a usable token.
+ *   - a non-loopback address is refused at start without a usable token, and
+ *     taken with one; /metrics is public by default.
  * No wait here is shorter than what it waits for: the rate limit is 12 a
  * minute (one each 5 s), so a burst of requests on a slow machine still
  * meets it. */
@@ -484,6 +485,30 @@ static void test_non_loopback(void)
     if (check_failures_)
         svc_dump(&p);
     svc_free(&p);
+
+    /* with a usable token in the database it starts there; /metrics is
+     * public by default, the rest needs a token (--require-tokens 1) */
+    const char *argv2[] = {svc_binary(), "serve", "--listen", "0.0.0.0:0", "--db", db,
+                           "--data-dir", data, "--default-dataset", "0", "--require-tokens", "1",
+                           NULL};
+    CHECK(svc_spawn(&p, (char *const *)argv2) == 0);
+    static const char needle[] = "msg=listening addr=0.0.0.0:";
+    if (svc_log_wait(&p, needle, 60000)) {
+        pthread_mutex_lock(&p.mu);
+        int port = atoi(strstr(p.log, needle) + strlen(needle));
+        pthread_mutex_unlock(&p.mu);
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+        CHECK_EQ_INT(request(url, "GET", "/metrics", NULL, NULL).status, 200);
+        CHECK_EQ_INT(request(url, "GET", "/v1/info", NULL, NULL).status, 401);
+        CHECK_EQ_INT(svc_stop(&p, SIGTERM, 30000), 0);
+    } else {
+        CHECK_MSG(0, "serve on 0.0.0.0 with a token did not start");
+        svc_stop(&p, SIGKILL, 1000);
+    }
+    if (check_failures_)
+        svc_dump(&p);
+    svc_free(&p);
 }
 
 int main(void)
@@ -496,7 +521,7 @@ int main(void)
     tokens t;
     memset(&t, 0, sizeof t);
     test_token_cli(&t);
-    test_non_loopback();
+    test_non_loopback();            /* after the token command: it needs one */
 
     /* tokens required, /metrics closed, no rate limit, one queued run a
      * token: the table, /v1/tokens, the queue limit */
