@@ -1,10 +1,11 @@
 /* Tokens, roles and rate limits on the real service (giant serve as a child
  * process, on loopback):
  *   - giant token create / list / revoke on the database, offline;
- *   - every protected route of the table below refuses a missing, malformed,
- *     unknown, revoked and expired token (401 unauthorized, WWW-Authenticate)
- *     and a token of a role it does not take (403 forbidden), and lets the
- *     roles it takes through (--require-tokens 1, --public-metrics 0);
+ *   - every protected route (the table below, checked against the router)
+ *     refuses a missing, malformed, unknown, revoked and expired token (401
+ *     unauthorized, WWW-Authenticate) and a token of a role it does not take
+ *     (403 forbidden), and lets the roles it takes through
+ *     (--require-tokens 1, --public-metrics 0);
  *   - /v1/tokens: an admin creates, lists and revokes tokens over HTTP;
  *     last_used_at is written; the request log names the token's id only;
  *   - a token sent on loopback is checked even when none is required;
@@ -29,6 +30,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "http.h"
+#include "routes.h"
 #include "svc_harness.h"
 
 static char dir[64], db[128], data[128];
@@ -225,6 +228,9 @@ static const struct {
     {"GET", "/v1/runs/999/checkpoints", NULL, TRAINER | READER},
     {"GET", "/v1/runs/999/checkpoints/1", NULL, TRAINER | READER},
     {"POST", "/v1/runs/999/samples", "{\"count\": 1}", TRAINER | SAMPLER},
+    {"POST", "/v1/runs/999/evaluations", "{}", TRAINER | SAMPLER},
+    {"GET", "/v1/runs/999/evaluations", NULL, TRAINER | READER},
+    {"GET", "/v1/runs/999/evaluations/1", NULL, TRAINER | READER},
     {"POST", "/v1/datasets", "{\"name\": \"\"}", 0},
     {"GET", "/v1/datasets", NULL, TRAINER | READER},
     {"GET", "/v1/datasets/999", NULL, TRAINER | READER},
@@ -232,6 +238,38 @@ static const struct {
     {"GET", "/v1/tokens", NULL, 0},
     {"DELETE", "/v1/tokens/999", NULL, 0},
 };
+
+/* Does path (with numbers) fill pattern (with {captures})? */
+static int fills(const char *pattern, const char *path)
+{
+    while (*pattern && *path) {
+        if (*pattern == '{') {
+            pattern = strchr(pattern, '}') + 1;
+            path += strcspn(path, "/");
+        } else if (*pattern++ != *path++) {
+            return 0;
+        }
+    }
+    return !*pattern && !*path;
+}
+
+/* Every route the service registers is in the table above (or open), so a
+ * new route cannot miss this test. */
+static void test_table_covers_router(void)
+{
+    http_router *r = http_router_new();
+    gt_error err = {0};
+    CHECK_EQ_INT(routes_register(r, &err), GT_OK);
+    for (int i = 0; i < http_router_count(r); i++) {
+        const char *method, *pattern;
+        http_router_get(r, i, &method, &pattern);
+        int found = !strcmp(pattern, "/healthz") || !strcmp(pattern, "/readyz");
+        for (size_t k = 0; !found && k < sizeof routes / sizeof routes[0]; k++)
+            found = !strcmp(routes[k].method, method) && fills(pattern, routes[k].path);
+        CHECK_MSG(found, "%s %s is not in test_auth_service's table of routes", method, pattern);
+    }
+    http_router_free(r);
+}
 
 static void expect_401(const char *url, int i, const char *what, const char *auth,
                        const char *says)
@@ -520,6 +558,7 @@ int main(void)
     snprintf(data, sizeof data, "%s/data", dir);
     tokens t;
     memset(&t, 0, sizeof t);
+    test_table_covers_router();
     test_token_cli(&t);
     test_non_loopback();            /* after the token command: it needs one */
 
