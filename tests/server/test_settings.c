@@ -28,7 +28,9 @@ int main(void)
     settings s;
     gt_error err;
     const char *vars[] = { "GIANT_LISTEN", "GIANT_DB", "GIANT_DATA_DIR", "GIANT_CONFIG",
-                           "GIANT_THREADS", "GIANT_MAX_BODY_BYTES", "GIANT_LOG_LEVEL" };
+                           "GIANT_THREADS", "GIANT_MAX_BODY_BYTES", "GIANT_LOG_LEVEL",
+                           "GIANT_REQUIRE_TOKENS", "GIANT_PUBLIC_METRICS", "GIANT_RATE_LIMIT",
+                           "GIANT_RATE_BURST", "GIANT_MAX_QUEUED_RUNS_PER_TOKEN" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 
@@ -77,6 +79,21 @@ int main(void)
     CHECK(strcmp(s.db, "flag.db") == 0);
     CHECK(strcmp(s.listen, "[::1]:0") == 0);
     CHECK_EQ_INT(s.max_body_bytes, 2048);
+
+    /* The token settings: defaults, env, flags, range. */
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_OK);
+    CHECK(s.require_tokens == 0 && s.public_metrics == 1 && s.rate_limit == 600 &&
+          s.rate_burst == 120 && s.max_queued_runs_per_token == 16);
+    setenv("GIANT_REQUIRE_TOKENS", "1", 1);
+    char *tok_flags[] = { "--public-metrics", "0", "--rate-limit", "0", "--rate-burst=5" };
+    CHECK_EQ_INT(load(&s, &err, 5, tok_flags), GT_OK);
+    CHECK(s.require_tokens == 1 && s.public_metrics == 0 && s.rate_limit == 0 &&
+          s.rate_burst == 5);
+    unsetenv("GIANT_REQUIRE_TOKENS");
+    char *tok_bad[] = { "--require-tokens", "2" };
+    CHECK_EQ_INT(load(&s, &err, 2, tok_bad), GT_EINVAL);
+    char *burst_bad[] = { "--rate-burst", "0" };
+    CHECK_EQ_INT(load(&s, &err, 2, burst_bad), GT_EINVAL);
 
     /* GIANT_CONFIG names the file too. */
     unsetenv("GIANT_THREADS");
