@@ -154,7 +154,9 @@ static json_t *normalise(http_request *req, app *a, json_t *body)
             return NULL;
         }
     }
-    long long n = body_int(req, body, "n", "n", 2000, EVAL_MIN_SHOWERS, a->cfg.max_showers);
+    long long n = body_int(req, body, "n", "n",
+                           a->cfg.max_showers < 2000 ? a->cfg.max_showers : 2000,
+                           EVAL_MIN_SHOWERS, a->cfg.max_showers);
     long long seed = body_int(req, body, "seed", "seed", 1, 0, INT64_MAX);
     if (n < 0 || seed < 0)
         return NULL;
