@@ -81,6 +81,8 @@ void http_router_get(const http_router *r, int i, const char **method, const cha
     *pattern = r->routes[i].pattern;
 }
 
+int http_router_flags(const http_router *r, int i) { return r->routes[i].flags; }
+
 typedef struct http_capture {
     const char *name;          /* into the pattern, not NUL-terminated */
     size_t name_len;

@@ -89,6 +89,9 @@ int http_router_add(http_router *r, const char *method, const char *pattern,
 /* The routes added so far, in order (for the OpenAPI coverage test). */
 int http_router_count(const http_router *r);
 void http_router_get(const http_router *r, int i, const char **method, const char **pattern);
+/* The flags route i was added with (for the test that holds the OpenAPI
+ * document's roles to the table's). */
+int http_router_flags(const http_router *r, int i);
 
 /* ---------------------------------------------------------------------------
  * Requests

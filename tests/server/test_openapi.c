@@ -1,7 +1,8 @@
 /* The router and api/openapi.json describe the same routes: every
  * (method, path) the service registers is documented, and every documented
  * operation exists.  Also checks each operation documents its error
- * replies and that every $ref resolves. */
+ * replies, that its security and x-roles say what the route table's
+ * access flags do, and that every $ref resolves. */
 #include "check.h"
 
 #include <ctype.h>
@@ -9,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "auth.h"
 #include "embed.h"
 #include "http.h"
 #include "routes.h"
@@ -19,6 +21,36 @@ static void lower(const char *in, char *out, size_t cap)
     for (; in[i] && i + 1 < cap; i++)
         out[i] = (char)tolower((unsigned char)in[i]);
     out[i] = '\0';
+}
+
+/* The operation's security and x-roles against the route's access flags:
+ * an open route has no token; any other lists exactly the roles that may
+ * call it (admin always) and documents 401, 403 and 429. */
+static void check_roles(const char *method, const char *pattern, int flags, json_t *op)
+{
+    unsigned access = ((unsigned)flags >> 8) & 0xffu;
+    json_t *sec = json_object_get(op, "security");
+    json_t *roles = json_object_get(op, "x-roles");
+    if (access & AUTH_OPEN_BIT) {
+        CHECK_MSG(!roles && (!sec || json_array_size(sec) == 0), "%s %s is open but documents"
+                  " a token", method, pattern);
+        return;
+    }
+    unsigned want = (access & AUTH_SCRAPE_BIT) ? (unsigned)AUTH_ALL_ROLES
+                                               : (access & AUTH_ALL_ROLES) | AUTH_ADMIN;
+    unsigned got = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(roles, i, r) got |= auth_role_parse(json_string_value(r));
+    CHECK_MSG(got == want && json_array_size(roles) > 0,
+              "%s %s: x-roles say %#x, the route table %#x", method, pattern, got, want);
+    CHECK_MSG(json_object_get(json_array_get(sec, 0), "bearer") != NULL,
+              "%s %s: no bearer security", method, pattern);
+    json_t *responses = json_object_get(op, "responses");
+    const char *codes[] = {"401", "403", "429"};
+    for (int k = 0; k < 3; k++)
+        CHECK_MSG(json_object_get(responses, codes[k]) != NULL, "%s %s: no %s documented",
+                  method, pattern, codes[k]);
 }
 
 /* Every {"$ref": "#/components/..."} below node points at something. */
@@ -76,6 +108,7 @@ int main(void)
         json_t *responses = json_object_get(op, "responses");
         CHECK_MSG(json_object_size(responses) > 0, "%s %s documents no responses", method,
                   pattern);
+        check_roles(method, pattern, http_router_flags(r, i), op);
         /* Routes with a path id can answer 404: it must be documented. */
         if (strchr(pattern, '{'))
             CHECK_MSG(json_object_get(responses, "404") != NULL, "%s %s: no 404 documented",
