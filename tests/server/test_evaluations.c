@@ -7,9 +7,10 @@
  * and its stored document has the groups, the floor, the AUCs, FPD/KPD
  * with their errors and the histograms; the same document comes out of
  * `giant eval --json` on the same showers (fetched with POST .../samples
- * at the reference's energies and the same seed).  Then a server killed
- * in the middle of an evaluation leaves it `failed` with the reason after
- * the restart, never `running`. */
+ * at the reference's energies and the same seed).  Then SIGTERM in the
+ * middle of an evaluation puts it back in the queue and it runs again
+ * after the restart, and a server killed in the middle of it leaves it
+ * `failed` with the reason, never `running`. */
 #include "check.h"
 
 #include <signal.h>
@@ -329,9 +330,38 @@ static void test_evaluation(gc_client *c)
     json_decref(j);
 }
 
-/* A server killed in the middle of an evaluation: after the restart it is
- * failed with the reason, never left running. */
-static void test_crash(void)
+/* Polls evaluation `path` until its phase is `comparing` (its
+ * classifiers); 1 when it got there. */
+static int await_comparing(gc_client *c, const char *path)
+{
+    for (int t = 0; t < 1200; t++) {
+        json_t *j = NULL;
+        svc_json(c, "GET", path, NULL, NULL, &j);
+        int there = str(j, "phase") && !strcmp(str(j, "phase"), "comparing");
+        json_decref(j);
+        if (there)
+            return 1;
+        svc_sleep_ms(50);
+    }
+    return 0;
+}
+
+static int restart(gc_client **c)
+{
+    svc_free(&S);
+    if (svc_start(&S, db, data, extra) != 0) {
+        svc_dump(&S);
+        return 0;
+    }
+    gt_error err = {0};
+    return gc_open(c, S.url, &err) == GT_OK;
+}
+
+/* SIGTERM in the middle of an evaluation puts it back in the queue (after
+ * the classifier in training); it starts again at the next start; a server
+ * killed in the middle of it leaves it failed with the reason, never
+ * running. */
+static void test_stop_and_crash(void)
 {
     gc_client *c = NULL;
     gt_error err = {0};
@@ -340,36 +370,38 @@ static void test_crash(void)
     CHECK_EQ_INT(svc_json(c, "GET", "/v1/runs?status=succeeded", NULL, NULL, &l), 200);
     long long run = num(json_array_get(json_object_get(l, "items"), 0), "id");
     json_decref(l);
-    /* a classifier slow enough to be caught at it */
+    /* classifiers slow enough to be caught at them (about a second each) */
     json_t *j = NULL;
     CHECK_EQ_INT(post_eval(c, run,
-                           "{\"dataset_id\": 1, \"n\": 400, \"metrics\": [\"classifier_low\"],"
-                           " \"classifier\": {\"hidden\": 1024, \"depth\": 4, \"epochs\": 500}}",
+                           "{\"dataset_id\": 1, \"n\": 400,"
+                           " \"metrics\": [\"classifier_high\", \"classifier_low\"],"
+                           " \"classifier\": {\"hidden\": 512, \"depth\": 3, \"epochs\": 10}}",
                            &j),
                  202);
     long long eid = num(j, "id");
     json_decref(j);
     char path[96];
     snprintf(path, sizeof path, "/v1/runs/%lld/evaluations/%lld", run, eid);
-    int running = 0;
-    for (int t = 0; t < 600 && !running; t++) {
-        j = NULL;
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        running = str(j, "phase") && !strcmp(str(j, "phase"), "comparing");
-        json_decref(j);
-        if (!running)
-            svc_sleep_ms(50);
-    }
-    CHECK_MSG(running, "the evaluation never reached its comparison");
+    CHECK_MSG(await_comparing(c, path), "the evaluation never reached its comparison");
     gc_close(c);
-    svc_stop(&S, SIGKILL, 10000);
-    svc_free(&S);
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
+
+    /* SIGTERM: a clean stop, the evaluation queued again */
+    CHECK_EQ_INT(svc_stop(&S, SIGTERM, 60000), 0);
+    CHECK(svc_log_has(&S, "status=queued note=stopped"));
+    if (!restart(&c)) {
         CHECK_MSG(0, "server did not restart");
         return;
     }
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    /* it runs again from the start: caught at its classifiers once more */
+    CHECK_MSG(await_comparing(c, path), "the re-queued evaluation did not run again");
+    gc_close(c);
+
+    /* SIGKILL: failed with the reason after the restart */
+    svc_stop(&S, SIGKILL, 10000);
+    if (!restart(&c)) {
+        CHECK_MSG(0, "server did not restart");
+        return;
+    }
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
     CHECK_MSG(str(j, "status") && !strcmp(str(j, "status"), "failed"), "after a crash: %s",
               str(j, "status"));
@@ -395,7 +427,7 @@ int main(void)
     test_evaluation(c);
     gc_close(c);
     if (!check_failures_)
-        test_crash();
+        test_stop_and_crash();
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
     if (check_failures_)
         svc_dump(&S);
