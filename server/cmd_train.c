@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "log.h"
 #include "model_config.h"
+#include "progress.h"
 #include "runs.h"
 #include "sched.h"
 #include "settings.h"
@@ -31,7 +33,9 @@ static void on_signal(int sig)
 typedef struct train_view {
     const model_config *cfg;
     int tty, quiet;
+    int line_open;             /* the bar is drawn and its line not ended   */
     long long reports;
+    progress_clock clock;
 } train_view;
 
 static double now_s(void)
@@ -41,31 +45,59 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Ends the bar's line before anything else is written to stderr: on a
+ * terminal the line is cleared (the next step draws it again). */
+static void view_break(train_view *c)
+{
+    if (c->line_open)
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+    c->line_open = 0;
+}
+
+static void view_before_log(void *user)
+{
+    view_break(user);
+}
+
 static void view_step(void *user, const model_step_report *r, long long done, long long total)
 {
     train_view *c = user;
+    (void)done;
+    (void)total;
     if (c->quiet)
         return;
-    long long left = total - done;
-    double eta = r->samples_per_s > 0 ? (double)left * c->cfg->batch / r->samples_per_s : 0;
-    int width = 24, filled = (int)(width * (double)done / (double)(total ? total : 1));
-    char bar[32];
-    for (int i = 0; i < width; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
+    progress_clock_tick(&c->clock, r->stage, r->step, now_s());
+    progress_stage st[2] = {{c->cfg->steps1, r->stage == 1 ? r->step : c->cfg->steps1, 0},
+                            {c->cfg->steps2, r->stage == 2 ? r->step : 0, 0}};
+    for (int i = 0; i < 2; i++)
+        st[i].step_s = c->clock.step_s[i];
+    /* before a stage's second report, its step time from the throughput */
+    if (st[r->stage - 1].step_s <= 0 && r->samples_per_s > 0)
+        st[r->stage - 1].step_s = c->cfg->batch / r->samples_per_s;
+    double eta, fraction = progress_estimate(st, &eta);
+    char detail[160], line[256];
+    snprintf(detail, sizeof detail, "stage %d step %lld/%lld  loss %.5f  %.0f samples/s",
+             r->stage, r->step, r->total, (double)r->loss, r->samples_per_s);
+    progress_line(line, sizeof line, fraction, eta, detail);
     c->reports++;
-    if (c->tty || c->reports % 20 == 0 || done == total)
-        fprintf(stderr, "%s[%s] stage %d step %6lld/%-6lld loss %.5f  %7.0f samples/s  ETA %02d:%02d%s",
-                c->tty ? "\r" : "", bar, r->stage, r->step, r->total, (double)r->loss,
-                r->samples_per_s, (int)(eta / 60), (int)fmod(eta, 60), c->tty ? "  " : "\n");
+    if (c->tty) {
+        fprintf(stderr, "\r%s\033[K", line);
+        c->line_open = 1;
+    } else if (c->reports % 20 == 0 || r->step == r->total) {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
 }
 
 static void view_validation(void *user, int stage, long long step, float val)
 {
     train_view *c = user;
-    if (!c->quiet)
-        fprintf(stderr, "%sstage %d step %lld: validation loss (fp32) %.6f\n", c->tty ? "\n" : "",
-                stage, step, (double)val);
+    if (c->quiet)
+        return;
+    view_break(c);
+    fprintf(stderr, "stage %d step %lld: validation loss (fp32) %.6f\n", stage, step,
+            (double)val);
 }
 
 static int view_stop(void *user)
@@ -77,8 +109,10 @@ static int view_stop(void *user)
 static void view_phase(void *user, const char *phase)
 {
     train_view *c = user;
-    if (!c->quiet)
-        fprintf(stderr, "%s%s\n", c->tty && c->reports ? "\n" : "", phase);
+    if (c->quiet)
+        return;
+    view_break(c);
+    fprintf(stderr, "%s\n", phase);
 }
 
 static void usage(FILE *f)
@@ -97,7 +131,9 @@ static void usage(FILE *f)
             "  --allow-bf16-emulation\n"
             "                    let a bf16 config train on a CPU without AVX512-BF16\n"
             "                    (exact emulation, ~3x slower; env GIANT_ALLOW_BF16_EMULATION=1)\n"
-            "  --quiet           no progress output\n",
+            "  --quiet           no progress output\n"
+            "  --verbose         log records too when stderr is a terminal (they are always\n"
+            "                    written to a file or pipe)\n",
             settings_default("db"), settings_default("data_dir"));
 }
 
@@ -108,22 +144,24 @@ int cmd_train(int argc, char **argv)
     const char *data_dir = settings_env_or_default("data_dir");
     const char *device = NULL;
     long long resume = 0;
-    int quiet = 0;
+    int quiet = 0, verbose = 0;
     int allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0;
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},     {"data-dir", required_argument, 0, 'D'},
         {"resume", required_argument, 0, 'r'}, {"device", required_argument, 0, 'x'},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
         {"allow-bf16-emulation", no_argument, 0, 'E'},
+        {"verbose", no_argument, 0, 'v'},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
-    while ((o = getopt_long(argc, argv, "hq", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "hqv", opts, NULL)) != -1) {
         switch (o) {
         case 'd': db_path = optarg; break;
         case 'D': data_dir = optarg; break;
         case 'x': device = optarg; break;
         case 'q': quiet = 1; break;
+        case 'v': verbose = 1; break;
         case 'E': allow_emulation = 1; break;
         case 'r': {
             char *end;
@@ -144,6 +182,10 @@ int cmd_train(int argc, char **argv)
         return 2;
     }
 
+    /* Log records (migrations, the run's status) go to stderr too: on a
+     * terminal they are muted under the bar unless --verbose. */
+    if (progress_logs_muted(isatty(2), verbose))
+        log_set_level(LOG_WARN);
     gt_error err = {0};
     char field[128] = "";
     model_config cfg;
@@ -202,6 +244,8 @@ int cmd_train(int argc, char **argv)
 
     /* The same training loop as the service's scheduler. */
     train_view view = {.cfg = &cfg, .tty = isatty(2), .quiet = quiet};
+    /* and never written into the bar's line */
+    log_set_hook(view_before_log, &view);
     sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase};
     double t0 = now_s();
     struct sigaction sa, old_int, old_term;
@@ -212,7 +256,8 @@ int cmd_train(int argc, char **argv)
     int rc = sched_train_run(db, run, data_dir, device, bf16, &obs, &err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    if (!quiet && view.tty)
+    log_set_hook(NULL, NULL);
+    if (view.line_open)
         fputc('\n', stderr);
     if (rc == GT_OK) {
         fprintf(stderr, "run %lld succeeded in %.1f s\n", (long long)run, now_s() - t0);

@@ -10,9 +10,18 @@ static volatile int log_min = LOG_INFO;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
+static void (*log_hook)(void *user);
+static void *log_hook_user;
+
 void log_set_level(log_level level)
 {
     log_min = level;
+}
+
+void log_set_hook(void (*fn)(void *user), void *user)
+{
+    log_hook = fn;
+    log_hook_user = user;
 }
 
 int log_parse_level(const char *name)
@@ -53,6 +62,8 @@ void log_msg(log_level level, const char *msg, const char *fmt, ...)
     line[n++] = '\n';
     /* One write per record: atomic for pipes up to PIPE_BUF and in practice
      * unbroken on terminals and files. A failed log write has nowhere to go. */
+    if (log_hook)
+        log_hook(log_hook_user);
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
 }

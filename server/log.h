@@ -17,6 +17,11 @@ typedef enum log_level {
 /* Records below level are dropped. Default LOG_INFO. */
 void log_set_level(log_level level);
 
+/* fn(user) is called before each record that is written (NULL: none):
+ * giant train clears its progress bar's line there, so a record never
+ * lands in the middle of it. */
+void log_set_hook(void (*fn)(void *user), void *user);
+
 /* Parses "debug" | "info" | "warn" | "error"; returns -1 when unknown. */
 int log_parse_level(const char *name);
 
