@@ -260,6 +260,7 @@ static const struct {
     { "GET",  "/v1/runs/{id}",                    route_runs_get,         AUTH_ANY_ROLE },
     { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      AUTH_TO_TRAIN },
     { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ },
+    { "POST", "/v1/runs/{id}/resume",             route_runs_resume,      AUTH_TO_TRAIN },
     /* routes_events.c */
     { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ },
     /* routes_runs.c */

@@ -437,6 +437,49 @@ void route_runs_cancel(http_request *req, void *ctx)
     reply_run(req, a->db, id, 202);
 }
 
+/* A cancelled or failed run goes back to the queue and resumes from its
+ * checkpoints; the queue's limit (--max-active-runs) holds as for a new run. */
+void route_runs_resume(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    int64_t id = routes_path_run(req, a->db);
+    if (!id)
+        return;
+    char status[16] = "";
+    long long queued = 0, running = 0;
+    gt_error err = {0};
+    if (runs_status(a->db, id, status, &err) || runs_count(a->db, "queued", &queued, &err) ||
+        runs_count(a->db, "running", &running, &err)) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    if (strcmp(status, "cancelled") != 0 && strcmp(status, "failed") != 0) {
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
+                         "run %lld is %s: only a cancelled or failed run resumes", (long long)id,
+                         status);
+        return;
+    }
+    if (queued + running >= a->cfg.max_active_runs) {
+        http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, 30,
+                               "%lld runs are queued or training, the most this server takes: "
+                               "retry when one has finished", queued + running);
+        return;
+    }
+    int requeued = 0;
+    if (runs_requeue(a->db, id, &requeued, &err) != GT_OK) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    if (!requeued) {           /* resumed meanwhile by another request */
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL, "run %lld is no longer cancelled"
+                         " or failed", (long long)id);
+        return;
+    }
+    log_msg(LOG_INFO, "run", "id=%lld status=queued reason=resume", (long long)id);
+    sched_kick(a->sched);
+    reply_run(req, a->db, id, 202);
+}
+
 /* ---------------------------------------------------------------------------
  * GET /v1/runs/{id}/metrics: bucket averages, bounded memory
  * ------------------------------------------------------------------------- */

@@ -339,6 +339,27 @@ int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err)
 
 int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
 {
+int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err)
+{
+    /* Conditional and without a transaction, as runs_cancel_queued: this
+     * runs on the HTTP threads' shared connection. */
+    int64_t changed;
+    *requeued = 0;
+    int rc = store_int64(s, "resuming a run",
+                         "UPDATE runs SET status = 'queued', error = NULL, cancel_requested = 0,"
+                         " finished_at = NULL, updated_at = " NOW
+                         " WHERE id = ? AND status IN ('cancelled', 'failed') RETURNING id",
+                         STORE_ARGS(STORE_INT(id)), &changed, err);
+    if (rc == GT_ENOTFOUND)
+        return GT_OK;
+    if (rc)
+        return rc;
+    *requeued = 1;
+    /* The run is queued even if its event could not be written. */
+    event(s, id, "status", "{\"status\":\"queued\"}", NULL);
+    return GT_OK;
+}
+
     int rc = store_string(s, "reading a run", "SELECT config FROM runs WHERE id = ?",
                           STORE_ARGS(STORE_INT(id)), config_json, err);
     return rc == GT_ENOTFOUND ? no_run(err, id) : rc;

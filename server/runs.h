@@ -88,6 +88,12 @@ int runs_append_event(store *s, int64_t id, const char *kind, const char *data, 
  * *cancelled says whether it was (0: it had left the queue). */
 int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err);
 
+/* Puts a cancelled or failed run back in the queue (error and
+ * cancel_requested cleared, with its "queued" event); the scheduler then
+ * resumes it from its last checkpoint of each stage.  *requeued says
+ * whether it was (0: the run had another status). */
+int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err);
+
 /* ---------------------------------------------------------------------------
  * Reads for the workers and commands: C values
  * ------------------------------------------------------------------------- */
