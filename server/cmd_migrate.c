@@ -16,10 +16,18 @@ int cmd_migrate(int argc, char **argv)
         return 2;
     }
     if (help) {
-        settings_print_help("usage: giant migrate [--db FILE] [--config FILE]\n\n"
-                            "Creates the database if missing and applies pending migrations.\n"
-                            "Only --db, --config and --log-level matter here.",
-                            stdout);
+        /* its own options only: the service's other settings are accepted
+         * (one config file serves both) but change nothing here */
+        printf("usage: giant migrate [--db FILE] [--config FILE] [--log-level LEVEL]\n\n"
+               "Creates the database if missing, applies pending migrations and prints\n"
+               "the schema version.\n\n"
+               "options:\n"
+               "  --db FILE          database (default %s, env GIANT_DB)\n"
+               "  --config FILE      a JSON settings file (env GIANT_CONFIG); its db and\n"
+               "                     log_level apply\n"
+               "  --log-level LEVEL  debug, info, warn or error (default %s,\n"
+               "                     env GIANT_LOG_LEVEL)\n",
+               settings_default("db"), settings_default("log_level"));
         return 0;
     }
     log_set_level((log_level)log_parse_level(cfg.log_level));
