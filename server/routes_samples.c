@@ -6,6 +6,7 @@
  * api/openapi.json. */
 #include "routes_samples.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,15 @@
  * ------------------------------------------------------------------------- */
 
 enum { FMT_JSON, FMT_BINARY, FMT_HDF5 };
+
+/* More showers than this server answers in one request: the reply names
+ * the limit, so a client can split the work (`giant sample --server`
+ * does, with row0, into the same showers). */
+#define SAMPLES_E_TOO_MANY "too_many_showers"
+
+/* Rows a request may start at: row0 + n stays far inside an int64 and the
+ * engine's per-row counters. */
+#define SAMPLES_MAX_ROW0 (1LL << 40)
 
 /* What one sample request holds (its showers and its reply), counted in
  * app.sample_bytes from admission until the request completes. */
@@ -243,6 +253,25 @@ static int admit(http_request *req, app *a, sample_call *c, int V, int layers)
     return 1;
 }
 
+/* 422 too_many_showers: the error shape with the limit the request went
+ * over ("limit"), which a client splits its work by. */
+static void reply_too_many(http_request *req, const char *field, long limit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void reply_too_many(http_request *req, const char *field, long limit, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *body = json_pack("{s:{s:s, s:s, s:s, s:I}}", "error", "code", SAMPLES_E_TOO_MANY,
+                             "message", msg, "field", field, "limit", (json_int_t)limit);
+    if (body)
+        http_reply_json(req, 422, body);
+    else
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+}
+
 /* Parses the request body into c (energies drawn for count requests);
  * replies and returns 0 on a bad request. */
 static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c)
@@ -255,7 +284,7 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
     json_t *v;
     json_object_foreach(body, key, v) {
         if (strcmp(key, "energies") && strcmp(key, "count") && strcmp(key, "energy") &&
-            strcmp(key, "seed") && strcmp(key, "steps")) {
+            strcmp(key, "seed") && strcmp(key, "steps") && strcmp(key, "row0")) {
             http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
             return 0;
         }
@@ -273,6 +302,17 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
         http_reply_error(req, 422, HTTP_E_VALIDATION, "steps", "steps must be 1 to 1000");
         return 0;
     }
+    /* row0: the request's first shower is row row0 of the sample of this
+     * seed (energies drawn and noise), so requests of consecutive rows
+     * together equal one request of them all */
+    json_t *row0 = json_object_get(body, "row0");
+    if (row0 && (!json_is_integer(row0) || json_integer_value(row0) < 0 ||
+                 json_integer_value(row0) > SAMPLES_MAX_ROW0)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "row0",
+                         "row0 must be an integer in [0, %lld]", SAMPLES_MAX_ROW0);
+        return 0;
+    }
+    c->job.row0 = row0 ? (int64_t)json_integer_value(row0) : 0;
     c->job.seed = seed ? (uint64_t)json_integer_value(seed) : 1;
     c->job.steps = steps ? (int)json_integer_value(steps) : 0;
     if ((energies != NULL) == (count != NULL)) {
@@ -302,15 +342,16 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
         n = json_integer_value(count);
     }
     if (n > a->cfg.max_showers) {
-        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, energies ? "energies" : "count",
-                         "%lld showers asked, at most %ld per request", n, a->cfg.max_showers);
+        reply_too_many(req, energies ? "energies" : "count", a->cfg.max_showers,
+                       "%lld showers asked, at most %ld per request (ask in several with"
+                       " row0)", n, a->cfg.max_showers);
         return 0;
     }
     if (c->format == FMT_JSON && n > a->cfg.max_json_showers) {
-        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, energies ? "energies" : "count",
-                         "%lld showers asked, at most %ld as JSON (ask for"
-                         " application/octet-stream or application/x-hdf5)",
-                         n, a->cfg.max_json_showers);
+        reply_too_many(req, energies ? "energies" : "count", a->cfg.max_json_showers,
+                       "%lld showers asked, at most %ld as JSON (ask for"
+                       " application/octet-stream or application/x-hdf5)",
+                       n, a->cfg.max_json_showers);
         return 0;
     }
     c->job.n = n;
@@ -375,7 +416,7 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
     sc.e_min_mev = emin;
     sc.e_max_mev = emax;
     if (synth_config_check(&sc, &err) != GT_OK ||
-        synth_draw_energies(&sc, 0, n, c->job.e_inc, &err) != GT_OK) {
+        synth_draw_energies(&sc, c->job.row0, n, c->job.e_inc, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "energy", "%s", err.message);
         return 0;
     }

@@ -668,8 +668,10 @@ static void test_errors(gc_client *c, long long id)
     expect(c, "GET", path, NULL, NULL, 422, "validation_failed", "max_points");
     snprintf(path, sizeof path, "/v1/runs/%lld/samples", id);
     const char *bin[] = {"Accept: application/octet-stream", NULL};
-    expect(c, "POST", path, "{\"count\": 5000}", bin, 413, "body_too_large", "count");
-    expect(c, "POST", path, "{\"count\": 100}", NULL, 413, "body_too_large", "count");
+    expect(c, "POST", path, "{\"count\": 5000}", bin, 422, "too_many_showers", "count");
+    expect(c, "POST", path, "{\"count\": 100}", NULL, 422, "too_many_showers", "count");
+    expect(c, "POST", path, "{\"count\": 2, \"row0\": -1}", NULL, 422, "validation_failed",
+           "row0");
     expect(c, "POST", path, "{\"energies\": [1000, -5]}", NULL, 422, "validation_failed",
            "energies[1]");
     expect(c, "POST", path, "{\"energies\": [1e12]}", NULL, 422, "validation_failed",
