@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 
 #include "log.h"
+#include "numfmt.h"
 
 /* ---------------------------------------------------------------------------
  * Router
@@ -257,7 +258,9 @@ int http_reply_json(http_request *req, unsigned status, json_t *body)
         json_decref(body);
         return -1;
     }
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    /* reals in their shortest round-trip form (a config's 0.1, not
+     * 0.10000000000000001) */
+    char *text = body ? numfmt_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(body);
     if (!text) {
         /* Only out-of-memory gets here; a fixed reply needs no allocation. */

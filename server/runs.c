@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "numfmt.h"
+
 /* The ISO-8601 UTC time SQLite writes into the *_at columns. */
 #define NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
@@ -179,11 +181,14 @@ int runs_record_step(store *s, int64_t id, const model_step_report *r, gt_error 
                                    STORE_REAL(now)),
                         err);
     if (rc == GT_OK && !seen) {
-        char data[256];
+        /* each float in its shortest form, as the metric history writes it */
+        char data[256], loss[32], gn[32], lr[32];
+        numfmt_float(loss, sizeof loss, isfinite(r->loss) ? r->loss : 0.0f);
+        numfmt_float(gn, sizeof gn, isfinite(r->grad_norm) ? r->grad_norm : 0.0f);
+        numfmt_float(lr, sizeof lr, r->lr);
         snprintf(data, sizeof data,
-                 "{\"stage\":\"%s\",\"step\":%lld,\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g}",
-                 runs_stage_name(r->stage), r->step, isfinite(r->loss) ? r->loss : 0.0,
-                 isfinite(r->grad_norm) ? r->grad_norm : 0.0, (double)r->lr);
+                 "{\"stage\":\"%s\",\"step\":%lld,\"loss\":%s,\"grad_norm\":%s,\"lr\":%s}",
+                 runs_stage_name(r->stage), r->step, loss, gn, lr);
         rc = event(s, id, "metric", data, err);
     }
     if (rc) {
@@ -212,9 +217,10 @@ int runs_record_validation(store *s, int64_t id, int stage, long long step, floa
                         err);
     if (rc)
         return rc;
-    char data[160];
-    snprintf(data, sizeof data, "{\"stage\":\"%s\",\"step\":%lld,\"val_loss\":%.9g}",
-             runs_stage_name(stage), step, isfinite(loss) ? loss : 0.0);
+    char data[160], val[32];
+    numfmt_float(val, sizeof val, isfinite(loss) ? loss : 0.0f);
+    snprintf(data, sizeof data, "{\"stage\":\"%s\",\"step\":%lld,\"val_loss\":%s}",
+             runs_stage_name(stage), step, val);
     return seen ? GT_OK : event(s, id, "val_loss", data, err);
 }
 
@@ -333,12 +339,6 @@ int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err)
     return GT_OK;
 }
 
-/* ---------------------------------------------------------------------------
- * Reads for the workers and commands
- * ------------------------------------------------------------------------- */
-
-int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
-{
 int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err)
 {
     /* Conditional and without a transaction, as runs_cancel_queued: this
@@ -360,6 +360,12 @@ int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err)
     return GT_OK;
 }
 
+/* ---------------------------------------------------------------------------
+ * Reads for the workers and commands
+ * ------------------------------------------------------------------------- */
+
+int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
+{
     int rc = store_string(s, "reading a run", "SELECT config FROM runs WHERE id = ?",
                           STORE_ARGS(STORE_INT(id)), config_json, err);
     return rc == GT_ENOTFOUND ? no_run(err, id) : rc;
@@ -558,6 +564,21 @@ int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t
                            rows, err);
 }
 
+static json_t *series_real(double v);
+
+/* Each row's val_loss (a float kept as a double) in the float's shortest
+ * digits, the number the event stream sent. */
+static void val_loss_as_float(json_t *rows)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
+        json_t *v = json_object_get(r, "val_loss");
+        if (json_is_real(v))
+            json_object_set_new(r, "val_loss", series_real(json_real_value(v)));
+    }
+}
+
 int runs_best(store *s, int64_t id, json_t **best, gt_error *err)
 {
     json_t *rows = NULL;
@@ -567,6 +588,7 @@ int runs_best(store *s, int64_t id, json_t **best, gt_error *err)
                              STORE_ARGS(STORE_INT(id)), &rows, err);
     if (rc)
         return rc;
+    val_loss_as_float(rows);
     *best = json_object();
     size_t i;
     json_t *r;
@@ -583,11 +605,14 @@ int runs_best(store *s, int64_t id, json_t **best, gt_error *err)
 
 int runs_checkpoints(store *s, int64_t id, json_t **rows, gt_error *err)
 {
-    return store_rows_json(s, "listing checkpoints",
-                           "SELECT id, stage, step, val_loss, is_best, precision, size_bytes,"
-                           " checksum, created_at FROM checkpoints WHERE run_id = ?"
-                           " ORDER BY stage = 'shower', step",
-                           STORE_ARGS(STORE_INT(id)), rows, err);
+    int rc = store_rows_json(s, "listing checkpoints",
+                             "SELECT id, stage, step, val_loss, is_best, precision, size_bytes,"
+                             " checksum, created_at FROM checkpoints WHERE run_id = ?"
+                             " ORDER BY stage = 'shower', step",
+                             STORE_ARGS(STORE_INT(id)), rows, err);
+    if (rc == GT_OK)
+        val_loss_as_float(*rows);
+    return rc;
 }
 
 int runs_events_after(store *s, int64_t id, int64_t after, int limit, json_t **rows,
@@ -617,6 +642,17 @@ typedef struct bucketer {
     int finite;
 } bucketer;
 
+/* A stored value that is exactly a float (loss, grad_norm, lr, val_loss
+ * are floats kept as doubles) comes out with the float's shortest digits,
+ * the numbers the event stream sent; others (means, samples_per_s) as
+ * the doubles they are. */
+static json_t *series_real(double v)
+{
+    if (isfinite(v) && (double)(float)v == v)
+        return json_real(numfmt_float_as_double((float)v));
+    return json_real(v);
+}
+
 static void bucket_flush(bucketer *b)
 {
     if (b->n == 0)
@@ -624,9 +660,9 @@ static void bucket_flush(bucketer *b)
     json_t *p = json_array();
     json_array_append_new(p, json_integer(b->last_step));
     if (b->finite) {
-        json_array_append_new(p, json_real(b->sum / b->finite));
-        json_array_append_new(p, json_real(b->lo));
-        json_array_append_new(p, json_real(b->hi));
+        json_array_append_new(p, series_real(b->sum / b->finite));
+        json_array_append_new(p, series_real(b->lo));
+        json_array_append_new(p, series_real(b->hi));
     } else {
         for (int i = 0; i < 3; i++)
             json_array_append_new(p, json_null());
