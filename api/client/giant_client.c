@@ -196,9 +196,9 @@ int gc_check(const gc_response *r, gt_error *err)
  * is a 429 or 503 that has one, at most c->retries times.  Such a reply
  * means the server did not act on the request, so sending it again is
  * safe even for a POST. */
-static int request_retrying(gc_client *c, const char *method, const char *path,
-                            const char *content_type, const void *body, size_t len,
-                            const char *const *headers, gc_response *out, gt_error *err)
+int gc_request_retrying(gc_client *c, const char *method, const char *path,
+                        const char *content_type, const void *body, size_t len,
+                        const char *const *headers, gc_response *out, gt_error *err)
 {
     for (int attempt = 0;; attempt++) {
         int rc = gc_request(c, method, path, content_type, body, len, headers, out, err);
@@ -219,8 +219,8 @@ static int call_json(gc_client *c, const char *method, const char *path, const c
                      const char *const *headers, json_t **out, gt_error *err)
 {
     gc_response r;
-    int rc = request_retrying(c, method, path, body ? "application/json" : NULL, body,
-                              body ? strlen(body) : 0, headers, &r, err);
+    int rc = gc_request_retrying(c, method, path, body ? "application/json" : NULL, body,
+                                 body ? strlen(body) : 0, headers, &r, err);
     if (rc)
         return rc;
     if ((rc = gc_check(&r, err))) {
@@ -285,8 +285,8 @@ int gc_sample(gc_client *c, long long id, const char *body_json, const char *acc
     snprintf(path, sizeof path, "/v1/runs/%lld/samples", id);
     snprintf(acc, sizeof acc, "Accept: %s", accept ? accept : GC_ACCEPT_JSON);
     const char *headers[] = {acc, NULL};
-    int rc = request_retrying(c, "POST", path, "application/json", body_json,
-                              strlen(body_json), headers, out, err);
+    int rc = gc_request_retrying(c, "POST", path, "application/json", body_json,
+                                 strlen(body_json), headers, out, err);
     if (rc)
         return rc;
     if ((rc = gc_check(out, err)))

@@ -68,6 +68,14 @@ int gc_request(gc_client *c, const char *method, const char *path, const char *c
                gt_error *err);
 void gc_response_free(gc_response *r);
 
+/* gc_request, sent again after Retry-After seconds while the reply is a
+ * 429 or 503 that has one (at most gc_set_retries times), as the calls
+ * below do; any other reply, 2xx or not, is handed back as it came (the
+ * caller reads an error's body, e.g. the limit of too_many_showers). */
+int gc_request_retrying(gc_client *c, const char *method, const char *path,
+                        const char *content_type, const void *body, size_t len,
+                        const char *const *headers, gc_response *out, gt_error *err);
+
 /* Fills err from a non-2xx reply and returns its status code mapping. */
 int gc_check(const gc_response *r, gt_error *err);
 
