@@ -17,4 +17,8 @@ extern const size_t embed_migrations_count;
 extern const gt_embed_file embed_openapi[];
 extern const size_t embed_openapi_count;
 
+/* server/ui/: the dashboard's files (index.html, app.js, style.css) */
+extern const gt_embed_file embed_ui[];
+extern const size_t embed_ui_count;
+
 #endif

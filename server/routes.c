@@ -14,6 +14,7 @@
 #include "routes_runs.h"
 #include "routes_samples.h"
 #include "routes_tokens.h"
+#include "routes_ui.h"
 #include "runs.h"
 #include "sampling.h"
 #include "sched.h"
@@ -259,8 +260,8 @@ static const struct {
     { "GET",  "/v1/runs",                         route_runs_list,        AUTH_ANY_ROLE },
     { "GET",  "/v1/runs/{id}",                    route_runs_get,         AUTH_ANY_ROLE },
     { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      AUTH_TO_TRAIN },
-    { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ },
     { "POST", "/v1/runs/{id}/resume",             route_runs_resume,      AUTH_TO_TRAIN },
+    { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ },
     /* routes_events.c */
     { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ },
     /* routes_runs.c */
@@ -280,6 +281,9 @@ static const struct {
     { "POST",   "/v1/tokens",                     route_tokens_create,    HTTP_JSON_BODY | AUTH_ADMIN_ONLY },
     { "GET",    "/v1/tokens",                     route_tokens_list,      AUTH_ADMIN_ONLY },
     { "DELETE", "/v1/tokens/{id}",                route_tokens_revoke,    AUTH_ADMIN_ONLY },
+    /* routes_ui.c: the dashboard's files; its API calls carry the token */
+    { "GET",    "/",                              route_ui_index,         AUTH_OPEN },
+    { "GET",    "/ui/{file}",                     route_ui_file,          AUTH_OPEN },
 };
 
 int routes_register(http_router *r, gt_error *err)
