@@ -44,6 +44,35 @@ static size_t number_len(const char *s, int *real)
     return n;
 }
 
+/* Significant digits of a number token (what %.Ng wrote: N at most). */
+static int significant_digits(const char *s, size_t n)
+{
+    int digits = 0, leading = 1;
+    for (size_t i = 0; i < n && s[i] != 'e' && s[i] != 'E'; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            continue;
+        if (leading && s[i] == '0')
+            continue;
+        leading = 0;
+        digits++;
+    }
+    return digits;
+}
+
+/* numfmt_double of the value of a %.17g token, which is itself the last
+ * candidate: a token of 15 or fewer digits is already shortest (the caller
+ * skips it), and a 17-digit one needs only %.15g and %.16g tried. */
+static void shortest_of_token(char *buf, size_t cap, const char *token)
+{
+    double v = strtod(token, NULL);
+    for (int p = 15; p <= 16; p++) {
+        snprintf(buf, cap, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+    snprintf(buf, cap, "%s", token);
+}
+
 char *numfmt_dumps(const json_t *j, size_t flags)
 {
     char *text = json_dumps(j, flags);
@@ -80,11 +109,11 @@ char *numfmt_dumps(const json_t *j, size_t flags)
             int real;
             size_t n = number_len(text + i, &real);
             char num[40];
-            if (real && n < sizeof num) {
+            if (real && n < sizeof num && significant_digits(text + i, n) > 15) {
                 memcpy(num, text + i, n);
                 num[n] = '\0';
                 char s[40];
-                numfmt_double(s, sizeof s - 2, strtod(num, NULL));
+                shortest_of_token(s, sizeof s - 2, num);
                 if (!strpbrk(s, ".eEni"))
                     strcat(s, ".0");
                 size_t m = strlen(s);
