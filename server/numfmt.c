@@ -112,7 +112,7 @@ char *numfmt_dumps(const json_t *j, size_t flags)
             if (real && n < sizeof num && significant_digits(text + i, n) > 15) {
                 memcpy(num, text + i, n);
                 num[n] = '\0';
-                char s[40];
+                char s[48];            /* the token (< 40) and ".0" */
                 shortest_of_token(s, sizeof s - 2, num);
                 if (!strpbrk(s, ".eEni"))
                     strcat(s, ".0");

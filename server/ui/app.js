@@ -109,6 +109,7 @@ class ApiError extends Error {
     this.status = status;
     this.code = error && error.code;
     this.field = error && error.field;
+    this.limit = error && error.limit;      /* too_many_showers: the most a request may ask */
   }
 }
 
@@ -776,7 +777,7 @@ async function viewShowers(main, id, signal) {
       el('label', {}, 'seed ', seed), el('label', {}, 'reference ', refSel),
       el('button', { type: 'submit', class: 'primary', id: 'sample-go' }, 'Generate'), status),
     el('p', { class: 'muted' }, 'The showers come as JSON in requests of at most ', JSON_CHUNK,
-      ' (seed, seed+1, ...). The API has no route to read a reference dataset\'s showers: ',
+      ' (fewer if the server says so), consecutive rows of one seed. The API has no route to read a reference dataset\'s showers: ',
       'the reference lines come from the chosen evaluation\'s stored histograms (the reference\'s own ',
       'incident energies, not this energy), and the pictures show generated showers only.'));
   main.append(form, out);
@@ -789,16 +790,17 @@ async function viewShowers(main, id, signal) {
     try {
       const showers = [], energies = [];
       let chunk = JSON_CHUNK;
-      for (let k = 0; showers.length < N;) {
+      while (showers.length < N) {
         const n = Math.min(chunk, N - showers.length);
         status.textContent = `generating ${showers.length}/${N}…`;
         try {
-          const r = await api('POST', `/v1/runs/${id}/samples`, { energies: new Array(n).fill(E), seed: S + k }, signal);
+          /* row0: consecutive requests give the showers one request of N would */
+          const r = await api('POST', `/v1/runs/${id}/samples`,
+                              { energies: new Array(n).fill(E), seed: S, row0: showers.length }, signal);
           showers.push(...r.showers);
           energies.push(...r.energies);
-          k++;
         } catch (e) {
-          if (e.status === 413 && chunk > 1) { chunk = Math.max(1, chunk >> 1); continue; }
+          if (e.code === 'too_many_showers' && e.limit > 0 && e.limit < chunk) { chunk = e.limit; continue; }
           throw e;
         }
       }

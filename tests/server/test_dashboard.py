@@ -261,7 +261,8 @@ class Service:
         self.log_path = os.path.join(workdir, 'serve.log')
         self.proc = subprocess.Popen(
             [binary, 'serve', '--listen', '127.0.0.1:0', '--db', self.db, '--data-dir', self.data,
-             '--default-dataset', '0', '--device', 'cpu', '--require-tokens', '1'],
+             '--default-dataset', '0', '--device', 'cpu', '--require-tokens', '1',
+             '--max-json-showers', '64'],       # below the page's 100: it learns the limit
             stdout=subprocess.DEVNULL, stderr=open(self.log_path, 'w'))
         deadline = time.time() + WAIT
         while True:
@@ -493,6 +494,14 @@ def run_checks(svc, br, shots):
             timeout=WAIT * 2)
     pics = br.js('["#mean-shower", "#single-shower"].map(s => Array.from(document.querySelectorAll(s + " canvas.wedges"))'
                  '.map(c => +c.dataset.nonzero))')
+    one = svc.json('POST', f'/v1/runs/{r1}/samples', {'energies': [50000], 'seed': 1, 'row0': 299})
+    want = sum(one['showers'][0])
+    br.js('const i = document.querySelector("#shower-index"); i.value = "299";'
+          'i.dispatchEvent(new Event("input")); true')
+    text = br.wait('(() => { const t = document.querySelector("#single-box p")?.innerText || "";'
+                   ' return t.startsWith("shower 299:") ? t : ""; })()', 'shower 299 picked')
+    got = float(re.search(r'E_tot ([0-9.e+-]+) MeV', text).group(1))
+    check(abs(got - want) <= 1e-4 * want, f'shower 299 of seed 1 is the API\'s row 299 (E_tot {got} = {want:.6g})')
     check(all(len(p) == 9 for p in pics) and sum(pics[0]) > 0 and sum(pics[1]) > 0,
           f'mean and single shower: 9 layer groups each, voxels drawn ({pics})')
     # the pictures have colour in them (not blank canvases)
