@@ -316,7 +316,7 @@ static void watch_bar(watch_state *w, int stage, long long step)
                             {w->steps[1], w->done[1], w->clock.step_s[1]}};
     double eta, fraction = progress_estimate(st, &eta);
     char detail[160], line[256], val[40] = "";
-    if (w->val_loss == w->val_loss)
+    if (!isnan(w->val_loss))
         snprintf(val, sizeof val, "  val %.5f", w->val_loss);
     snprintf(detail, sizeof detail, "stage %d step %lld/%lld  loss %.5f%s", stage, step,
              w->steps[stage - 1], w->loss, val);
@@ -507,7 +507,7 @@ static double client_now_s(void)
 static int sample_chunked(gc_client *c, const sample_args *a, long long chunk, gt_error *err)
 {
     calo_h5_writer w;
-    int open = 0, rc = GT_OK, tty = isatty(2), line_open = 0;
+    int writer_open = 0, rc = GT_OK, tty = isatty(2), line_open = 0;
     long long requests = (a->n + chunk - 1) / chunk, every = requests / 20 + 1;
     double t0 = client_now_s();
     for (long long row0 = 0, k = 0; row0 < a->n && rc == GT_OK; row0 += chunk, k++) {
@@ -521,8 +521,9 @@ static int sample_chunked(gc_client *c, const sample_args *a, long long chunk, g
             if (s.n != n)
                 rc = gt_error_set(err, GT_EFORMAT, "asked for %lld showers, got %lld", n,
                                   (long long)s.n);
-            else if (!open && (rc = calo_h5_create(&w, a->out_path, s.voxels, 0, 1, err)) == GT_OK)
-                open = 1;
+            else if (!writer_open &&
+                     (rc = calo_h5_create(&w, a->out_path, s.voxels, 0, 1, err)) == GT_OK)
+                writer_open = 1;
             if (rc == GT_OK)
                 rc = calo_h5_append(&w, s.energies, s.showers, s.n, err);
         }
@@ -545,7 +546,7 @@ static int sample_chunked(gc_client *c, const sample_args *a, long long chunk, g
     }
     if (line_open)
         fputc('\n', stderr);
-    if (open && calo_h5_finish(&w, rc == GT_OK ? err : NULL) != GT_OK && rc == GT_OK)
+    if (writer_open && calo_h5_finish(&w, rc == GT_OK ? err : NULL) != GT_OK && rc == GT_OK)
         rc = err->code ? err->code : GT_EIO;
     if (rc == GT_OK)
         fprintf(stderr, "wrote %lld showers of run %lld to %s in %lld requests of at most %lld\n",
