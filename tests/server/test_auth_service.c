@@ -30,6 +30,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "auth.h"
 #include "http.h"
 #include "routes.h"
 #include "svc_harness.h"
@@ -223,6 +224,7 @@ static const struct {
     {"GET", "/v1/runs", NULL, TRAINER | SAMPLER | READER},
     {"GET", "/v1/runs/999", NULL, TRAINER | SAMPLER | READER},
     {"POST", "/v1/runs/999/cancel", NULL, TRAINER},
+    {"POST", "/v1/runs/999/resume", NULL, TRAINER},
     {"GET", "/v1/runs/999/metrics", NULL, TRAINER | READER},
     {"GET", "/v1/runs/999/events", NULL, TRAINER | READER},
     {"GET", "/v1/runs/999/checkpoints", NULL, TRAINER | READER},
@@ -253,8 +255,9 @@ static int fills(const char *pattern, const char *path)
     return !*pattern && !*path;
 }
 
-/* Every route the service registers is in the table above (or open), so a
- * new route cannot miss this test. */
+/* Every route the service registers is in the table above (or open: the
+ * health checks and the dashboard's files), so a new route cannot miss
+ * this test. */
 static void test_table_covers_router(void)
 {
     http_router *r = http_router_new();
@@ -263,7 +266,7 @@ static void test_table_covers_router(void)
     for (int i = 0; i < http_router_count(r); i++) {
         const char *method, *pattern;
         http_router_get(r, i, &method, &pattern);
-        int found = !strcmp(pattern, "/healthz") || !strcmp(pattern, "/readyz");
+        int found = (http_router_flags(r, i) & AUTH_OPEN) == AUTH_OPEN;
         for (size_t k = 0; !found && k < sizeof routes / sizeof routes[0]; k++)
             found = !strcmp(routes[k].method, method) && fills(pattern, routes[k].path);
         CHECK_MSG(found, "%s %s is not in test_auth_service's table of routes", method, pattern);
@@ -319,9 +322,10 @@ static void test_route_table(const char *url, const tokens *t)
                           role_name[k], r.status, r.body);
         }
     }
-    /* health checks need nothing, and ignore what is sent */
-    const char *open[] = {"/healthz", "/readyz"};
-    for (int i = 0; i < 2; i++) {
+    /* health checks and the dashboard's files need nothing, and ignore what
+     * is sent */
+    const char *open[] = {"/healthz", "/readyz", "/", "/ui/app.js"};
+    for (int i = 0; i < 4; i++) {
         CHECK_EQ_INT(request(url, "GET", open[i], NULL, NULL).status, 200);
         CHECK_EQ_INT(request(url, "GET", open[i], "Bearer nonsense", NULL).status, 200);
     }
