@@ -292,6 +292,7 @@ typedef struct watch_state {
     long long history;         /* steps done when the watch began             */
     long long done[2];
     long long metrics;         /* metric events seen                          */
+    int stage;                 /* of the latest metric, 0 before one          */
     double loss, val_loss;     /* latest; NaN until one came                  */
     int tty, line_open;
     progress_clock clock;
@@ -341,9 +342,12 @@ static void on_metric(watch_state *w, json_t *j)
 {
     int stage = stage_number(json_string_value(json_object_get(j, "stage")));
     long long step = (long long)json_integer_value(json_object_get(j, "step"));
-    w->done[stage - 1] = step;
+    if (stage != w->stage)
+        w->val_loss = NAN;     /* the other stage's: not this one's */
+    w->stage = stage;
     if (stage == 2)
         w->done[0] = w->steps[0];
+    w->done[stage - 1] = step;
     w->loss = json_number_value(json_object_get(j, "loss"));
     w->metrics++;
     /* replayed history came at once: only live steps measure the speed */

@@ -15,8 +15,11 @@ double progress_estimate(const progress_stage st[2], double *eta_s)
     long long d1 = st[0].done < 0 ? 0 : st[0].done > n1 ? n1 : st[0].done;
     long long d2 = st[1].done < 0 ? 0 : st[1].done > n2 ? n2 : st[1].done;
     if (s1 <= 0) {
+        /* no time yet: the stages weighted by the prior alone, so the
+         * fraction does not jump back when the first step is measured */
+        double all = (double)n1 + PROGRESS_STAGE2_PRIOR * (double)n2;
         *eta_s = -1;
-        return n1 + n2 > 0 ? (double)(d1 + d2) / (double)(n1 + n2) : 0;
+        return all > 0 ? ((double)d1 + PROGRESS_STAGE2_PRIOR * (double)d2) / all : 0;
     }
     double total = (double)n1 * s1 + (double)n2 * s2;
     double left = (double)(n1 - d1) * s1 + (double)(n2 - d2) * s2;

@@ -28,7 +28,7 @@ typedef struct progress_stage {
 
 /* The fraction of the whole run's time done (0..1) and in *eta_s the
  * seconds left, -1 when neither stage has a measured step time (the
- * fraction is then the fraction of steps). */
+ * fraction then weighs a stage-2 step PROGRESS_STAGE2_PRIOR stage-1 steps). */
 double progress_estimate(const progress_stage st[2], double *eta_s);
 
 /* Seconds per step of each stage measured on the caller's clock: the

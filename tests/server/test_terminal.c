@@ -39,11 +39,14 @@ static void test_eta_both_stages(void)
     CHECK_CLOSE(eta, 50.0, 1e-9, 1e-9);
     CHECK(f > 0.5 && f < 1);
 
-    /* nothing measured: the fraction of steps, ETA unknown */
+    /* nothing measured: ETA unknown, the steps weighted by the prior (the
+     * same fraction as once stage 1 is measured: no jump back) */
     progress_stage none[2] = {{100, 25, 0}, {100, 0, 0}};
     f = progress_estimate(none, &eta);
     CHECK(eta < 0);
-    CHECK_CLOSE(f, 0.125, 1e-12, 0);
+    CHECK_CLOSE(f, 25.0 / (100 + 100 * PROGRESS_STAGE2_PRIOR), 1e-12, 1e-12);
+    none[0].step_s = 0.3;
+    CHECK_CLOSE(progress_estimate(none, &eta), f, 1e-12, 1e-12);
 
     /* done */
     progress_stage done[2] = {{100, 100, 0.1}, {100, 100, 0.2}};
