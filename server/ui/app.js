@@ -706,7 +706,8 @@ function groupPictures(id, vox) {
 /* A histogram in SVG: step lines per series over shared edges. */
 function histChart(series, edges, opts) {
   const W = opts.w || 300, H = opts.h || 160, L = opts.small ? 4 : 44, R = 6, T = opts.title ? 14 : 4, B = opts.small ? 4 : 22;
-  const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'hist', 'data-feature': opts.feature || '' });
+  const root = svg('svg', { width: opts.fluid ? null : W, height: opts.fluid ? null : H, viewBox: `0 0 ${W} ${H}`,
+                            class: 'hist' + (opts.fluid ? ' plot' : ''), 'data-feature': opts.feature || '' });
   const n = edges.length - 1;
   const dens = series.map((s) => {
     const tot = s.counts.reduce((a, b) => a + b, 0) || 1;
@@ -917,7 +918,7 @@ function drawShowers(out, showers, energies, ref, E) {
     el('div', { class: 'row' },
       el('div', { class: 'chart' }, el('h3', {}, 'energy fraction per layer (mean)'), profileChart(lines)),
       el('div', { class: 'chart' }, el('h3', {}, 'E_tot / E_inc'),
-        histChart(hs, edges, { w: 440, h: 240, feature: 'Etot/Einc', xlabel: 'E_tot / E_inc', id: 'etot-hist' })))));
+        histChart(hs, edges, { w: 440, h: 240, fluid: true, feature: 'Etot/Einc', xlabel: 'E_tot / E_inc', id: 'etot-hist' })))));
   out.setAttribute('data-showers', String(N));
 }
 
