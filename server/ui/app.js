@@ -400,9 +400,8 @@ function submitForm(signal) {
     }
     try {
       const run = await api('POST', '/v1/runs', body, signal);
-      result.textContent = '';
-      result.append('Queued run ', el('a', { href: `#/runs/${run.id}` }, String(run.id)));
-      route();
+      toast(`run ${run.id} queued`);
+      location.hash = `#/runs/${run.id}`;            /* its curves, live */
     } catch (e) {
       showFieldError(errBox, ta, e.field, e.message, e.status);
     }

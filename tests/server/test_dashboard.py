@@ -392,6 +392,19 @@ def run_checks(svc, br, shots):
             'status filter succeeded: only the succeeded run')
     br.go(svc.url + '/#/runs')
     br.wait(f'document.querySelectorAll("#runs-table tbody tr").length === 2', 'both runs listed again')
+    # the submit form: the prefilled config (on the newest dataset-2 dataset) is queued as
+    # it is, and the page goes to the new run; cancelled at once (it waits behind run 2)
+    br.wait('/"dataset_id": 2/.test(document.querySelector("#config")?.value || "")',
+            'the config form is prefilled with the newest dataset')
+    br.js('document.querySelector("#submit-run").click(); true')
+    r3 = int(br.wait('(() => { const m = /^#\\/runs\\/(\\d+)$/.exec(location.hash); return m ? m[1] : ""; })()',
+                     'the submitted config is queued and the page shows its run'))
+    run3 = svc.json('POST', f'/v1/runs/{r3}/cancel')
+    check(run3['name'] == 'dashboard-small' and run3['status'] in ('cancelled', 'running'),
+          f'run {r3} is the prefilled config ({run3["name"]}, {run3["status"]})')
+    svc.wait(f'/v1/runs/{r3}', lambda j: j['status'] == 'cancelled', f'run {r3} cancelled')
+    br.go(svc.url + '/#/runs')
+    br.wait(f'document.querySelectorAll("#runs-table tbody tr").length === 3', 'three runs listed')
     # the submit form: a 422 shown next to the field it names
     br.js('document.querySelector("#config").value = \'{"name": "bad", "train": {"lr": 7}}\';'
           'document.querySelector("#submit-run").click(); true')
