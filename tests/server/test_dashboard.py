@@ -369,6 +369,12 @@ def run_checks(svc, br, shots):
     br.wait(f'!document.querySelector("#token-dialog").classList.contains("hidden")',
             'the first API call got 401: the token form is shown')
     br.screenshot('01-token')
+    # a wrong token is refused and asked for again
+    br.js('document.querySelector("#token-input").value = "gt_0123456789abcdef";'
+          'document.querySelector("#token-submit").click(); true')
+    br.wait('!document.querySelector("#token-dialog").classList.contains("hidden") && '
+            '/refused/.test(document.querySelector("#token-reason").innerText)',
+            'a wrong token: 401 again, the form says it was refused')
     br.js(f'document.querySelector("#token-input").value = {q(svc.page_token)};'
           'document.querySelector("#token-submit").click(); true')
     br.wait(f'document.querySelector("#token-dialog").classList.contains("hidden") && '
