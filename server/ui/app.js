@@ -841,6 +841,10 @@ function profileChart(lines) {
   const W = 440, H = 240, L = 56, R = 18, T = 8, B = 26;
   const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'plot', id: 'profile' });
   const vals = lines.flatMap((l) => l.y).filter((v) => v > 0);
+  if (!vals.length) {
+    root.append(svg('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'no energy deposited'));
+    return root;
+  }
   const hi = Math.log10(Math.max(...vals)) + 0.1, lo = Math.max(hi - 6, Math.log10(Math.min(...vals)) - 0.1);
   const X = (l) => L + (l + 0.5) / GEOMETRY.layers * (W - L - R);
   const Y = (v) => T + (1 - (Math.log10(Math.max(v, Math.pow(10, lo))) - lo) / (hi - lo)) * (H - T - B);
