@@ -39,6 +39,7 @@ typedef struct prep_layout {
     double dequant_top;      /* noise under dequant_top * threshold            */
     int rings;               /* 0 after prep_layout_init; prep_layout_set_rings */
     int keep_largest;        /* 0 after prep_layout_init; see prep_decode_shower */
+    int counts;              /* 0 after prep_layout_init; prep_layout_set_counts */
     int n_rings;             /* ring features (sum of n_r) when rings, else 0  */
     /* Layer k's features (its ring fractions, then its voxel fractions) are
      * x[n_u + block_off[k] .. + block_width[k]). */
@@ -78,6 +79,31 @@ int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev,
  * it; decoding applies the threshold and scales each ring's survivors to
  * the ring's energy, then the layer's to the layer's. */
 void prep_layout_set_rings(prep_layout *p, int on);
+
+/* Ring hit counts (p->counts = 1, through this call; needs rings, and
+ * turning rings off turns them off).  Each layer's block gains, after its
+ * ring fractions, one feature per ring: the number of its voxels at or over
+ * the threshold (over 0 without dequantization), dequantized as count + u,
+ * u uniform in (0, 1) from (key, V + n_rings + ring), so dim grows by
+ * n_rings:
+ *   [ ring fractions (n_r) ; ring hit counts (n_r) ; voxel fractions ]
+ * With dequantization, an empty voxel of a hit ring is encoded just under
+ * the ring's smallest hit (that hit's value times u) instead of far under
+ * the threshold: the hits are picked by rank, so the empties need no gap.
+ * Decoding keeps the floor(count) largest voxels of each ring (clamped to
+ * [0, n_alpha]; ties to the lower angle) and zeroes the others before the
+ * threshold.  A ring whose count reads 0 is empty: its energy goes to the
+ * layer's other rings (keep_largest applies to rings that keep voxels).
+ * Why: with the fractions alone,
+ * whether a voxel is hit is decided by where a continuous value falls
+ * against the threshold; a model's density spreads into the gap between
+ * the dequantized empties and the smallest hits, and the generated showers
+ * got both tiny spurious hits and too few real ones (the sparsity group
+ * 20x its floor with everything else at 1.5-5x).  A count is one smooth
+ * ordinal value per ring, the quantity the sparsity measures.  A recorded
+ * ring's hits are its largest voxels, so decode(encode(shower)) is
+ * unchanged. */
+void prep_layout_set_counts(prep_layout *p, int on);
 
 /* logit(alpha + (1 - 2 alpha) p) for p clamped to [0, 1], and its inverse
  * (the result clamped to [0, 1]). */

@@ -59,6 +59,7 @@ void model_config_defaults(model_config *cfg)
     cfg->stage2.rings = 1;
     cfg->stage2.dequantize_top = 1e-4;
     cfg->stage2.keep_largest = 1;
+    cfg->stage2.ring_counts = 1;
     cfg->stage2.layer_weight = 4;
     wgan_defaults(&cfg->stage1.wgan);
     wgan_defaults(&cfg->stage2.wgan);
@@ -340,14 +341,16 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
 {
     static const char *const keys1[] = {"objective", "trunk", "wgan", NULL};
     static const char *const keys2[] = {"objective", "mode", "dequantize", "dequantize_top",
-                                        "voxel_alpha", "rings", "keep_largest",
-                                        "layer_weight", "trunk", "wgan", NULL};
+                                        "voxel_alpha", "rings", "ring_counts",
+                                        "keep_largest", "layer_weight", "trunk", "wgan",
+                                        NULL};
     int rc, objective = (int)s->objective, mode = (int)s->mode;
     if ((rc = check_keys(w, obj, path, is_stage2 ? keys2 : keys1)) ||
         (rc = get_enum(w, obj, path, "objective", OBJECTIVES, &objective)) ||
         (is_stage2 && (rc = get_enum(w, obj, path, "mode", MODES, &mode))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "dequantize", &s->dequantize))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "rings", &s->rings))) ||
+        (is_stage2 && (rc = get_bool(w, obj, path, "ring_counts", &s->ring_counts))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "keep_largest", &s->keep_largest))) ||
         (is_stage2 && (rc = get_real(w, obj, path, "layer_weight", 0, 1, 100, &s->layer_weight))) ||
         (is_stage2 && (rc = get_real(w, obj, path, "dequantize_top", 0, 1, 1, &s->dequantize_top))) ||
@@ -355,6 +358,14 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
         return rc;
     s->objective = (model_objective)objective;
     s->mode = (model_stage2_mode)mode;
+    /* ring hit counts are features of the rings: on by default where there
+     * are rings, an error only when asked for without them */
+    if (is_stage2 && !s->rings) {
+        const json_t *rc_json = json_object_get(obj, "ring_counts");
+        if (json_is_true(rc_json))
+            return fail_key(w, path, "ring_counts", "needs rings (model.stage2.rings)%s", "");
+        s->ring_counts = 0;
+    }
     const json_t *trunk;
     char p[256];
     join(p, sizeof p, path, "trunk");
@@ -645,12 +656,13 @@ json_t *model_config_to_json(const model_config *c)
                                       c->synthetic_energy, "emin_mev", c->synthetic_emin_mev,
                                       "emax_mev", c->synthetic_emax_mev));
     json_t *model = json_pack(
-        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:f, s:o}}", "stage1", "objective",
+        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:f, s:o}}", "stage1",
+        "objective",
         OBJECTIVES[c->stage1.objective], "trunk", trunk_json(&c->stage1.trunk), "stage2",
         "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode],
         "dequantize", c->stage2.dequantize, "dequantize_top", c->stage2.dequantize_top,
-        "voxel_alpha", c->stage2.voxel_alpha, "rings", c->stage2.rings, "keep_largest",
-        c->stage2.keep_largest, "layer_weight", c->stage2.layer_weight, "trunk",
+        "voxel_alpha", c->stage2.voxel_alpha, "rings", c->stage2.rings, "ring_counts",
+        c->stage2.ring_counts, "keep_largest", c->stage2.keep_largest, "layer_weight", c->stage2.layer_weight, "trunk",
         trunk_json(&c->stage2.trunk));
     const model_stage_config *st[2] = {&c->stage1, &c->stage2};
     for (int i = 0; model && i < 2; i++)

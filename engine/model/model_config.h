@@ -8,7 +8,7 @@
  *                  "val_fraction", "split_seed" },
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
  *                  "stage2": { "mode", "objective", "dequantize", "dequantize_top",
- *                              "voxel_alpha", "rings", "keep_largest",
+ *                              "voxel_alpha", "rings", "ring_counts", "keep_largest",
  *                              "layer_weight",
  *                              "trunk", "wgan" } },
  *     "train":   { "precision", "device", "seed", "batch", "steps",
@@ -90,13 +90,18 @@ typedef struct model_stage_config {
     int rings;              /* stage 2 only: each layer's energy split over
                              * its radial rings, then each ring's over its
                              * voxels (prep_layout_set_rings) */
+    int ring_counts;        /* stage 2 only, with rings: each ring's hit
+                             * count is a feature and decoding keeps that
+                             * many voxels (prep_layout_set_counts; default
+                             * on, off without rings) */
     int keep_largest;       /* stage 2 only: a decoded ring or layer whose
                              * energy reaches the threshold keeps its largest
                              * voxel (prep_layout.keep_largest; default on) */
-    double layer_weight;    /* stage 2 only: the stick-breaking columns are
-                             * standardised to this std instead of 1, so
-                             * their share of the loss grows by its square
-                             * (default 4) */
+    double layer_weight;    /* stage 2 only: the stick-breaking columns (and,
+                             * with ring_counts, each layer's ring fractions
+                             * and counts) are standardised to this std
+                             * instead of 1, so their share of the loss grows
+                             * by its square (default 4) */
     model_trunk_config trunk;
     model_wgan_config wgan;
 } model_stage_config;

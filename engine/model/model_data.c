@@ -244,9 +244,12 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
         }
         off += 8 + (size_t)n;
     }
-    /* a model trained with rings has their features; the statistics say so */
+    /* a model trained with rings (and ring hit counts) has their features;
+     * the statistics' width says which */
     if (r->shower.dim != r->layout.dim)
         prep_layout_set_rings(&r->layout, 1);
+    if (r->shower.dim != r->layout.dim)
+        prep_layout_set_counts(&r->layout, 1);
     if (r->cond.dim != 1 || r->ratio.dim != 1 || r->shower.dim != r->layout.dim) {
         int dim = r->shower.dim;
         model_repr_free(r);
@@ -407,6 +410,7 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     a->repr.layout.dequant_top = cfg->stage2.dequantize_top;
     a->repr.layout.keep_largest = cfg->stage2.keep_largest;
     prep_layout_set_rings(&a->repr.layout, cfg->stage2.rings);
+    prep_layout_set_counts(&a->repr.layout, cfg->stage2.ring_counts);
     const int dim = a->repr.layout.dim;
     a->dim2 = dim;
     a->n_train = ntr;
@@ -440,6 +444,15 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
      * nothing else to undo it. */
     for (int k = 0; k < a->repr.layout.n_u; k++)
         a->repr.shower.std[k] /= cfg->stage2.layer_weight;
+    /* With ring hit counts, the ring columns (fractions and counts: 18 of a
+     * dataset-2 layer's 162) decide the radial shape and the hits as the
+     * stick-breaking decides the layer's energy; they get the same weight. */
+    const prep_layout *lay = &a->repr.layout;
+    for (int k = 0; lay->counts && k < lay->n_layers; k++) {
+        const int nr = lay->geo->layers[lay->geo->active[k]].n_r;
+        for (int j = 0; j < 2 * nr; j++)
+            a->repr.shower.std[lay->n_u + lay->block_off[k] + j] /= cfg->stage2.layer_weight;
+    }
     prep_stats_apply(&a->repr.cond, a->c1_train, ntr);
     prep_stats_apply(&a->repr.cond, a->c1_val, nva);
     prep_stats_apply(&a->repr.ratio, a->x1_train, ntr);

@@ -238,6 +238,13 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
                           cfg->stage2.rings ? "true" : "false");
         goto fail;
     }
+    if (s->repr.layout.counts != (cfg->stage2.ring_counts && cfg->stage2.rings)) {
+        rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring hit counts "
+                          "and the config says model.stage2.ring_counts = %s",
+                          s->repr.layout.counts ? "has" : "has no",
+                          cfg->stage2.ring_counts ? "true" : "false");
+        goto fail;
+    }
     const int D = s->repr.layout.dim, B = max_batch;
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
     model_ar_dims_of(&s->repr.layout, &s->ard);

@@ -132,6 +132,65 @@ static void keep_largest_cases(const char *file, const prep_layout *base, double
     free(e);
 }
 
+/* Ring hit counts (dequantized rings): ring 0 holds 60 % of the layer over
+ * voxels of shares 0.4, 0.3, 0.2, 0.1 (the rest noise far under the
+ * threshold), ring 1 the other 40 % on one voxel.  Decoding keeps the
+ * floor(count) largest voxels of a ring: count 2.7 keeps two of ring 0,
+ * carrying its 60 % as 4:3; count 0.4 empties ring 0 and ring 1 carries the
+ * layer, with keep_largest too (it applies to rings that keep voxels). */
+static void counts_cases(const char *file, const prep_layout *base, double thr)
+{
+    prep_layout p = *base;
+    p.dequantize = 1;
+    p.voxel_alpha = 1e-10;
+    prep_layout_set_rings(&p, 1);
+    prep_layout_set_counts(&p, 1);
+    const geo_geometry *g = p.geo;
+    int k = -1;   /* the first layer with two rings and four angles */
+    for (int i = 0; i < g->n_active && k < 0; i++)
+        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= 4)
+            k = i;
+    if (k < 0 || !(thr > 0)) {
+        CHECK_MSG(0, "%s: no layer to test the ring counts on", file);
+        return;
+    }
+    const geo_layer *l = &g->layers[g->active[k]];
+    const int nr = l->n_r;
+    CHECK_EQ_INT(p.block_width[k], 2 * nr + l->n_voxels);
+    float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
+    const double el = 1000.0 * thr;
+    for (int i = 0; i < p.n_u; i++)
+        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
+    for (int i = p.n_u; i < p.dim; i++)
+        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
+    float *xb = x + p.n_u + p.block_off[k];
+    const double v0[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int j = 0; j < nr; j++) {
+        xb[j] = (float)prep_logit_map_alpha(j == 0 ? 0.6 : j == 1 ? 0.4 : 1e-12, 1e-10);
+        xb[nr + j] = j < 2 ? 1.5f : 0.5f;
+    }
+    for (int a = 0; a < 4; a++)
+        xb[2 * nr + a * nr + 0] = (float)prep_logit_map_alpha(v0[a], 1e-10);
+    xb[2 * nr + 2 * nr + 1] = (float)prep_logit_map_alpha(1.0, 1e-10); /* ring 1, angle 2 */
+    for (int c = 0; c < 3; c++) {
+        xb[nr] = c == 0 ? 2.7f : 0.4f;
+        p.keep_largest = c == 2;
+        prep_decode_shower(&p, x, (float)el, e);
+        int hits;
+        double sum = layer_sum(&p, e, k, &hits);
+        const float *r0a = e + l->offset, *r1 = e + l->offset + 2 * nr + 1;
+        double want0 = c == 0 ? 0.6 * el * 4 / 7 : 0;
+        double want1 = c == 0 ? 0.4 * el : el;
+        CHECK_MSG(fabs(sum - el) <= 1e-5 * el && hits == (c == 0 ? 3 : 1) &&
+                      fabs(r0a[0] - want0) <= 1e-5 * el && fabs(*r1 - want1) <= 1e-5 * el &&
+                      (c != 0 || fabs(r0a[nr] - 0.6 * el * 3 / 7) <= 1e-5 * el),
+                  "%s counts case %d: %d hits, ring 0 angle 0 holds %g (want %g), ring 1 %g "
+                  "(want %g), layer %g of %g", file, c, hits, r0a[0], want0, *r1, want1, sum, el);
+    }
+    free(x);
+    free(e);
+}
+
 static void roundtrip_geometry(const char *file, int n)
 {
     geo_geometry g;
@@ -262,22 +321,26 @@ static void roundtrip_geometry(const char *file, int n)
     free(xq);
     free(xq2);
 
-    /* Rings, with and without dequantization: layer k's block holds its
-     * ring fractions and then its voxels' fractions of their ring; the
-     * stick-breaking is unchanged, a ring's fraction is its share of the
-     * layer, and decoding gives back the shower. */
-    for (int mode = 0; mode < 4; mode++) {
-        const int dq = mode & 1, keep = mode >> 1;
+    /* Rings, with and without dequantization and ring hit counts: layer k's
+     * block holds its ring fractions, then (counts) its rings' hit counts,
+     * then its voxels' fractions of their ring; the stick-breaking is
+     * unchanged, a ring's fraction is its share of the layer, a count
+     * reads back as the ring's hits, and decoding gives back the shower. */
+    for (int mode = 0; mode < 8; mode++) {
+        const int dq = mode & 1, keep = (mode >> 1) & 1, counts = mode >> 2;
         prep_layout pr = p;
         pr.dequantize = dq;
         pr.voxel_alpha = 1e-10;
         pr.keep_largest = keep;
+        prep_layout_set_counts(&pr, 1); /* no rings: stays off */
+        CHECK_EQ_INT(pr.counts, 0);
         prep_layout_set_rings(&pr, 1);
+        prep_layout_set_counts(&pr, counts);
         int nring = 0;
         for (int k = 0; k < g.n_active; k++)
             nring += g.layers[g.active[k]].n_r;
         CHECK_EQ_INT(pr.n_rings, nring);
-        CHECK_EQ_INT(pr.dim, p.n_u + nring + g.n_voxels);
+        CHECK_EQ_INT(pr.dim, p.n_u + (1 + counts) * nring + g.n_voxels);
         float *xr = malloc((size_t)pr.dim * sizeof *xr);
         int r_bad = 0, r_lost = 0, r_occ = 0;
         for (int i = 0; i < n; i++) {
@@ -300,6 +363,16 @@ static void roundtrip_geometry(const char *file, int n)
                     if (ring >= d.threshold_mev && ring > 0)
                         r_bad += fabs(prep_logit_unmap_alpha(xb[j], 1e-10) - ring / el) >
                                  1e-6 * (ring / el) + 1e-9;
+                    int hits = 0;
+                    for (int a = 0; a < l->n_alpha; a++) {
+                        float e = si[l->offset + a * l->n_r + j];
+                        hits += dq ? e >= d.threshold_mev : e > 0;
+                    }
+                    if (dq && ring < d.threshold_mev)
+                        hits = 0;
+                    if (counts)
+                        r_bad += (int)floorf(xb[l->n_r + j]) != hits ||
+                                 !(xb[l->n_r + j] > (float)hits);
                 }
             }
             prep_decode_shower(&pr, xr, ed, back);
@@ -314,15 +387,16 @@ static void roundtrip_geometry(const char *file, int n)
                     r_bad++;
             }
         }
-        CHECK_MSG(r_bad == 0, "%s rings (dequantize %d, keep_largest %d): %d values off", file,
-                  dq, keep, r_bad);
-        CHECK_MSG(r_lost * 1000 <= r_occ, "%s rings (dequantize %d, keep_largest %d): %d of %d "
-                  "occupied voxels lost", file, dq, keep, r_lost, r_occ);
-        printf("%s: rings round trip (dequantize %d, keep_largest %d), %d occupied voxels, %d "
-               "lost at the threshold\n", file, dq, keep, r_occ, r_lost);
+        CHECK_MSG(r_bad == 0, "%s rings (dequantize %d, keep_largest %d, counts %d): %d values "
+                  "off", file, dq, keep, counts, r_bad);
+        CHECK_MSG(r_lost * 1000 <= r_occ, "%s rings (dequantize %d, keep_largest %d, counts %d): "
+                  "%d of %d occupied voxels lost", file, dq, keep, counts, r_lost, r_occ);
+        printf("%s: rings round trip (dequantize %d, keep_largest %d, counts %d), %d occupied "
+               "voxels, %d lost at the threshold\n", file, dq, keep, counts, r_occ, r_lost);
         free(xr);
     }
     keep_largest_cases(file, &p, d.threshold_mev);
+    counts_cases(file, &p, d.threshold_mev);
 
     /* an empty layer: uniform fractions, and zeros when decoded */
     float *one = calloc(g.n_voxels, sizeof *one);

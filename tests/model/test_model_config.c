@@ -42,6 +42,7 @@ int main(void)
     CHECK(cfg.stage2.dequantize_top == 1e-4);
     CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
     CHECK(cfg.stage2.layer_weight == 4);
+    CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
     /* a run recorded before them names the old values (migration 0003) */
     CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"trunk\":{\"skip\":\"gated\"}},"
                        "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
@@ -58,6 +59,7 @@ int main(void)
     CHECK(cfg.stage2.dequantize_top == 0.1);
     CHECK_EQ_INT(cfg.stage2.keep_largest, 0);
     CHECK(cfg.stage2.layer_weight == 1);
+    CHECK_EQ_INT(cfg.stage2.ring_counts, 0); /* no rings: no counts, unasked */
     {
         json_t *o = model_config_to_json(&cfg);
         json_t *s2 = json_object_get(json_object_get(o, "model"), "stage2");
@@ -67,6 +69,7 @@ int main(void)
         CHECK(json_real_value(json_object_get(s2, "dequantize_top")) == 0.1);
         CHECK(json_is_false(json_object_get(s2, "keep_largest")));
         CHECK(json_number_value(json_object_get(s2, "layer_weight")) == 1);
+        CHECK(json_is_false(json_object_get(s2, "ring_counts")));
         CHECK(!strcmp(json_string_value(json_object_get(json_object_get(s2, "trunk"), "skip")),
                       "none"));
         json_decref(o);
@@ -82,6 +85,15 @@ int main(void)
     expect_bad("{\"model\":{\"stage2\":{\"dequantize_top\":1.5}}}",
                "model.stage2.dequantize_top");
     expect_bad("{\"model\":{\"stage2\":{\"keep_largest\":0}}}", "model.stage2.keep_largest");
+    expect_bad("{\"model\":{\"stage2\":{\"ring_counts\":1}}}", "model.stage2.ring_counts");
+    expect_bad("{\"model\":{\"stage1\":{\"ring_counts\":true}}}", "model.stage1.ring_counts");
+    expect_bad("{\"model\":{\"stage2\":{\"rings\":false,\"ring_counts\":true}}}",
+               "model.stage2.ring_counts");
+    /* a run recorded before counts names them off, with rings on */
+    CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"ring_counts\":false}}}", &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage2.rings, 1);
+    CHECK_EQ_INT(cfg.stage2.ring_counts, 0);
     expect_bad("{\"model\":{\"stage1\":{\"layer_weight\":2}}}", "model.stage1.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":0}}}", "model.stage2.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":101}}}", "model.stage2.layer_weight");

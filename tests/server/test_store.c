@@ -267,6 +267,21 @@ int main(void)
     CHECK_EQ_INT(exec(s, "UPDATE runs SET token_id = 3"), SQLITE_OK);
     CHECK(exec(s, "UPDATE runs SET token_id = 99") != SQLITE_OK);    /* a real token */
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
+    /* 0008: runs recorded before ring hit counts keep the shower vector they
+     * were trained on (false); one that names the field keeps it */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 8 && list[7].version == 8);
+    CHECK_EQ_INT(store_migrate(s, list, 7, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{}'), ('{\"model\":{\"stage2\":"
+                         "{\"ring_counts\":true}}}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 7);
+    CHECK(!strcmp(text(s, "SELECT group_concat(json_type(config, '$.model.stage2.ring_counts'),"
+                          " ', ') FROM runs", buf, sizeof buf),
+                  "false, true"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
     remove_db(path);
 
     char sum[17];
