@@ -5,7 +5,12 @@ radial bins), and the share of showers whose layer is empty, every third
 layer.  `giant eval` says *that* a group is off; this says *how* (too
 narrow, too many small hits, ...).
 
+With --auc K it prints instead the K per-layer features that tell the files
+apart best on their own: each feature's univariate ROC AUC (0.5: the same
+distribution), the place to look when the classifier's AUC is high.
+
 Usage: bench/layer_profile.py GENERATED.h5 REFERENCE.h5 [--alpha A --radial R]
+       [--auc K]
 (the dataset-2 binning by default: 45 layers of 16 angles x 9 rings, the
 ring index fastest, as CaloChallenge stores voxels)."""
 import argparse
@@ -25,16 +30,65 @@ def layer_stats(showers, n_layers, n_alpha, n_r):
     return energy, hits, centre, width
 
 
+def shower_features(showers, n_layers, n_alpha, n_r):
+    """Per-layer features in bin units: log10 energy, hits, the centres and
+    widths in x, y (voxel centres on the unit-spaced polar grid) and r."""
+    x = showers.reshape(len(showers), n_layers, n_alpha, n_r).astype(np.float64)
+    energy = x.sum((2, 3))
+    w = x / np.maximum(energy[..., None, None], 1e-12)
+    r = np.arange(n_r) + 0.5
+    phi = 2 * np.pi * (np.arange(n_alpha) + 0.5) / n_alpha
+    pos = {"x": np.cos(phi)[:, None] * r[None, :], "y": np.sin(phi)[:, None] * r[None, :],
+           "r": np.broadcast_to(r[None, :], (n_alpha, n_r))}
+    out = {"logE": np.log10(energy + 1e-8), "hits": (x > 0).sum((2, 3)).astype(np.float64)}
+    for k, p in pos.items():
+        c = (w * p).sum((2, 3))
+        out["EC_" + k] = c
+        out["width_" + k] = np.sqrt(np.maximum((w * p * p).sum((2, 3)) - c * c, 0))
+    return out
+
+
+def auc(a, b):
+    """ROC AUC of a against b (ties count half), from average ranks."""
+    v = np.concatenate([a, b])
+    order = np.argsort(v, kind="mergesort")
+    ranks = np.empty(len(v))
+    sv = v[order]
+    start = np.r_[0, np.flatnonzero(np.diff(sv)) + 1]
+    end = np.r_[start[1:], len(v)]
+    for s0, e0 in zip(start, end):
+        ranks[order[s0:e0]] = 0.5 * (s0 + e0 - 1) + 1
+    return (ranks[:len(a)].sum() - len(a) * (len(a) + 1) / 2) / (len(a) * len(b))
+
+
+def print_auc(gen, ref, n_layers, n_alpha, n_r, k):
+    fg = shower_features(gen, n_layers, n_alpha, n_r)
+    fr = shower_features(ref, n_layers, n_alpha, n_r)
+    rows = []
+    for name in fg:
+        for l in range(n_layers):
+            a = auc(fg[name][:, l], fr[name][:, l])
+            rows.append((abs(a - 0.5), a, name, l, fg[name][:, l].mean(), fr[name][:, l].mean()))
+    rows.sort(reverse=True)
+    print("feature | layer | AUC gen vs ref | mean gen / ref")
+    for _, a, name, l, mg, mr in rows[:k]:
+        print("%-8s | %5d | %.3f | %9.3f %9.3f" % (name, l, a, mg, mr))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("generated")
     ap.add_argument("reference")
     ap.add_argument("--alpha", type=int, default=16)
     ap.add_argument("--radial", type=int, default=9)
+    ap.add_argument("--auc", type=int, default=0, metavar="K")
     a = ap.parse_args()
     gen = h5py.File(a.generated, "r")["showers"][:]
     ref = h5py.File(a.reference, "r")["showers"][:]
     n_layers = gen.shape[1] // (a.alpha * a.radial)
+    if a.auc:
+        print_auc(gen, ref, n_layers, a.alpha, a.radial, a.auc)
+        return
     g = layer_stats(gen, n_layers, a.alpha, a.radial)
     r = layer_stats(ref, n_layers, a.alpha, a.radial)
     print("layer | E MeV gen / ref | hits gen / ref | r centre gen / ref | "
