@@ -62,7 +62,7 @@ void progress_line(char *buf, size_t cap, double fraction, double eta_s, const c
         fraction = 0;
     if (fraction > 1)
         fraction = 1;
-    char bar[WIDTH + 1], eta[16];
+    char bar[WIDTH + 1], eta[32]; /* room for any long long the compiler can see */
     int filled = (int)(WIDTH * fraction);
     for (int i = 0; i < WIDTH; i++)
         bar[i] = i < filled ? '#' : '.';
