@@ -1,4 +1,5 @@
 #include "model_config.h"
+#include "model_energy.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -403,7 +404,34 @@ static int parse_dataset(walker *w, const json_t *obj, model_config *cfg)
         return fail(w, "dataset.synthetic", "give either path or synthetic, not both%s", "");
     if (json_object_get(obj, "path") && !cfg->dataset_path[0])
         return fail(w, "dataset.path", "must not be empty%s", "");
-    if (syn) {
+    const json_t *je = syn ? json_object_get(syn, "energy") : NULL;
+    if (syn && json_is_object(je)) {
+        /* {"dist", "min_mev", "max_mev"}: the shape of sample requests and
+         * datasets, parsed by the same function */
+        static const char *const nkeys[] = {"n", "seed", "energy", NULL};
+        const char *old = json_object_get(syn, "emin_mev")   ? "dataset.synthetic.emin_mev"
+                          : json_object_get(syn, "emax_mev") ? "dataset.synthetic.emax_mev"
+                                                             : NULL;
+        if (old)
+            return fail(w, old, "is the deprecated spelling of the range: with energy as an "
+                        "object give energy.min_mev and energy.max_mev%s", "");
+        if ((rc = check_keys(w, syn, "dataset.synthetic", nkeys)) ||
+            (rc = get_int(w, syn, "dataset.synthetic", "n", 16, 100000000, &cfg->synthetic_n)) ||
+            (rc = get_u64(w, syn, "dataset.synthetic", "seed", &cfg->synthetic_seed)))
+            return rc;
+        model_energy e;
+        model_energy_default(&e);
+        if ((rc = model_energy_from_json(je, "dataset.synthetic.energy", MODEL_ENERGY_MIN_MEV,
+                                         MODEL_ENERGY_MAX_MEV, &e, w->field, w->field_len,
+                                         w->err)))
+            return rc;
+        snprintf(cfg->synthetic_energy, sizeof cfg->synthetic_energy, "%s",
+                 model_energy_dist_name(e.mode));
+        cfg->synthetic_emin_mev = e.min_mev;
+        cfg->synthetic_emax_mev = e.max_mev;
+    } else if (syn) {
+        /* deprecated: "energy" the dist's name beside "emin_mev" and
+         * "emax_mev" (recorded runs have it; parsed as before) */
         int energy = 0;
         for (int i = 0; ENERGIES[i]; i++)
             if (strcmp(ENERGIES[i], cfg->synthetic_energy) == 0)
@@ -650,11 +678,11 @@ json_t *model_config_to_json(const model_config *c)
         json_object_set_new(dataset, "path", json_string(c->dataset_path));
     else
         json_object_set_new(dataset, "synthetic",
-                            json_pack("{s:I, s:I, s:s, s:f, s:f}", "n",
+                            json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "n",
                                       (json_int_t)c->synthetic_n, "seed",
-                                      (json_int_t)c->synthetic_seed, "energy",
-                                      c->synthetic_energy, "emin_mev", c->synthetic_emin_mev,
-                                      "emax_mev", c->synthetic_emax_mev));
+                                      (json_int_t)c->synthetic_seed, "energy", "dist",
+                                      c->synthetic_energy, "min_mev", c->synthetic_emin_mev,
+                                      "max_mev", c->synthetic_emax_mev));
     json_t *model = json_pack(
         "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:f, s:o}}", "stage1",
         "objective",

@@ -131,6 +131,67 @@ int main(void)
     json_decref(j);
     json_decref(j2);
 
+    /* The energy spec: the object shape of sample requests and datasets,
+     * the deprecated string + emin_mev/emax_mev giving the same config, and
+     * the canonical JSON in the object shape. */
+    {
+        const char *shapes[][2] = {
+            {"{\"dataset\":{\"synthetic\":{\"n\":500,\"seed\":3,\"energy\":{\"dist\":"
+             "\"discrete\",\"min_mev\":2048,\"max_mev\":65536}}}}",
+             "{\"dataset\":{\"synthetic\":{\"n\":500,\"seed\":3,\"energy\":\"discrete\","
+             "\"emin_mev\":2048,\"emax_mev\":65536}}}"},
+            {"{\"dataset\":{\"synthetic\":{\"energy\":{\"max_mev\":5e5}}}}",
+             "{\"dataset\":{\"synthetic\":{\"emax_mev\":5e5}}}"},
+            {"{\"dataset\":{\"synthetic\":{\"energy\":{\"dist\":\"fixed\",\"min_mev\":5000,"
+             "\"max_mev\":5000}}}}",
+             "{\"dataset\":{\"synthetic\":{\"energy\":\"fixed\",\"emin_mev\":5000,"
+             "\"emax_mev\":5000}}}"},
+        };
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            model_config a, b, back;
+            CHECK_EQ_INT(parse(shapes[i][0], &a, field, &err), GT_OK);
+            CHECK_EQ_INT(parse(shapes[i][1], &b, field, &err), GT_OK);
+            CHECK(memcmp(&a, &b, sizeof a) == 0);
+            json_t *ja = model_config_to_json(&a), *jb = model_config_to_json(&b);
+            CHECK(json_equal(ja, jb));
+            json_t *syn = json_object_get(json_object_get(ja, "dataset"), "synthetic");
+            json_t *en = json_object_get(syn, "energy");
+            CHECK(json_is_object(en));
+            CHECK(!json_object_get(syn, "emin_mev") && !json_object_get(syn, "emax_mev"));
+            CHECK(!strcmp(json_string_value(json_object_get(en, "dist")), a.synthetic_energy));
+            CHECK(json_number_value(json_object_get(en, "min_mev")) == a.synthetic_emin_mev);
+            CHECK(json_number_value(json_object_get(en, "max_mev")) == a.synthetic_emax_mev);
+            CHECK_EQ_INT(model_config_from_json(ja, &back, field, sizeof field, &err), GT_OK);
+            CHECK(memcmp(&a, &back, sizeof a) == 0);
+            json_decref(ja);
+            json_decref(jb);
+        }
+    }
+    /* mixing the two spellings names the deprecated field */
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"dist\":\"fixed\"},"
+               "\"emin_mev\":5000}}}", "dataset.synthetic.emin_mev");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"min_mev\":5000},"
+               "\"emax_mev\":6000}}}", "dataset.synthetic.emax_mev");
+    /* the object shape validates as the sample route does */
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"dist\":\"gaussian\"}}}}",
+               "dataset.synthetic.energy.dist");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"dist\":3}}}}",
+               "dataset.synthetic.energy.dist");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"min_mev\":1}}}}",
+               "dataset.synthetic.energy.min_mev");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"min_mev\":\"1 GeV\"}}}}",
+               "dataset.synthetic.energy.min_mev");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"min_mev\":5000,"
+               "\"max_mev\":4000}}}}", "dataset.synthetic.energy.max_mev");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"max_mev\":2e8}}}}",
+               "dataset.synthetic.energy.max_mev");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"emin_mev\":5000}}}}",
+               "dataset.synthetic.energy.emin_mev");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":{\"dist\":\"discrete\","
+               "\"min_mev\":3000,\"max_mev\":4000}}}}", "dataset.synthetic.energy");
+    expect_bad("{\"dataset\":{\"synthetic\":{\"energy\":[1000,2000]}}}",
+               "dataset.synthetic.energy");
+
     /* The model variants: autoregressive stage 2, wgan with its section
      * (a wgan stage goes with a flow or ddpm stage), and their round trip. */
     const char *variants =
