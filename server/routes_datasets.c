@@ -17,6 +17,7 @@
 #include "geo.h"
 #include "gt_path.h"
 #include "model_data.h"
+#include "model_energy.h"
 #include "routes.h"
 #include "synth.h"
 
@@ -145,13 +146,13 @@ static void register_file(http_request *req, app *a, const char *name, const cha
 
 static void queue_synthetic(http_request *req, app *a, const char *name, json_t *syn)
 {
-    const char *geometry = "dataset_2", *particle = NULL, *dist = "log-uniform";
+    const char *geometry = "dataset_2", *particle = NULL;
     json_int_t n = 0, seed = 1;
-    double emin = 1e3, emax = 1e6;
+    json_t *energy = NULL;
     json_error_t jerr;
-    if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?{s?s, s?F, s?F}}",
-                       "geometry", &geometry, "particle", &particle, "n", &n, "seed", &seed,
-                       "energy", "dist", &dist, "min_mev", &emin, "max_mev", &emax) != 0) {
+    if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?o}", "geometry",
+                       &geometry, "particle", &particle, "n", &n, "seed", &seed, "energy",
+                       &energy) != 0) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic", "%s", jerr.text);
         return;
     }
@@ -166,17 +167,16 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
                          "seed must be non-negative");
         return;
     }
-    synth_config sc;
-    synth_config_default(&sc);
+    /* the spec run configs and sample requests take, parsed by the same
+     * function */
+    model_energy spec;
+    model_energy_default(&spec);
+    char field[64] = "";
     gt_error err = {0};
-    sc.e_min_mev = emin;
-    sc.e_max_mev = emax;
-    if (synth_parse_energy_mode(dist, &sc.energy_mode, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.energy.dist", "%s", err.message);
-        return;
-    }
-    if (synth_config_check(&sc, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.energy", "%s", err.message);
+    if (energy && model_energy_from_json(energy, "synthetic.energy", MODEL_ENERGY_MIN_MEV,
+                                         MODEL_ENERGY_MAX_MEV, &spec, field, sizeof field,
+                                         &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
         return;
     }
     synth_particle p;
@@ -209,12 +209,12 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
             return;
         }
     }
-    json_t *spec = json_pack("{s:I, s:I, s:{s:s, s:f, s:f}}", "n", n, "seed", seed, "energy",
-                             "dist", dist, "min_mev", emin, "max_mev", emax);
-    if (particle)
-        json_object_set_new(spec, "particle", json_string(particle));
-    char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(spec);
+    json_t *doc = json_pack("{s:I, s:I, s:o}", "n", n, "seed", seed, "energy",
+                            model_energy_to_json(&spec));
+    if (doc && particle)
+        json_object_set_new(doc, "particle", json_string(particle));
+    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(doc);
     char path[160];
     snprintf(path, sizeof path, "%s.h5", name);
     int64_t id;

@@ -17,6 +17,7 @@
 #include "geo.h"
 #include "giant_client.h"
 #include "model_data.h"
+#include "model_energy.h"
 #include "routes.h"
 #include "runs.h"
 #include "sampling.h"
@@ -379,42 +380,19 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
     synth_config sc;
     synth_config_default(&sc);
     sc.seed = c->job.seed;
-    const char *mode = "log-uniform";
-    double emin = 1e3, emax = 1e6;
-    if (dist) {
-        json_t *jd = json_object_get(dist, "dist"), *jmin = json_object_get(dist, "min_mev"),
-               *jmax = json_object_get(dist, "max_mev");
-        if (!json_is_object(dist) || (jd && !json_is_string(jd)) ||
-            (jmin && !json_is_number(jmin)) || (jmax && !json_is_number(jmax))) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "energy",
-                             "energy must be {\"dist\": \"log-uniform\"|\"discrete\"|\"fixed\","
-                             " \"min_mev\": number, \"max_mev\": number}");
-            return 0;
-        }
-        if (jd)
-            mode = json_string_value(jd);
-        if (jmin)
-            emin = json_number_value(jmin);
-        if (jmax)
-            emax = json_number_value(jmax);
-    }
+    /* the spec run configs and datasets take, parsed by the same function */
+    model_energy spec;
+    model_energy_default(&spec);
+    char field[64] = "";
     gt_error err = {0};
-    if (synth_parse_energy_mode(mode, &sc.energy_mode, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.dist", "%s", err.message);
+    if (dist && model_energy_from_json(dist, "energy", lo, hi, &spec, field, sizeof field,
+                                       &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
         return 0;
     }
-    if (!(emin >= lo && emin <= hi)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.min_mev",
-                         "min_mev must be in [%g, %g] MeV", lo, hi);
-        return 0;
-    }
-    if (!(emax >= emin && emax <= hi)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy.max_mev",
-                         "max_mev must be in [min_mev, %g] MeV", hi);
-        return 0;
-    }
-    sc.e_min_mev = emin;
-    sc.e_max_mev = emax;
+    sc.energy_mode = spec.mode;
+    sc.e_min_mev = spec.min_mev;
+    sc.e_max_mev = spec.max_mev;
     if (synth_config_check(&sc, &err) != GT_OK ||
         synth_draw_energies(&sc, c->job.row0, n, c->job.e_inc, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "energy", "%s", err.message);

@@ -652,6 +652,21 @@ static void test_errors(gc_client *c, long long id)
     expect(c, "POST", "/v1/runs", "{\"train\": {\"lr\": -1}}", NULL, 422, "validation_failed",
            "train.lr");
     expect(c, "POST", "/v1/runs", "{\"bogus\": 1}", NULL, 422, "validation_failed", NULL);
+    /* the energy spec: both spellings at once, and the sample route's rules */
+    expect(c, "POST", "/v1/runs",
+           "{\"dataset\": {\"synthetic\": {\"energy\": {\"dist\": \"fixed\"},"
+           " \"emin_mev\": 5000}}}", NULL, 422, "validation_failed",
+           "dataset.synthetic.emin_mev");
+    expect(c, "POST", "/v1/runs",
+           "{\"dataset\": {\"synthetic\": {\"energy\": {\"min_mev\": 5000,"
+           " \"max_mev\": 10}}}}", NULL, 422, "validation_failed",
+           "dataset.synthetic.energy.max_mev");
+    expect(c, "POST", "/v1/datasets",
+           "{\"name\": \"e\", \"synthetic\": {\"n\": 10, \"energy\": {\"min_mev\": 1}}}",
+           NULL, 422, "validation_failed", "synthetic.energy.min_mev");
+    expect(c, "POST", "/v1/datasets",
+           "{\"name\": \"e\", \"synthetic\": {\"n\": 10, \"energy\": {\"emin_mev\": 1000}}}",
+           NULL, 422, "validation_failed", "synthetic.energy.emin_mev");
     expect(c, "POST", "/v1/runs", "{\"dataset_id\": 9999}", NULL, 422, "validation_failed",
            "dataset_id");
     expect(c, "POST", "/v1/runs", "{\"name\": ", NULL, 400, "malformed_json", NULL);
@@ -678,6 +693,10 @@ static void test_errors(gc_client *c, long long id)
            "energies[0]");
     expect(c, "POST", path, "{\"count\": 2, \"energy\": {\"dist\": \"weird\"}}", NULL, 422,
            "validation_failed", "energy.dist");
+    expect(c, "POST", path, "{\"count\": 2, \"energy\": {\"emin_mev\": 2000}}", NULL, 422,
+           "validation_failed", "energy.emin_mev");
+    expect(c, "POST", path, "{\"count\": 2, \"energy\": {\"min_mev\": 2000, \"max_mev\": 1000}}",
+           NULL, 422, "validation_failed", "energy.max_mev");
     expect(c, "POST", path, "{\"count\": 2, \"energies\": [1000]}", NULL, 422,
            "validation_failed", NULL);
     expect(c, "POST", path, "{\"count\": 2, \"steps\": 0}", NULL, 422, "validation_failed",
@@ -838,7 +857,8 @@ static void test_variants(gc_client *c)
         int routed = strstr(v[i].stage2, "routed") != NULL;
         snprintf(cfg, sizeof cfg,
                  "{\"name\": \"%s\", \"dataset\": {\"geometry\": \"dataset_1_photons\","
-                 " \"synthetic\": {\"n\": 300, \"seed\": 1}},"
+                 " \"synthetic\": {\"n\": 300, \"seed\": 1, \"energy\": {\"dist\":"
+                 " \"log-uniform\", \"min_mev\": 2000, \"max_mev\": 200000}}},"
                  " \"model\": {\"stage1\": {%s\"trunk\": {\"hidden\": 32, \"blocks\": 1,"
                  " \"emb_dim\": 8}}, \"stage2\": {%s%s}},"
                  " \"train\": {\"device\": \"cpu\", \"precision\": \"%s\", \"batch\": 32,"
@@ -853,6 +873,14 @@ static void test_variants(gc_client *c)
         CHECK_MSG(gc_submit_run(c, cfg, NULL, &run, &err) == GT_OK, "%s: %s", v[i].name,
                   err.message);
         long long id = num(run, "id");
+        /* the energy spec in the shape of sample requests, recorded so */
+        json_t *en = json_object_get(
+            json_object_get(json_object_get(json_object_get(run, "config"), "dataset"),
+                            "synthetic"),
+            "energy");
+        CHECK(str(en, "dist") && strcmp(str(en, "dist"), "log-uniform") == 0);
+        CHECK(json_number_value(json_object_get(en, "min_mev")) == 2000);
+        CHECK(json_number_value(json_object_get(en, "max_mev")) == 200000);
         json_decref(run);
         run = svc_wait_run(c, id, "succeeded", 120000);
         CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "succeeded") == 0,
