@@ -262,6 +262,26 @@ static void bf16_refusal(const app *a, const model_config *cfg, char *msg, size_
     model_bf16_refusal(cfg, d->kind, d->name, ok, is_cpu, d->cc_major, d->cc_minor, msg, cap);
 }
 
+/* Whether a recorded config (a run's canonical text, perhaps written by an
+ * older version in an older shape, e.g. the deprecated energy spelling)
+ * is the canonical text `text` once written back as this version does. */
+static int same_config(const char *prev, const char *text)
+{
+    if (strcmp(prev, text) == 0)
+        return 1;
+    json_t *root = json_loads(prev, 0, NULL);
+    model_config cfg;
+    gt_error err = {0};
+    int ok = root && model_config_from_json(root, &cfg, NULL, 0, &err) == GT_OK;
+    json_decref(root);
+    json_t *canon = ok ? model_config_to_json(&cfg) : NULL;
+    char *again = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(canon);
+    int same = again && strcmp(again, text) == 0;
+    free(again);
+    return same;
+}
+
 void route_runs_create(http_request *req, void *ctx)
 {
     app *a = ctx;
@@ -312,7 +332,7 @@ void route_runs_create(http_request *req, void *ctx)
                 return;
             }
             if (found == GT_OK) {
-                int same = prev && strcmp(prev, text) == 0;
+                int same = prev && same_config(prev, text);
                 free(prev);
                 free(text);
                 if (!same) {
