@@ -6,6 +6,9 @@
  *   { "name": "...",
  *     "dataset": { "path" | "synthetic", "geometry", "max_showers",
  *                  "val_fraction", "split_seed" },
+ *       (synthetic: { "n", "seed", "energy": {"dist", "min_mev", "max_mev"} },
+ *        the energy spec of model_energy.h; deprecated but still parsed as
+ *        before: "energy" the dist's name beside "emin_mev", "emax_mev")
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
  *                  "stage2": { "mode", "objective", "dequantize", "dequantize_top",
  *                              "voxel_alpha", "rings", "ring_counts", "keep_largest",
