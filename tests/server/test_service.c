@@ -1109,10 +1109,24 @@ static void test_quotas(void)
     CHECK_MSG(r.status == 429 && strcmp(r.retry_after, "30") == 0 && strstr(r.body, "rate_limited"),
               "second run: %ld, Retry-After '%s': %s", r.status, r.retry_after, r.body);
     gc_response_free(&r);
-    free(cfg);
     CHECK_EQ_INT(gc_cancel_run(c, first, &run, &err), GT_OK);
     json_decref(run);
     json_decref(svc_wait_run(c, first, NULL, 60000));
+    /* a run recorded with the deprecated energy spelling (as before the
+     * object shape) is still found by its Idempotency-Key: the same config
+     * submitted again is that run, not a 409 */
+    CHECK(sh("sqlite3 -cmd '.timeout 5000' %s \"UPDATE runs SET idempotency_key = 'old-shape',"
+             " config = json_set(json_remove(config, '$.dataset.synthetic.energy'),"
+             " '$.dataset.synthetic.energy', 'log-uniform', '$.dataset.synthetic.emin_mev',"
+             " 1000.0, '$.dataset.synthetic.emax_mev', 1000000.0) WHERE id = %lld\"",
+             db, first) == 0);
+    CHECK(sh("test \"$(sqlite3 -cmd '.timeout 5000' %s \"SELECT json_type(config,"
+             " '$.dataset.synthetic.energy') FROM runs WHERE id = %lld\")\" = text", db,
+             first) == 0);
+    CHECK_EQ_INT(gc_submit_run(c, cfg, "old-shape", &run, &err), GT_OK);
+    CHECK_EQ_INT(num(run, "id"), first);
+    json_decref(run);
+    free(cfg);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&s3, SIGTERM, 30000), 0);
     if (check_failures_)
