@@ -13,6 +13,7 @@
 #include "geo.h"
 #include "log.h"
 #include "model_data.h"
+#include "model_energy.h"
 #include "synth.h"
 #include "worker_thread.h"
 
@@ -137,18 +138,26 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
     synth_config_default(&sc);
     sc.threads = 1;            /* leave the cores to training and HTTP */
     long long n = 0;
-    const char *mode = "log-uniform", *particle = NULL;
+    const char *particle = NULL;
     json_int_t seed = 1;
-    double emin = 1e3, emax = 1e6;
-    if (!spec || json_unpack_ex(spec, &jerr, 0, "{s:I, s?I, s?s, s?{s?s, s?F, s?F}}", "n", &n,
-                                "seed", &seed, "particle", &particle, "energy", "dist", &mode,
-                                "min_mev", &emin, "max_mev", &emax) != 0) {
+    json_t *energy = NULL;
+    if (!spec || json_unpack_ex(spec, &jerr, 0, "{s:I, s?I, s?s, s?o}", "n", &n, "seed", &seed,
+                                "particle", &particle, "energy", &energy) != 0) {
         json_decref(spec);
         return gt_error_set(err, GT_EINVAL, "bad dataset spec: %s", jerr.text);
     }
+    /* the spec the route wrote, read by the function that checked it */
+    model_energy en;
+    model_energy_default(&en);
+    if (energy && model_energy_from_json(energy, "energy", MODEL_ENERGY_MIN_MEV,
+                                         MODEL_ENERGY_MAX_MEV, &en, NULL, 0, err) != GT_OK) {
+        json_decref(spec);
+        return gt_error_wrap(err, "bad dataset spec");
+    }
     sc.seed = (uint64_t)seed;
-    sc.e_min_mev = emin;
-    sc.e_max_mev = emax;
+    sc.energy_mode = en.mode;
+    sc.e_min_mev = en.min_mev;
+    sc.e_max_mev = en.max_mev;
     geo_geometry geo;
     synth_detector det;
     int have_geo = 0, have_det = 0, have_w = 0, rc;
@@ -157,8 +166,7 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
     char full[2200], tmp[2300];
     snprintf(full, sizeof full, "%s/%s", d->data_dir, path);
     snprintf(tmp, sizeof tmp, "%s.part", full);
-    if ((rc = synth_parse_energy_mode(mode, &sc.energy_mode, err)) ||
-        (rc = synth_config_check(&sc, err)) ||
+    if ((rc = synth_config_check(&sc, err)) ||
         (rc = model_geometry_load(geometry, &geo, err)))
         goto out;
     have_geo = 1;
@@ -199,8 +207,8 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
     }
     struct stat stt;
     long long size = stat(full, &stt) == 0 ? (long long)stt.st_size : 0;
-    set_ready(d->db, id, n, geo.n_voxels, size, emin,
-              sc.energy_mode == SYNTH_ENERGY_FIXED ? emin : emax);
+    set_ready(d->db, id, n, geo.n_voxels, size, sc.e_min_mev,
+              sc.energy_mode == SYNTH_ENERGY_FIXED ? sc.e_min_mev : sc.e_max_mev);
 out:
     if (have_w)
         calo_h5_finish(&w, NULL);
