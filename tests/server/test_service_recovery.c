@@ -207,7 +207,7 @@ int main(void)
      * 0.2 ms (a Release build): a run that ends first has nothing to resume */
     const int steps = 2000;
     long long run = submit(c, "crash", steps, 20);
-    CHECK(wait_steps(c, run, steps + 45, 90000));
+    CHECK(wait_steps(c, run, steps + 45, 240000));
     svc_stop(&s, SIGKILL, 5000);
     if (restart(&s, &c, db, data) != 0)
         return check_finish();
@@ -218,7 +218,7 @@ int main(void)
      * got further before the signal (a loaded machine). */
     int from1 = resumed_from(&s);
     CHECK_MSG(from1 >= 40 && from1 % 20 == 0 && from1 < steps, "resumed from step %d", from1);
-    json_t *r = svc_wait_run(c, run, NULL, 90000);
+    json_t *r = svc_wait_run(c, run, NULL, 240000);
     CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
               str(r, "status"), str(r, "error"));
     CHECK_EQ_INT(num(r, "attempts"), 2);
@@ -240,7 +240,7 @@ int main(void)
      * checkpoints, resumed at the next start. */
     const int steps2 = 2000;   /* as above */
     long long run2 = submit(c, "term", steps2, 25);
-    CHECK(wait_steps(c, run2, steps2 + 30, 90000));
+    CHECK(wait_steps(c, run2, steps2 + 30, 240000));
     /* An open event stream must not hold the shutdown: it ends. */
     watcher w = {s.url, run2, -1, 0};
     pthread_t th;
@@ -258,7 +258,7 @@ int main(void)
      * depends on how far the run got before the signal landed) */
     int from = resumed_from(&s);
     CHECK_MSG(from >= 25 && from % 25 == 0 && from < steps2, "resumed from step %d", from);
-    r = svc_wait_run(c, run2, NULL, 90000);
+    r = svc_wait_run(c, run2, NULL, 240000);
     CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
               str(r, "status"), str(r, "error"));
     CHECK_EQ_INT(num(r, "attempts"), 2);
