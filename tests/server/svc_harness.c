@@ -1,6 +1,7 @@
 #include "svc_harness.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,4 +252,15 @@ char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every
                                " \"synthetic\": {\"n\": 300, \"seed\": 1}}",
              ",", steps, steps, log_every, ckpt_every, ckpt_every);
     return text;
+}
+
+int svc_sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }

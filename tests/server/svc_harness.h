@@ -42,6 +42,9 @@ int svc_log_wait(svc *s, const char *needle, long ms);
 int svc_wait_exit(svc *s, long ms);
 /* Sends sig, then as svc_wait_exit. */
 int svc_stop(svc *s, int sig, long ms);
+/* Runs a shell command made from fmt (the client subcommands, curl): its
+ * exit status, -1 when it did not exit normally. */
+int svc_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void svc_free(svc *s);
 /* Prints the log to stderr (on failure). */
 void svc_dump(svc *s);

@@ -42,18 +42,6 @@ static const char *ecode(json_t *j)
     return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 /* A synthetic dataset_1_photons dataset of 400 showers, waited for. */
 static long long make_dataset(gc_client *c, const char *name, int seed)
 {
@@ -316,7 +304,7 @@ static void test_evaluation(gc_client *c)
     snprintf(geo, sizeof geo, "%s/configs/geometry/binning_dataset_1_photons.xml",
              root ? root : "../..");
     CHECK(fetch_generated(c, run, ref_path, 300, 7, gen));
-    CHECK_EQ_INT(sh("%s eval %s %s --ref2 %s --geometry %s --max-showers 300 --seed 7"
+    CHECK_EQ_INT(svc_sh("%s eval %s %s --ref2 %s --geometry %s --max-showers 300 --seed 7"
                     " --cls-hidden 32 --cls-depth 2 --cls-epochs 5 --json %s > /dev/null"
                     " 2>&1",
                     svc_binary(), gen, ref_path, ref2_path, geo, out),
@@ -432,7 +420,7 @@ int main(void)
     if (check_failures_)
         svc_dump(&S);
     else
-        sh("rm -rf %s", dir);      /* kept on failure, for a look */
+        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
     svc_free(&S);
     return check_finish();
 }

@@ -770,45 +770,32 @@ static void test_paging(gc_client *c)
     json_decref(p1);
 }
 
-/* The client subcommands against the same server. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static void test_cli(long long run)
 {
     const char *g = svc_binary();
     char out[400], cfg[400];
     snprintf(out, sizeof out, "%s/cli.h5", dir);
-    CHECK_EQ_INT(sh("%s runs --server %s --limit 3 > %s/runs.txt", g, S.url, dir), 0);
-    CHECK_EQ_INT(sh("grep -q succeeded %s/runs.txt", dir), 0);
-    CHECK_EQ_INT(sh("%s watch %lld --server %s 2> %s/watch.txt", g, run, S.url, dir), 0);
-    CHECK_EQ_INT(sh("grep -q 'status succeeded' %s/watch.txt", dir), 0);
-    CHECK_EQ_INT(sh("%s watch 9999 --server %s 2> /dev/null", g, S.url), 1);
-    CHECK_EQ_INT(sh("%s sample --server %s --run %lld --n 4 --seed 2 -o %s 2> /dev/null", g,
+    CHECK_EQ_INT(svc_sh("%s runs --server %s --limit 3 > %s/runs.txt", g, S.url, dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q succeeded %s/runs.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("%s watch %lld --server %s 2> %s/watch.txt", g, run, S.url, dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q 'status succeeded' %s/watch.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("%s watch 9999 --server %s 2> /dev/null", g, S.url), 1);
+    CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 4 --seed 2 -o %s 2> /dev/null", g,
                     S.url, run, out), 0);
     FILE *f = fopen(out, "rb");
     unsigned char magic[8] = {0};
     CHECK(f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0);
     if (f)
         fclose(f);
-    CHECK_EQ_INT(sh("%s sample --server %s --run 9999 --n 4 -o %s 2> /dev/null", g, S.url, out),
+    CHECK_EQ_INT(svc_sh("%s sample --server %s --run 9999 --n 4 -o %s 2> /dev/null", g, S.url, out),
                  1);
     char *text = svc_tiny_config("cli", 2, 1, 2, NULL);
     snprintf(cfg, sizeof cfg, "%s/cli.json", dir);
     CHECK(write_file(cfg, text, strlen(text)) == 0);
     free(text);
-    CHECK_EQ_INT(sh("%s submit %s --server %s > %s/id.txt 2> /dev/null", g, cfg, S.url, dir), 0);
-    CHECK_EQ_INT(sh("%s submit /nonexistent.json --server %s 2> /dev/null", g, S.url), 1);
-    CHECK_EQ_INT(sh("%s runs --server http://127.0.0.1:1 2> /dev/null", g), 1);
+    CHECK_EQ_INT(svc_sh("%s submit %s --server %s > %s/id.txt 2> /dev/null", g, cfg, S.url, dir), 0);
+    CHECK_EQ_INT(svc_sh("%s submit /nonexistent.json --server %s 2> /dev/null", g, S.url), 1);
+    CHECK_EQ_INT(svc_sh("%s runs --server http://127.0.0.1:1 2> /dev/null", g), 1);
     char idfile[400];
     snprintf(idfile, sizeof idfile, "%s/id.txt", dir);
     f = fopen(idfile, "r");
@@ -971,11 +958,11 @@ static void test_bf16_policy(void)
                    " \"val_size\": 16, \"steps\": {\"stage1\": 2, \"stage2\": 2}}}\n");
         fclose(f);
     }
-    CHECK(sh("%s train %s --db %s --quiet 2>%s/train-bf16.err", svc_binary(), cfgp, dbp, dir) !=
+    CHECK(svc_sh("%s train %s --db %s --quiet 2>%s/train-bf16.err", svc_binary(), cfgp, dbp, dir) !=
           0);
-    CHECK(sh("grep -q 'AVX512-BF16' %s/train-bf16.err", dir) == 0);
-    CHECK(sh("test \"$(sqlite3 %s 'SELECT count(*) FROM runs')\" = 0", dbp) == 0);
-    CHECK(sh("%s train %s --db %s --quiet --allow-bf16-emulation 2>>%s/train-bf16.err",
+    CHECK(svc_sh("grep -q 'AVX512-BF16' %s/train-bf16.err", dir) == 0);
+    CHECK(svc_sh("test \"$(sqlite3 %s 'SELECT count(*) FROM runs')\" = 0", dbp) == 0);
+    CHECK(svc_sh("%s train %s --db %s --quiet --allow-bf16-emulation 2>>%s/train-bf16.err",
              svc_binary(), cfgp, dbp, dir) == 0);
     unsetenv("GIANT_CPU_BF16");
 }
@@ -1115,12 +1102,12 @@ static void test_quotas(void)
     /* a run recorded with the deprecated energy spelling (as before the
      * object shape) is still found by its Idempotency-Key: the same config
      * submitted again is that run, not a 409 */
-    CHECK(sh("sqlite3 -cmd '.timeout 5000' %s \"UPDATE runs SET idempotency_key = 'old-shape',"
+    CHECK(svc_sh("sqlite3 -cmd '.timeout 5000' %s \"UPDATE runs SET idempotency_key = 'old-shape',"
              " config = json_set(json_remove(config, '$.dataset.synthetic.energy'),"
              " '$.dataset.synthetic.energy', 'log-uniform', '$.dataset.synthetic.emin_mev',"
              " 1000.0, '$.dataset.synthetic.emax_mev', 1000000.0) WHERE id = %lld\"",
              db, first) == 0);
-    CHECK(sh("test \"$(sqlite3 -cmd '.timeout 5000' %s \"SELECT json_type(config,"
+    CHECK(svc_sh("test \"$(sqlite3 -cmd '.timeout 5000' %s \"SELECT json_type(config,"
              " '$.dataset.synthetic.energy') FROM runs WHERE id = %lld\")\" = text", db,
              first) == 0);
     CHECK_EQ_INT(gc_submit_run(c, cfg, "old-shape", &run, &err), GT_OK);
@@ -1171,7 +1158,7 @@ int main(void)
     test_sample_memory(run);
     test_quotas();
     if (!check_failures_)
-        sh("rm -rf %s", dir);      /* kept on failure, for a look */
+        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
     svc_free(&S);
     return check_finish();
 }

@@ -25,18 +25,6 @@
 
 static char dir[64], db[128], data[128];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static int write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -132,12 +120,12 @@ static void test_train_tty(void)
 static void test_migrate_help(void)
 {
     const char *g = svc_binary();
-    CHECK_EQ_INT(sh("%s migrate --help > %s/mh.txt 2>&1", g, dir), 0);
-    CHECK_EQ_INT(sh("grep -q -- '--db FILE' %s/mh.txt", dir), 0);
-    CHECK_EQ_INT(sh("grep -q -- '--config FILE' %s/mh.txt", dir), 0);
-    CHECK_EQ_INT(sh("grep -q -- '--log-level' %s/mh.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("%s migrate --help > %s/mh.txt 2>&1", g, dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q -- '--db FILE' %s/mh.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q -- '--config FILE' %s/mh.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q -- '--log-level' %s/mh.txt", dir), 0);
     /* the service's settings are not its options */
-    CHECK_EQ_INT(sh("grep -q -e '--listen' -e '--max-showers' -e '--threads' %s/mh.txt", dir), 1);
+    CHECK_EQ_INT(svc_sh("grep -q -e '--listen' -e '--max-showers' -e '--threads' %s/mh.txt", dir), 1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -155,13 +143,13 @@ static long long test_submit_key(void)
     char *text = svc_tiny_config("term", 12, 2, 6, NULL);
     CHECK(write_text(cfg, text) == 0);
     free(text);
-    CHECK_EQ_INT(sh("%s submit %s --key term-1 --server %s > %s/id1 2> %s/sub1", g, cfg, S.url,
+    CHECK_EQ_INT(svc_sh("%s submit %s --key term-1 --server %s > %s/id1 2> %s/sub1", g, cfg, S.url,
                     dir, dir), 0);
-    CHECK_EQ_INT(sh("%s submit %s --key term-1 --server %s > %s/id2 2> %s/sub2", g, cfg, S.url,
+    CHECK_EQ_INT(svc_sh("%s submit %s --key term-1 --server %s > %s/id2 2> %s/sub2", g, cfg, S.url,
                     dir, dir), 0);
-    CHECK_EQ_INT(sh("grep -q '^run [0-9]* [a-z]*$' %s/sub1 && ! grep -q 'already' %s/sub1", dir, dir), 0);
-    CHECK_EQ_INT(sh("grep -q 'already existed' %s/sub2", dir), 0);
-    CHECK_EQ_INT(sh("cmp -s %s/id1 %s/id2", dir, dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q '^run [0-9]* [a-z]*$' %s/sub1 && ! grep -q 'already' %s/sub1", dir, dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q 'already existed' %s/sub2", dir), 0);
+    CHECK_EQ_INT(svc_sh("cmp -s %s/id1 %s/id2", dir, dir), 0);
     char path[256];
     snprintf(path, sizeof path, "%s/id1", dir);
     FILE *f = fopen(path, "r");
@@ -263,10 +251,10 @@ static void test_limits_and_row0(gc_client *c, long long run)
 static void test_sample_chunked(long long run)
 {
     const char *g = svc_binary();
-    CHECK_EQ_INT(sh("%s sample --server %s --run %lld --n 120 --seed 5 -o %s/chunked.h5"
+    CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 120 --seed 5 -o %s/chunked.h5"
                     " 2> %s/sample.txt", g, S.url, run, dir, dir), 0);
-    CHECK_EQ_INT(sh("grep -q '100%%' %s/sample.txt", dir), 0);
-    CHECK_EQ_INT(sh("grep -q 'in 3 requests of at most 50' %s/sample.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q '100%%' %s/sample.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q 'in 3 requests of at most 50' %s/sample.txt", dir), 0);
 }
 
 /* The first metric values of the event stream, as the stream wrote them. */
@@ -337,11 +325,11 @@ static void test_numbers(gc_client *c, long long run)
 static void test_watch(long long run)
 {
     const char *g = svc_binary();
-    CHECK_EQ_INT(sh("%s watch %lld --server %s 2> %s/watch.txt", g, run, S.url, dir), 0);
-    CHECK_EQ_INT(sh("grep -q '100%%' %s/watch.txt", dir), 0);
-    CHECK_EQ_INT(sh("grep -q 'ETA' %s/watch.txt", dir), 0);
-    CHECK_EQ_INT(sh("grep -q 'loss' %s/watch.txt", dir), 0);
-    CHECK_EQ_INT(sh("grep -q 'status succeeded' %s/watch.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("%s watch %lld --server %s 2> %s/watch.txt", g, run, S.url, dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q '100%%' %s/watch.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q 'ETA' %s/watch.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q 'loss' %s/watch.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q 'status succeeded' %s/watch.txt", dir), 0);
 }
 
 /* The chunked file equals one request for all 120 (a server without the
@@ -375,7 +363,7 @@ static void test_chunked_equals_one(long long run)
     free(sh_);
     gc_showers_free(&one);
     /* and through the command's one-request path, the same showers */
-    CHECK_EQ_INT(sh("%s sample --server %s --run %lld --n 120 --seed 5 -o %s/one.h5 2> /dev/null",
+    CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 120 --seed 5 -o %s/one.h5 2> /dev/null",
                     svc_binary(), T.url, run, dir), 0);
     snprintf(path, sizeof path, "%s/one.h5", dir);
     float *e2 = NULL, *s2 = NULL;
@@ -429,6 +417,6 @@ int main(void)
     svc_free(&S);
     test_chunked_equals_one(run);
     if (!check_failures_)
-        sh("rm -rf %s", dir);      /* kept on failure, for a look */
+        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
     return check_finish();
 }
