@@ -87,6 +87,7 @@ void model_config_defaults(model_config *cfg)
 
     cfg->solver = MODEL_SOLVER_HEUN;
     cfg->sample_steps = 20;
+    cfg->time_power = 2;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -502,11 +503,12 @@ static int parse_train(walker *w, const json_t *obj, model_config *cfg)
 
 static int parse_sample(walker *w, const json_t *obj, model_config *cfg)
 {
-    static const char *const keys[] = {"solver", "steps", NULL};
+    static const char *const keys[] = {"solver", "steps", "time_power", NULL};
     int rc, solver = (int)cfg->solver;
     if ((rc = check_keys(w, obj, "sample", keys)) ||
         (rc = get_enum(w, obj, "sample", "solver", SOLVERS, &solver)) ||
-        (rc = get_int32(w, obj, "sample", "steps", 1, 1000, &cfg->sample_steps)))
+        (rc = get_int32(w, obj, "sample", "steps", 1, 1000, &cfg->sample_steps)) ||
+        (rc = get_int32(w, obj, "sample", "time_power", 1, 4, &cfg->time_power)))
         return rc;
     cfg->solver = (model_solver)solver;
     return GT_OK;
@@ -569,8 +571,14 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
         json_object_get(root, "sample") && json_object_get(json_object_get(root, "sample"),
                                                            "solver"))
         return fail(&w, "sample.solver", "ddpm models sample with ddim%s", "");
-    if (so == MODEL_OBJ_DDPM)
+    if (so == MODEL_OBJ_DDPM) {
+        const json_t *tp = json_object_get(json_object_get(root, "sample"), "time_power");
+        if (tp && cfg->time_power != 1)
+            return fail(&w, "sample.time_power",
+                        "ddim steps on its own grid; time_power is for euler and heun%s", "");
         cfg->solver = MODEL_SOLVER_DDIM;
+        cfg->time_power = 1;
+    }
     if (so == MODEL_OBJ_WGAN && cfg->solver == MODEL_SOLVER_DDIM)
         cfg->solver = MODEL_SOLVER_HEUN; /* unused: a generator is one forward pass */
     if (cfg->stage2.objective == MODEL_OBJ_WGAN && cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE)
@@ -708,8 +716,8 @@ json_t *model_config_to_json(const model_config *c)
         (json_int_t)c->log_every, "val_every", (json_int_t)c->val_every, "val_size",
         c->val_size, "ckpt_every", (json_int_t)c->ckpt_every, "keep_checkpoints",
         c->keep_checkpoints);
-    json_t *sample = json_pack("{s:s, s:i}", "solver", SOLVERS[c->solver], "steps",
-                               c->sample_steps);
+    json_t *sample = json_pack("{s:s, s:i, s:i}", "solver", SOLVERS[c->solver], "steps",
+                               c->sample_steps, "time_power", c->time_power);
     return json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", c->name, "dataset", dataset, "model",
                      model, "train", train, "sample", sample);
 }

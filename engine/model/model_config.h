@@ -18,7 +18,7 @@
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
  *                  "beta1", "beta2", "adam_eps", "grad_clip", "log_every",
  *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
- *     "sample":  { "solver", "steps" } }
+ *     "sample":  { "solver", "steps", "time_power" } }
  *
  * Validation is strict: an unknown key, a wrong type or a value out of range
  * is an error that names the field by its dotted path ("train.lr"), so the
@@ -141,6 +141,10 @@ typedef struct model_config {
     /* sample */
     model_solver solver;
     int sample_steps;
+    int time_power;     /* flow solvers: step k of K starts at t = (k / K)^p
+                         * (t = 0 is the noise): p > 1 puts the short steps
+                         * where the velocity turns fastest, near the noise;
+                         * 1 for ddim (its own grid) */
 } model_config;
 
 /* Fills cfg with every default (the quickstart-sized model on synthetic

@@ -424,6 +424,20 @@ static int clamp(model_sampler *s, float *x, float c, int rows, int dim, gt_erro
     return GT_OK;
 }
 
+/* Time of step k of `steps` on the flow solvers' grid, (k / steps)^power:
+ * with power > 1 the steps are short near the noise (t = 0), where the
+ * measured velocity turns fastest (engine/model/README.md, "Time grid").
+ * Repeated products of a correctly rounded quotient: the same float on
+ * every CPU and compiler (pow() may differ in the last bit by libm). */
+static float grid_time(int k, int steps, int power)
+{
+    const double u = (double)k / steps;
+    double t = 1.0;
+    for (int i = 0; i < power; i++)
+        t *= u;
+    return (float)t;
+}
+
 /* Integrates one stage in place on s->x (noise in, sample out). */
 static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double *evals,
                      gt_error *err)
@@ -462,9 +476,12 @@ static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double
         }
         return GT_OK;
     }
-    const float dt = 1.0f / (float)steps;
+    const int power = s->cfg.time_power;
     for (int k = 0; k < steps; k++) {
-        float t = (float)k * dt;
+        /* power 1 keeps the float arithmetic of the uniform grid runs were
+         * recorded with (migration 0009), so they serve the same bytes */
+        const float t = power == 1 ? (float)k * (1.0f / (float)steps) : grid_time(k, steps, power);
+        const float dt = power == 1 ? 1.0f / (float)steps : grid_time(k + 1, steps, power) - t;
         if ((rc = eval_net(s, n, s->x, t, s->v1, rows, err)))
             return rc;
         *evals += 1;

@@ -43,6 +43,7 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
+    CHECK_EQ_INT(cfg.time_power, 2);
     /* a run recorded before them names the old values (migration 0003) */
     CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"trunk\":{\"skip\":\"gated\"}},"
                        "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
@@ -119,6 +120,7 @@ int main(void)
     CHECK_EQ_INT(cfg.steps2, 20);
     CHECK_CLOSE(cfg.lr, 0.002, 0, 1e-12);
     CHECK_EQ_INT(cfg.solver, MODEL_SOLVER_DDIM);
+    CHECK_EQ_INT(cfg.time_power, 1); /* ddim steps on its own grid */
     CHECK(strcmp(cfg.device, "cuda:1") == 0);
 
     /* Round trip through model_config_to_json gives the same config. */
@@ -260,6 +262,23 @@ int main(void)
                "dataset.synthetic.emax_mev");
     expect_bad("{\"dataset\":{\"val_fraction\":0.9}}", "dataset.val_fraction");
     expect_bad("{\"sample\":{\"solver\":\"ddim\"}}", "sample.solver");
+    expect_bad("{\"sample\":{\"time_power\":0}}", "sample.time_power");
+    expect_bad("{\"sample\":{\"time_power\":5}}", "sample.time_power");
+    expect_bad("{\"sample\":{\"time_power\":1.5}}", "sample.time_power");
+    expect_bad("{\"model\":{\"stage1\":{\"objective\":\"ddpm\"},\"stage2\":"
+               "{\"objective\":\"ddpm\"}},\"sample\":{\"time_power\":2}}",
+               "sample.time_power");
+    /* a run recorded before the power grid names the uniform one (0009) */
+    CHECK_EQ_INT(parse("{\"sample\":{\"solver\":\"euler\",\"time_power\":1}}", &cfg, field,
+                       &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.time_power, 1);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_integer_value(json_object_get(json_object_get(o, "sample"), "time_power")) ==
+              1);
+        json_decref(o);
+    }
     expect_bad("{\"name\":\"a\\u0000b\"}", ""); /* Jansson refuses NUL */
 
     /* Malformed JSON reports line and column; duplicates are refused. */

@@ -282,6 +282,21 @@ int main(void)
                           " ', ') FROM runs", buf, sizeof buf),
                   "false, true"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
+    /* 0009: runs recorded before the power time grid keep the uniform one
+     * (1); one that names the field keeps it */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 9 && list[8].version == 9);
+    CHECK_EQ_INT(store_migrate(s, list, 8, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{}'), ('{\"sample\":"
+                         "{\"time_power\":3}}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 8);
+    CHECK(!strcmp(text(s, "SELECT group_concat(json_extract(config, '$.sample.time_power'),"
+                          " ', ') FROM runs", buf, sizeof buf),
+                  "1, 3"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
     remove_db(path);
 
     char sum[17];
