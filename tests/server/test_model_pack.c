@@ -217,7 +217,7 @@ int main(void)
         memcpy(bad, file, len);
         bad[sp[i].off + sp[i].size / 2] ^= 0x01;
         char what[96];
-        snprintf(what, sizeof what, "a byte of %s", sp[i].name);
+        snprintf(what, sizeof what, "a byte of %.63s", sp[i].name);
         expect_fault(bad, len, MODEL_PACK_FAULT_CORRUPT, sp[i].name, what);
     }
     memcpy(bad, file, len);
@@ -239,7 +239,7 @@ int main(void)
     }
     for (int i = 0; i < np; i++) {
         char what[96];
-        snprintf(what, sizeof what, "cut inside %s", sp[i].name);
+        snprintf(what, sizeof what, "cut inside %.63s", sp[i].name);
         size_t at = sp[i].off + sp[i].size / 2;
         uint8_t *cut = malloc(at);
         memcpy(cut, file, at);
