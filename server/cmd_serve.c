@@ -211,6 +211,7 @@ int cmd_serve(int argc, char **argv)
         .port = port,
         .threads = (unsigned)a.cfg.threads,
         .max_body_bytes = (size_t)a.cfg.max_body_bytes,
+        .max_file_body_bytes = (size_t)a.cfg.max_model_bytes,
         .max_connections = (unsigned)a.cfg.max_connections,
         .per_ip_connections = (unsigned)a.cfg.per_ip_connections,
         .connection_memory = (size_t)a.cfg.connection_memory,

@@ -13,6 +13,8 @@ const command commands[] = {
     { "eval",    cmd_eval,    "compare two shower files with the CaloChallenge metrics" },
     { "train",   cmd_train,   "train a run config offline into the local database" },
     { "sample",  cmd_sample,  "write showers of a trained run to a CaloChallenge HDF5 file (--server: ask a service)" },
+    { "export",  cmd_export,  "write a run's best checkpoints, config and geometry into one model file" },
+    { "import",  cmd_import,  "check a model file and register it as a model of the database" },
     { "submit",  cmd_submit,  "queue a training run on a running service" },
     { "runs",    cmd_runs,    "list the runs of a running service" },
     { "watch",   cmd_watch,   "follow a run's progress live on a running service" },

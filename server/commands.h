@@ -38,6 +38,8 @@ int cmd_synth(int argc, char **argv);     /* cmd_synth.c   */
 int cmd_eval(int argc, char **argv);      /* cmd_eval.c    */
 int cmd_train(int argc, char **argv);     /* cmd_train.c   */
 int cmd_sample(int argc, char **argv);    /* cmd_sample.c  */
+int cmd_export(int argc, char **argv);    /* cmd_model.c   */
+int cmd_import(int argc, char **argv);    /* cmd_model.c   */
 
 /* Clients of a running service (cmd_client.c, on api/client). */
 int cmd_submit(int argc, char **argv);

@@ -156,7 +156,7 @@ struct http_server {
     struct MHD_Daemon *daemon;
     const http_router *router;
     void *app;
-    size_t max_body;
+    size_t max_body, max_file_body;
     http_authorize_fn authorize;
     void *authorize_ctx;
     int port;
@@ -494,9 +494,17 @@ static int is_json_media_type(const char *ct)
  * otherwise. */
 static int media_type_ok(http_request *req)
 {
+    const char *ct = http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (req->route->flags & HTTP_FILE_BODY) {
+        /* a file is bytes; anything else is a client sending the wrong thing */
+        if (!ct || strncasecmp(ct, "application/octet-stream", 24) == 0)
+            return 1;
+        http_reply_error(req, 415, HTTP_E_UNSUPPORTED_MEDIA, NULL,
+                         "Content-Type must be application/octet-stream, got '%s'", ct);
+        return 0;
+    }
     if (!(req->route->flags & HTTP_JSON_BODY))
         return 1;
-    const char *ct = http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (is_json_media_type(ct))
         return 1;
     http_reply_error(req, 415, HTTP_E_UNSUPPORTED_MEDIA, NULL,
@@ -534,6 +542,15 @@ static void reply_unrouted(http_request *req)
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "no route for %s", req->path);
 }
 
+/* The body cap of the request's route: a file body (a model being
+ * imported) may be far larger than any JSON request. */
+static size_t body_cap(const http_request *req)
+{
+    if (req->route && (req->route->flags & HTTP_FILE_BODY))
+        return req->srv->max_file_body;
+    return req->srv->max_body;
+}
+
 /* First call for a request: route it.  What can be refused before the body
  * is read (no route, wrong media type, declared length over the cap) is
  * answered now when a body is coming, so it is never read: MHD then closes
@@ -566,10 +583,10 @@ static void request_begin(http_request *req)
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         unsigned long long n = strtoull(cl, NULL, 10);
-        if (n > req->srv->max_body)
+        if (n > body_cap(req))
             http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
                              "request body of %llu bytes is over the limit of %zu", n,
-                             req->srv->max_body);
+                             body_cap(req));
     }
 }
 
@@ -578,7 +595,7 @@ static void request_append(http_request *req, const char *data, size_t n)
 {
     if (req->too_large)
         return;
-    if (n > req->srv->max_body - req->body_len) {
+    if (n > body_cap(req) - req->body_len) {
         req->too_large = 1;
         free(req->body);
         req->body = NULL;
@@ -620,7 +637,7 @@ static void request_finish(http_request *req, void *app)
         return;
     if (req->too_large) {
         http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
-                         "request body is over the limit of %zu bytes", req->srv->max_body);
+                         "request body is over the limit of %zu bytes", body_cap(req));
         return;
     }
     if (req->route->flags & HTTP_JSON_BODY) {
@@ -819,6 +836,7 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     srv->router = router;
     srv->app = app;
     srv->max_body = cfg->max_body_bytes;
+    srv->max_file_body = cfg->max_file_body_bytes ? cfg->max_file_body_bytes : cfg->max_body_bytes;
     srv->authorize = cfg->authorize;
     srv->authorize_ctx = cfg->authorize_ctx;
     atomic_init(&srv->in_flight, 0);

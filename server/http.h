@@ -54,6 +54,8 @@ typedef void (*http_handler)(http_request *req, void *app);
 
 enum {
     HTTP_JSON_BODY = 1 << 0,   /* Content-Type application/json, parsed body */
+    HTTP_FILE_BODY = 1 << 1,   /* the body is a file (an exported model): capped by
+                                  max_file_body_bytes instead of max_body_bytes */
 };
 
 /* Bits 8..15 of a route's flags: who may call it.  http.c hands them to
@@ -198,6 +200,7 @@ typedef struct http_config {
     int port;                      /* 0 = pick a free port                    */
     unsigned threads;              /* pool threads (>= 1)                     */
     size_t max_body_bytes;         /* body cap (413 past it)                  */
+    size_t max_file_body_bytes;    /* the cap of HTTP_FILE_BODY routes; 0: max_body_bytes */
     unsigned max_connections;      /* >= threads                              */
     unsigned per_ip_connections;   /* 0 = no limit                            */
     size_t connection_memory;      /* per-connection buffer (bytes)           */

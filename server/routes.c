@@ -11,6 +11,7 @@
 #include "routes_datasets.h"
 #include "routes_evaluations.h"
 #include "routes_events.h"
+#include "routes_models.h"
 #include "routes_runs.h"
 #include "routes_samples.h"
 #include "routes_tokens.h"
@@ -269,6 +270,14 @@ static const struct {
     { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}", route_runs_checkpoint,  AUTH_TO_READ },
     /* routes_samples.c */
     { "POST", "/v1/runs/{id}/samples",            route_runs_samples,     HTTP_JSON_BODY | AUTH_TO_SAMPLE },
+    /* routes_models.c */
+    { "GET",  "/v1/runs/{id}/model",              route_runs_model,       AUTH_TO_READ },
+    { "POST", "/v1/models",                       route_models_create,    HTTP_FILE_BODY | AUTH_TO_TRAIN },
+    { "GET",  "/v1/models",                       route_models_list,      AUTH_ANY_ROLE },
+    { "GET",  "/v1/models/{name}",                route_models_get,       AUTH_ANY_ROLE },
+    { "GET",  "/v1/models/{name}/file",           route_models_file,      AUTH_TO_READ },
+    /* routes_samples.c */
+    { "POST", "/v1/models/{name}/samples",        route_models_samples,   HTTP_JSON_BODY | AUTH_TO_SAMPLE },
     /* routes_evaluations.c */
     { "POST", "/v1/runs/{id}/evaluations",        route_evaluations_create, HTTP_JSON_BODY | AUTH_TO_SAMPLE },
     { "GET",  "/v1/runs/{id}/evaluations",        route_evaluations_list, AUTH_TO_READ },

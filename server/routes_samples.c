@@ -1,5 +1,6 @@
 /* routes_samples: POST /v1/runs/{id}/samples, showers from a run's best
- * checkpoints as JSON, the binary layout of api/README.md (encoded by the
+ * checkpoints, and POST /v1/models/{name}/samples, the same from an
+ * imported model (the same request and replies), as JSON, the binary layout of api/README.md (encoded by the
  * client library's gc_showers_encode) or HDF5.  The request is validated
  * here, queued on the sampling worker and its connection suspended; the
  * reply is formatted when the worker resumes it.  Contracts:
@@ -18,6 +19,7 @@
 #include "giant_client.h"
 #include "model_data.h"
 #include "model_energy.h"
+#include "models.h"
 #include "routes.h"
 #include "runs.h"
 #include "sampling.h"
@@ -50,6 +52,8 @@ typedef struct sample_call {
     http_request *req;
     int format;
     sample_hold *hold;
+    char model[72];        /* the imported model's name, "" for a run   */
+    int64_t source_run;    /* and the run it was exported from          */
 } sample_call;
 
 static void hold_release(sample_hold *h)
@@ -168,10 +172,14 @@ static void reply_samples_json(http_request *req, sample_call *c)
             json_array_append_new(row, json_real(c->job.showers[i * V + v]));
         json_array_append_new(showers, row);
     }
-    http_reply_json(req, 200,
-                    json_pack("{s:I, s:I, s:I, s:i, s:o, s:o}", "run_id", (json_int_t)c->job.run,
-                              "seed", (json_int_t)c->job.seed, "n", (json_int_t)c->job.n,
-                              "voxels", V, "energies", energies, "showers", showers));
+    /* a model's reply names the run it came from, and the model */
+    json_t *body = json_pack("{s:I, s:I, s:I, s:i, s:o, s:o}", "run_id",
+                             (json_int_t)(c->model[0] ? c->source_run : c->job.run), "seed",
+                             (json_int_t)c->job.seed, "n", (json_int_t)c->job.n, "voxels", V,
+                             "energies", energies, "showers", showers);
+    if (body && c->model[0])
+        json_object_set_new(body, "model", json_string(c->model));
+    http_reply_json(req, 200, body);
 }
 
 static void samples_resume(http_request *req, void *ctx)
@@ -415,16 +423,13 @@ static int sample_ready(http_request *req, app *a, int64_t id, sample_call *c)
     return rc == GT_OK;
 }
 
-void route_runs_samples(http_request *req, void *ctx)
+/* A new call with the reply format Accept asks for; NULL after replying. */
+static sample_call *call_new(http_request *req)
 {
-    app *a = ctx;
-    int64_t id = routes_path_run(req, a->db);
-    if (!id)
-        return;
     sample_call *c = calloc(1, sizeof *c);
     if (!c) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return;
+        return NULL;
     }
     c->format = accept_format(http_header(req, "Accept"));
     if (c->format < 0) {
@@ -432,16 +437,15 @@ void route_runs_samples(http_request *req, void *ctx)
         http_reply_error(req, 406, "not_acceptable", "Accept",
                          "Accept must allow application/json, application/octet-stream or"
                          " application/x-hdf5");
-        return;
+        return NULL;
     }
-    int V = 0, layers = 0;
-    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c) ||
-        !run_shape(req, a, id, &V, &layers) || !admit(req, a, c, V, layers)) {
-        sample_call_free(c);
-        return;
-    }
+    return c;
+}
+
+/* Hands a parsed and admitted call to the sampling worker. */
+static void call_submit(http_request *req, app *a, sample_call *c)
+{
     c->req = req;
-    c->job.run = id;
     c->job.done = sample_done;
     c->job.user = c;
     /* Freed with the request if the client leaves before the reply. */
@@ -454,4 +458,63 @@ void route_runs_samples(http_request *req, void *ctx)
         snprintf(c->job.message, sizeof c->job.message, "%s", err.message);
         http_resume(req);
     }
+}
+
+void route_runs_samples(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    int64_t id = routes_path_run(req, a->db);
+    if (!id)
+        return;
+    sample_call *c = call_new(req);
+    if (!c)
+        return;
+    int V = 0, layers = 0;
+    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c) ||
+        !run_shape(req, a, id, &V, &layers) || !admit(req, a, c, V, layers)) {
+        sample_call_free(c);
+        return;
+    }
+    c->job.run = id;
+    call_submit(req, a, c);
+}
+
+/* ---------------------------------------------------------------------------
+ * POST /v1/models/{name}/samples: the same from an imported model
+ * ------------------------------------------------------------------------- */
+
+void route_models_samples(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    const char *name = http_param(req, "name");
+    json_t *row = NULL;
+    gt_error err = {0};
+    int rc = models_get(a->db, name, &row, &err);
+    if (rc == GT_ENOTFOUND) {
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
+        return;
+    }
+    if (rc) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    /* the shape for admission, from the manifest (checked at import) */
+    json_t *geo = json_object_get(json_object_get(row, "manifest"), "geometry");
+    int V = (int)json_integer_value(json_object_get(geo, "voxels"));
+    int layers = (int)json_integer_value(json_object_get(geo, "layers"));
+    int64_t model = (int64_t)json_integer_value(json_object_get(row, "id"));
+    int64_t source = (int64_t)json_integer_value(json_object_get(row, "source_run_id"));
+    json_decref(row);
+    sample_call *c = call_new(req);
+    if (!c)
+        return;
+    if (!parse_samples(req, a, http_body_json(req), c) || !admit(req, a, c, V, layers)) {
+        sample_call_free(c);
+        return;
+    }
+    c->job.model = model;
+    c->job.version = 0;            /* a model's file never changes */
+    c->source_run = source;
+    snprintf(c->model, sizeof c->model, "%s", name);
+    call_submit(req, a, c);
 }

@@ -10,7 +10,9 @@
 #include "log.h"
 #include "model_config.h"
 #include "model_run.h"
+#include "model_pack.h"
 #include "model_sampler.h"
+#include "models.h"
 #include "runs.h"
 #include "worker_thread.h"
 
@@ -19,7 +21,7 @@
 #define SAMPLING_DEVICE_ROWS 1024   /* rows per device pass */
 
 typedef struct cached {
-    int64_t run, version;
+    int64_t run, model, version;
     nn_backend *b;
     model_sampler *smp;
     unsigned long long used;   /* LRU clock */
@@ -52,12 +54,13 @@ static void cache_drop(cached *c)
 
 /* The run's sampler, loaded on first use; the least recently used one
  * makes room. */
-static int cache_get(sampling *s, int64_t run, int64_t version, cached **out, gt_error *err)
+static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, cached **out,
+                     gt_error *err)
 {
     s->clock++;
     int free_slot = -1, lru = 0;
     for (int i = 0; i < s->cache_size; i++) {
-        if (s->cache[i].smp && s->cache[i].run == run) {
+        if (s->cache[i].smp && s->cache[i].run == run && s->cache[i].model == model) {
             if (s->cache[i].version == version) {
                 s->cache[i].used = s->clock;
                 *out = &s->cache[i];
@@ -76,42 +79,68 @@ static int cache_get(sampling *s, int64_t run, int64_t version, cached **out, gt
     char *config_text = NULL;
     char field[128];
     model_config cfg;
-    void *ck1 = NULL, *ck2 = NULL;
-    size_t l1 = 0, l2 = 0;
+    void *ck1 = NULL, *ck2 = NULL, *file = NULL;
+    size_t l1 = 0, l2 = 0, file_len = 0;
+    const void *c1, *c2, *geo_xml = NULL;
+    size_t geo_len = 0;
+    model_pack pack;
+    memset(&pack, 0, sizeof pack);
     nn_backend *b = NULL;
     model_sampler *smp = NULL;
     int rc;
-    if ((rc = runs_config(s->db, run, &config_text, err)) ||
-        (rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
-                                 err)) ||
-        (rc = runs_load_checkpoint(s->db, run, 1, 1, &ck1, &l1, NULL, err)) ||
-        (rc = runs_load_checkpoint(s->db, run, 2, 1, &ck2, &l2, NULL, err)))
-        goto out;
+    if (model > 0) {
+        /* an imported model: its file holds the config, the geometry and
+         * both checkpoints, checked again as at import */
+        if ((rc = models_file_by_id(s->db, model, &file, &file_len, err)) ||
+            (rc = model_pack_read(file, file_len, &pack, NULL, NULL, err)) ||
+            (rc = model_config_parse(pack.config_json, pack.config_len, &cfg, field,
+                                     sizeof field, err)))
+            goto out;
+        c1 = pack.ckpt[0];
+        l1 = pack.ckpt_len[0];
+        c2 = pack.ckpt[1];
+        l2 = pack.ckpt_len[1];
+        geo_xml = pack.geometry_xml;
+        geo_len = pack.geometry_len;
+    } else {
+        if ((rc = runs_config(s->db, run, &config_text, err)) ||
+            (rc = model_config_parse(config_text, strlen(config_text), &cfg, field,
+                                     sizeof field, err)) ||
+            (rc = runs_load_checkpoint(s->db, run, 1, 1, &ck1, &l1, NULL, err)) ||
+            (rc = runs_load_checkpoint(s->db, run, 2, 1, &ck2, &l2, NULL, err)))
+            goto out;
+        c1 = ck1;
+        c2 = ck2;
+    }
     if (s->device[0])
         snprintf(cfg.device, sizeof cfg.device, "%s", s->device);
     /* sampling a bf16 model on a CPU without AVX512-BF16 is allowed: the
      * fixed-order layer emulates VDPBF16PS exactly, at fp32 speed */
     if ((rc = model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, err)) ||
-        (rc = model_sampler_open(b, &cfg, ck1, l1, ck2, l2, SAMPLING_DEVICE_ROWS, &smp, err)))
+        (rc = model_sampler_open_xml(b, &cfg, geo_xml, geo_len, c1, l1, c2, l2,
+                                     SAMPLING_DEVICE_ROWS, &smp, err)))
         goto out;
-    s->cache[slot] = (cached){run, version, b, smp, s->clock};
+    s->cache[slot] = (cached){run, model, version, b, smp, s->clock};
     b = NULL;
     smp = NULL;
     *out = &s->cache[slot];
     pthread_mutex_lock(&s->w.mu);
     s->stats.loads++;
     pthread_mutex_unlock(&s->w.mu);
-    log_msg(LOG_INFO, "sampler", "run=%lld loaded=1 slot=%d", (long long)run, slot);
+    log_msg(LOG_INFO, "sampler", "%s=%lld loaded=1 slot=%d", model > 0 ? "model" : "run",
+            (long long)(model > 0 ? model : run), slot);
 out:
     model_sampler_close(smp);
     nn_backend_close(b);
+    model_pack_free(&pack);
+    free(file);
     free(ck1);
     free(ck2);
     free(config_text);
     return rc;
 }
 
-/* Takes the oldest job and every queued job with its run and steps
+/* Takes the oldest job and every queued job with its run (or model) and steps
  * (under mu). */
 static int take_batch(sampling *s, sampling_job **batch)
 {
@@ -121,8 +150,8 @@ static int take_batch(sampling *s, sampling_job **batch)
     s->tail = NULL;
     for (sampling_job *j = s->head; j;) {
         sampling_job *next = j->next;
-        if (n < SAMPLING_MAX_BATCH_JOBS && j->run == first->run && j->steps == first->steps &&
-            j->version == first->version) {
+        if (n < SAMPLING_MAX_BATCH_JOBS && j->run == first->run && j->model == first->model &&
+            j->steps == first->steps && j->version == first->version) {
             batch[n++] = j;
             *link = next;
             j->next = NULL;
@@ -139,7 +168,7 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
 {
     gt_error err = {0};
     cached *c = NULL;
-    if (cache_get(s, batch[0]->run, batch[0]->version, &c, &err) != GT_OK) {
+    if (cache_get(s, batch[0]->run, batch[0]->model, batch[0]->version, &c, &err) != GT_OK) {
         for (int i = 0; i < n; i++)
             job_fail(batch[i], err.code ? err.code : GT_EIO, err.message);
         return;

@@ -9,9 +9,11 @@
  * geometry, so nobody else reloads the geometry to describe them.
  * Showers depend only on (seed, row) however jobs are batched.
  *
- * Loaded samplers are cached per run (least recently used out first), so a
- * run's checkpoints are read and checked once.  Depends on runs, store, log
- * and the engine's model_sampler. */
+ * Loaded samplers are cached per run or imported model (least recently used
+ * out first), so a run's checkpoints or a model's file are read and checked
+ * once.  A model is served by the same code on the same bytes as the run it
+ * was exported from, so it gives the same showers.  Depends on runs,
+ * models, model_pack, store, log and the engine's model_sampler. */
 #ifndef SAMPLING_H
 #define SAMPLING_H
 
@@ -28,6 +30,8 @@ typedef struct sampling_job sampling_job;
 struct sampling_job {
     /* in */
     int64_t run;
+    int64_t model;         /* > 0: an imported model (models table) instead
+                              of a run's checkpoints; run is then 0 */
     int64_t version;       /* changes when the run's best checkpoints do:
                               a cached sampler of another version is reloaded */
     int64_t n;

@@ -40,6 +40,7 @@ static const set_def defs[] = {
     STR(log_level, "LEVEL", "info",           "debug | info | warn | error"),
     INT(threads,            1, 1024,        "4",        "HTTP worker threads"),
     INT(max_body_bytes,     1, 1L << 30,    "1048576",  "largest request body accepted (bytes); larger gets 413"),
+    INT(max_model_bytes,    1, 1L << 32,    "536870912", "largest model file POST /v1/models accepts (bytes); larger gets 413"),
     INT(max_connections,    1, 100000,      "1024",     "open connections across all clients"),
     INT(per_ip_connections, 0, 100000,      "64",       "open connections from one address (0 = no limit)"),
     INT(connection_memory,  4096, 1L << 28, "131072",   "per-connection buffer memory (bytes)"),

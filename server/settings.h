@@ -20,6 +20,7 @@ typedef struct settings {
     char log_level[16];        /* debug | info | warn | error                 */
     long threads;              /* HTTP worker threads (pool size)             */
     long max_body_bytes;       /* request body cap; larger gets 413           */
+    long max_model_bytes;      /* the cap of a model file (POST /v1/models)    */
     long max_connections;      /* open connections across all clients         */
     long per_ip_connections;   /* open connections from one address           */
     long connection_memory;    /* per-connection buffer limit (bytes)         */

@@ -32,6 +32,19 @@ int model_geometry_is_builtin(const char *name)
     return 0;
 }
 
+int model_geometry_builtin_xml(const char *name, const void **xml, size_t *len, gt_error *err)
+{
+    char file[96];
+    if ((size_t)snprintf(file, sizeof file, "binning_%s.xml", name) < sizeof file)
+        for (size_t i = 0; i < model_geometries_count; i++)
+            if (model_geometries[i].name && strcmp(model_geometries[i].name, file) == 0) {
+                *xml = model_geometries[i].data;
+                *len = model_geometries[i].size;
+                return GT_OK;
+            }
+    return gt_error_set(err, GT_ENOTFOUND, "'%s' is not a built-in geometry", name);
+}
+
 int model_geometry_load(const char *name, geo_geometry *g, gt_error *err)
 {
     char file[96];

@@ -35,6 +35,11 @@ int model_geometry_load(const char *name_or_path, geo_geometry *g, gt_error *err
  * dataset_1_pions, dataset_2, dataset_3): the only ones the service takes
  * from a client, who must not make it open files by path. */
 int model_geometry_is_builtin(const char *name);
+/* The bytes of a built-in geometry's XML file (they live as long as the
+ * process): what an exported model carries, and what an imported one's
+ * geometry must equal when its config names a built-in.  GT_ENOTFOUND for
+ * any other name. */
+int model_geometry_builtin_xml(const char *name, const void **xml, size_t *len, gt_error *err);
 
 /* Readout threshold (MeV) of the detector a geometry describes. */
 int model_geometry_threshold(const geo_geometry *g, float *threshold_mev, gt_error *err);

@@ -1,5 +1,6 @@
 #include "model_sampler.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,14 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
                        size_t len1, const void *stage2, size_t len2, int max_batch,
                        model_sampler **out, gt_error *err)
 {
+    return model_sampler_open_xml(b, cfg, NULL, 0, stage1, len1, stage2, len2, max_batch, out,
+                                  err);
+}
+
+int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *geo_xml,
+                           size_t geo_len, const void *stage1, size_t len1, const void *stage2,
+                           size_t len2, int max_batch, model_sampler **out, gt_error *err)
+{
     *out = NULL;
     if (max_batch < 1 || max_batch > (1 << 24))
         return gt_error_set(err, GT_EINVAL, "max_batch %d outside [1, %d]", max_batch, 1 << 24);
@@ -223,7 +232,12 @@ int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage
     s->max_batch = max_batch;
     s->graphs_on = 1;
     float threshold = 0;
-    if ((rc = model_geometry_load(cfg->geometry, &s->geo, err)) ||
+    if (geo_xml && geo_len > (size_t)INT_MAX) {
+        rc = gt_error_set(err, GT_EINVAL, "a geometry file of %zu bytes", geo_len);
+        goto fail;
+    }
+    if ((rc = geo_xml ? geo_load_memory(&s->geo, geo_xml, (int)geo_len, err)
+                      : model_geometry_load(cfg->geometry, &s->geo, err)) ||
         (rc = model_geometry_threshold(&s->geo, &threshold, err)) ||
         (rc = model_repr_from_bytes(&s->repr, &s->geo, threshold, v2.repr, v2.repr_len, err)))
         goto fail;

@@ -50,6 +50,13 @@ typedef struct model_sample_request {
 int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage1,
                        size_t len1, const void *stage2, size_t len2, int max_batch,
                        model_sampler **out, gt_error *err);
+/* The same with the geometry given as binning XML bytes instead of by the
+ * config's dataset.geometry (an imported model carries its geometry's
+ * file, which the importing machine may not have).  geo_xml NULL: the
+ * config's geometry, as model_sampler_open. */
+int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *geo_xml,
+                           size_t geo_len, const void *stage1, size_t len1, const void *stage2,
+                           size_t len2, int max_batch, model_sampler **out, gt_error *err);
 void model_sampler_close(model_sampler *s);
 
 int model_sampler_voxels(const model_sampler *s);

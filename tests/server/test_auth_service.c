@@ -233,6 +233,12 @@ static const struct {
     {"POST", "/v1/runs/999/evaluations", "{}", TRAINER | SAMPLER},
     {"GET", "/v1/runs/999/evaluations", NULL, TRAINER | READER},
     {"GET", "/v1/runs/999/evaluations/1", NULL, TRAINER | READER},
+    {"GET", "/v1/runs/999/model", NULL, TRAINER | READER},
+    {"POST", "/v1/models", NULL, TRAINER},                      /* 422: no file */
+    {"GET", "/v1/models", NULL, TRAINER | SAMPLER | READER},
+    {"GET", "/v1/models/nope", NULL, TRAINER | SAMPLER | READER},
+    {"GET", "/v1/models/nope/file", NULL, TRAINER | READER},
+    {"POST", "/v1/models/nope/samples", "{\"count\": 1}", TRAINER | SAMPLER},
     {"POST", "/v1/datasets", "{\"name\": \"\"}", 0},
     {"GET", "/v1/datasets", NULL, TRAINER | READER},
     {"GET", "/v1/datasets/999", NULL, TRAINER | READER},

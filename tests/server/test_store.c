@@ -2,8 +2,9 @@
  * re-run is a no-op, a newer schema or a changed migration is refused, a
  * failing migration leaves nothing behind, a non-database is refused, the
  * first schema enforces what its README promises, 0003 writes the old
- * model defaults into the configs of runs recorded before it, and 0006
- * maps the tokens' old roles to the new ones. */
+ * model defaults into the configs of runs recorded before it, 0006
+ * maps the tokens' old roles to the new ones, and 0010's models table
+ * holds one model per content hash and per name. */
 #include "check.h"
 
 #include <stdio.h>
@@ -281,6 +282,27 @@ int main(void)
     CHECK(!strcmp(text(s, "SELECT group_concat(json_type(config, '$.model.stage2.ring_counts'),"
                           " ', ') FROM runs", buf, sizeof buf),
                   "false, true"));
+
+    /* 0010: imported models, one per content hash and per name; the stored
+     * size is the file's, the manifest JSON */
+#define MODEL_ROW(name, sha, manifest, size, file)                                        \
+    "INSERT INTO models (name, content_sha256, file_sha256, manifest, geometry,"        \
+    " source_run_id, size_bytes, file) VALUES ('" name "', '" sha "', '" sha "', '"       \
+    manifest "', 'dataset_2', 3, " size ", " file ")"
+#define SHA_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define SHA_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+    CHECK(scalar(s, "SELECT max(version) FROM schema_migrations") >= 10);
+    CHECK_EQ_INT(exec(s, MODEL_ROW("m1", SHA_A, "{}", "3", "x'010203'")), SQLITE_OK);
+    CHECK(exec(s, MODEL_ROW("m2", SHA_A, "{}", "3", "x'010203'")) != SQLITE_OK);  /* same content */
+    CHECK(exec(s, MODEL_ROW("m1", SHA_B, "{}", "3", "x'010203'")) != SQLITE_OK);  /* same name */
+    CHECK(exec(s, MODEL_ROW("m2", SHA_B, "{}", "4", "x'010203'")) != SQLITE_OK);  /* wrong size */
+    CHECK(exec(s, MODEL_ROW("m2", SHA_B, "{", "3", "x'010203'")) != SQLITE_OK);   /* not JSON */
+    CHECK(exec(s, MODEL_ROW("m2", "abc", "{}", "3", "x'010203'")) != SQLITE_OK);  /* short hash */
+    CHECK(exec(s, MODEL_ROW("", SHA_B, "{}", "3", "x'010203'")) != SQLITE_OK);    /* no name */
+    CHECK_EQ_INT(exec(s, MODEL_ROW("m2", SHA_B, "{}", "3", "x'010203'")), SQLITE_OK);
+    CHECK_EQ_INT(scalar(s, "SELECT count(*) FROM models WHERE created_at LIKE '____-__-__T%Z'"),
+                 2);
+#undef MODEL_ROW
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
     /* 0009: runs recorded before the power time grid keep the uniform one
