@@ -9,7 +9,7 @@ src=${GIANT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 bin=${GIANT_BINARY_DIR:-$src/build}
 
 skip() {
-    echo "SKIP: $*"
+    echo "SKIPPED: $*"
     exit 77
 }
 
@@ -42,7 +42,8 @@ deploy_venv() {
         return 1
     fi
     # shellcheck disable=SC2086
-    if ! timeout 300 "$v/bin/pip" install --quiet --disable-pip-version-check $pkgs >&2; then
+    if ! timeout 240 "$v/bin/pip" install --quiet --disable-pip-version-check \
+            --timeout 15 --retries 1 $pkgs >&2; then
         echo "pip could not install $pkgs (no PyPI?)" >&2
         rm -rf "$v"
         return 1

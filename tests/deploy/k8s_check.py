@@ -45,7 +45,7 @@ import sys
 try:
     import yaml
 except ImportError:                                     # pragma: no cover
-    print("SKIP: python3 has no yaml module (Debian package python3-yaml)")
+    print("SKIPPED: python3 has no yaml module (Debian package python3-yaml)")
     sys.exit(77)
 
 FAIL = []
@@ -563,6 +563,9 @@ def check_containerfile(src, binary):
         for so in needed:
             if re.match(r"lib(cudart|cublas|cublasLt)\.so", so):
                 cuda.append(so)
+                continue
+            if re.match(r"lib(asan|ubsan|lsan|tsan)\.so", so):
+                note(f"{so}: a sanitizer build's runtime, not a library of the Release image")
                 continue
             q = subprocess.run(["dpkg", "-S", "*/" + so], capture_output=True, text=True)
             owners = {ln.split(":")[0] for ln in q.stdout.splitlines() if ":" in ln}
