@@ -1,13 +1,24 @@
 #!/bin/sh
 # Installs the Debian 12 packages giant needs to build, test and run.
 # Idempotent: packages already present are left alone. Needs root (or sudo).
+#
+# Then the deploy tests' Python tools, which Debian does not package, into a
+# virtualenv beside the checkout (.venv-deploy, ignored by git):
+# kubernetes-validate (the Kubernetes manifests' schemas) and
+# dockerfile-parse (the Containerfile). Without network that step only
+# warns: the tests that need them then skip and say why.
 set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 PKGS="build-essential cmake pkg-config git curl
 libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3
 libopenblas-dev libdnnl-dev libhdf5-dev libxml2-dev libcurl4-openssl-dev libssl-dev zlib1g-dev
 python3 python3-numpy python3-torch python3-h5py
+python3-yaml python3-venv yamllint shellcheck
 chromium"
+
+# the deploy tests' tools from PyPI, pinned (tests/deploy/README.md)
+VENV_PKGS="kubernetes-validate==1.37.0 dockerfile-parse==2.0.1"
 
 missing=""
 for p in $PKGS; do
@@ -18,12 +29,29 @@ done
 
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
-    exit 0
+else
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    echo "install-deps: installing$missing"
+    $SUDO apt-get update
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing$missing"
-$SUDO apt-get update
+venv="${GIANT_DEPLOY_VENV:-$root/.venv-deploy}"
+if [ -x "$venv/bin/kubernetes-validate" ] && [ -f "$venv/.pinned" ] &&
+   [ "$(cat "$venv/.pinned")" = "$VENV_PKGS" ]; then
+    echo "install-deps: deploy tools present ($venv)"
+    exit 0
+fi
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+echo "install-deps: deploy tools into $venv: $VENV_PKGS"
 # shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
+if "$py" -m venv "$venv" &&
+   "$venv/bin/pip" install --quiet --disable-pip-version-check $VENV_PKGS; then
+    echo "$VENV_PKGS" >"$venv/.pinned"
+else
+    echo "install-deps: WARNING: could not install $VENV_PKGS from PyPI;" \
+         "the Kubernetes schema test will skip" >&2
+fi
