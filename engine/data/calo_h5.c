@@ -295,6 +295,7 @@ static int calo_h5_read_slab(hid_t ds, int64_t row0, int64_t n, int64_t width, f
     return rc;
 }
 
+/* The HDF5 part of calo_h5_read_rows, under the lock. */
 static int calo_h5_read_rows_impl(calo_h5_reader *r, int64_t row0, int64_t n,
                                   float *energies, float *showers, gt_error *err)
 {
@@ -311,10 +312,7 @@ static int calo_h5_read_rows_impl(calo_h5_reader *r, int64_t row0, int64_t n,
     if (showers &&
         (rc = calo_h5_read_slab(r->ds_shower, row0, n, r->n_voxels, showers, r->path, err)))
         return rc;
-    rc = calo_h5_check_rows(energies, showers, n, r->n_voxels, row0, err);
-    if (rc)
-        gt_error_wrap(err, "%s", r->path);
-    return rc;
+    return GT_OK;
 }
 
 int calo_h5_read_rows(calo_h5_reader *r, int64_t row0, int64_t n, float *energies,
@@ -323,6 +321,10 @@ int calo_h5_read_rows(calo_h5_reader *r, int64_t row0, int64_t n, float *energie
     calo_h5_lock();
     int rc = calo_h5_read_rows_impl(r, row0, n, energies, showers, err);
     calo_h5_unlock();
+    /* checked outside the lock: other threads' reads need not wait on it */
+    if (rc == GT_OK && n > 0 && (rc = calo_h5_check_rows(energies, showers, n, r->n_voxels, row0,
+                                                          err)))
+        gt_error_wrap(err, "%s", r->path);
     return rc;
 }
 
@@ -491,12 +493,14 @@ int calo_h5_check_storage(calo_h5_reader *r, int64_t file_size, calo_h5_storage 
     return rc;
 }
 
-/* Rows per scan block: about 8 MiB of showers, rounded up to whole chunks
+/* Rows per scan block: about 1 MiB of showers, rounded up to whole chunks
  * of the showers (a chunk split between blocks would be decompressed
- * twice) unless a chunk alone is over 64 MiB. */
+ * twice) unless a chunk alone is over 64 MiB.  Each block holds the
+ * process-wide HDF5 lock while it is read: a small one lets an HTTP
+ * thread's open wait milliseconds, not the time of a big read. */
 static int64_t calo_h5_scan_block(calo_h5_reader *r)
 {
-    int64_t rows = (int64_t)(2 << 20) / r->n_voxels;
+    int64_t rows = (int64_t)(256 << 10) / r->n_voxels;
     if (rows < 1)
         rows = 1;
     calo_h5_lock();
@@ -524,8 +528,12 @@ static int calo_h5_first_bad_row(calo_h5_reader *r, int64_t row0, int64_t n, flo
         if (rc == GT_EINVAL)
             return gt_error_set(err, rc, "%s", one.message);
         if (rc) {
-            *err = one;
-            return gt_error_wrap(err, "row %lld: cannot be read", (long long)i);
+            /* HDF5's reason without the path the read error starts with */
+            const char *at = strstr(one.message, r->path);
+            const char *why = at && at[strlen(r->path)] == ':' ? at + strlen(r->path) + 2
+                                                                : one.message;
+            return gt_error_set(err, rc, "%s: row %lld: cannot be read, the file is corrupt or "
+                                "truncated: %s", r->path, (long long)i, why);
         }
     }
     *err = block;

@@ -72,8 +72,8 @@ typedef struct calo_h5_scan_stats {
 typedef int (*calo_h5_scan_fn)(void *user, int64_t rows_done, int64_t rows_total);
 
 /* Reads every row of an open file in blocks of block_rows (<= 0: about
- * 8 MiB of showers, in whole chunks so that no chunk is decompressed
- * twice) and checks each value as calo_h5_read_rows does; memory is one
+ * 1 MiB of showers, in whole chunks so that no chunk is decompressed
+ * twice; the HDF5 lock is let go between blocks) and checks each value as calo_h5_read_rows does; memory is one
  * block.  The first failure is an error naming the row (and the voxel):
  * a block that cannot be read (a corrupt compressed chunk, a truncated
  * file) is read again row by row to find the first row that cannot.
