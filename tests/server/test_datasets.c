@@ -33,6 +33,8 @@ static char dir[256], db[320], data[320], root[PATH_MAX];
 
 static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+/* printf's %s of a string that may be missing */
+static const char *nz(const char *s) { return s ? s : "(none)"; }
 static const char *emember(json_t *j, const char *k)
 {
     return json_string_value(json_object_get(json_object_get(j, "error"), k));
@@ -81,7 +83,7 @@ static long long register_ok(gc_client *c, const char *name, const char *file)
     long st = post(c, name, file, &j, &secs);
     CHECK_MSG(st == 202, "%s: status %ld", file, st);
     CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "pending") == 0, "%s: status %s",
-              file, str(j, "status"));
+              file, nz(str(j, "status")));
     CHECK_MSG(secs < 1.0, "%s: the reply took %.3f s", file, secs);
     long long id = num(j, "id");
     json_decref(j);
@@ -98,12 +100,12 @@ static void register_refused(gc_client *c, const char *name, const char *file,
     const char *msg = emember(j, "message");
     CHECK_MSG(st == 422, "%s: status %ld", file, st);
     CHECK_MSG(emember(j, "code") && strcmp(emember(j, "code"), "validation_failed") == 0,
-              "%s: code %s", file, emember(j, "code"));
+              "%s: code %s", file, nz(emember(j, "code")));
     CHECK_MSG(emember(j, "field") && strcmp(emember(j, "field"), "path") == 0, "%s: field %s",
-              file, emember(j, "field"));
-    CHECK_MSG(msg && strstr(msg, needle), "%s: \"%s\" lacks \"%s\"", file, msg, needle);
+              file, nz(emember(j, "field")));
+    CHECK_MSG(msg && strstr(msg, needle), "%s: \"%s\" lacks \"%s\"", file, nz(msg), needle);
     CHECK_MSG(msg && !strstr(msg, root), "%s: the reply names the data directory: %s", file,
-              msg);
+              nz(msg));
     CHECK_MSG(secs < 1.0, "%s: the reply took %.3f s", file, secs);
     printf("%-14s 422 in %.3f s: %s\n", file, secs, msg ? msg : "");
     json_decref(j);
@@ -130,7 +132,7 @@ static void expect_ready(gc_client *c, long long id, long long rows)
 {
     json_t *j = wait_dataset(c, id);
     CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "ready") == 0,
-              "dataset %lld: %s (%s)", id, str(j, "status"), str(j, "error"));
+              "dataset %lld: %s (%s)", id, nz(str(j, "status")), nz(str(j, "error")));
     CHECK_EQ_INT(num(j, "n_showers"), rows);
     CHECK_EQ_INT(num(j, "n_voxels"), NV);
     CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 0, 0);
@@ -146,10 +148,10 @@ static void expect_failed(gc_client *c, long long id, const char *file, const ch
     json_t *j = wait_dataset(c, id);
     const char *e = str(j, "error");
     CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "failed") == 0, "%s: status %s",
-              file, str(j, "status"));
-    CHECK_MSG(e && strstr(e, needle), "%s: error \"%s\" lacks \"%s\"", file, e, needle);
-    CHECK_MSG(e && strstr(e, file), "%s: error \"%s\" does not name the file", file, e);
-    CHECK_MSG(e && !strstr(e, root), "%s: the error names the data directory: %s", file, e);
+              file, nz(str(j, "status")));
+    CHECK_MSG(e && strstr(e, needle), "%s: error \"%s\" lacks \"%s\"", file, nz(e), needle);
+    CHECK_MSG(e && strstr(e, file), "%s: error \"%s\" does not name the file", file, nz(e));
+    CHECK_MSG(e && !strstr(e, root), "%s: the error names the data directory: %s", file, nz(e));
     printf("%-14s failed: %s\n", file, e ? e : "");
     json_decref(j);
 }
@@ -167,11 +169,11 @@ static void expect_run_refused(gc_client *c, long long id, const char *needle)
     const char *msg = emember(j, "message");
     CHECK_MSG(st == 422, "run on dataset %lld: status %ld", id, st);
     CHECK_MSG(emember(j, "code") && strcmp(emember(j, "code"), "validation_failed") == 0,
-              "code %s", emember(j, "code"));
+              "code %s", nz(emember(j, "code")));
     CHECK_MSG(emember(j, "field") && strcmp(emember(j, "field"), "dataset_id") == 0,
-              "field %s", emember(j, "field"));
-    CHECK_MSG(msg && strstr(msg, needle), "run on dataset %lld: \"%s\" lacks \"%s\"", id, msg,
-              needle);
+              "field %s", nz(emember(j, "field")));
+    CHECK_MSG(msg && strstr(msg, needle), "run on dataset %lld: \"%s\" lacks \"%s\"", id,
+              nz(msg), needle);
     json_decref(j);
 }
 
