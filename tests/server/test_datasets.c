@@ -289,7 +289,7 @@ int main(void)
      * synthetic dataset queued first (seconds), so the file waits */
     json_t *j;
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", "{\"name\": \"busy\", \"synthetic\":"
-                          " {\"geometry\": \"dataset_2\", \"n\": 3000}}", NULL, &j), 202);
+                          " {\"geometry\": \"dataset_2\", \"n\": 5000}}", NULL, &j), 202);
     long long busy = num(j, "id");
     json_decref(j);
     long long later = register_ok(c, "later", "later.h5");
