@@ -1,16 +1,19 @@
 #include "datasets.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "calo_h5.h"
 #include "geo.h"
+#include "gt_path.h"
 #include "log.h"
 #include "model_data.h"
 #include "model_energy.h"
@@ -65,6 +68,23 @@ int datasets_add(store *db, const datasets_new *d, int64_t *id, gt_error *err)
     return rc;
 }
 
+void datasets_why_not_ready(json_t *row, char *msg, size_t cap)
+{
+    long long id = (long long)json_integer_value(json_object_get(row, "id"));
+    const char *status = json_string_value(json_object_get(row, "status"));
+    const char *kind = json_string_value(json_object_get(row, "kind"));
+    const char *error = json_string_value(json_object_get(row, "error"));
+    double progress = json_number_value(json_object_get(row, "progress"));
+    if (!status || strcmp(status, "failed") == 0)
+        snprintf(msg, cap, "dataset %lld failed%s%s", id, error ? ": " : "", error ? error : "");
+    else if (kind && strcmp(kind, "file") == 0)
+        snprintf(msg, cap, "dataset %lld is not ready: its rows are being checked (%.0f%% done);"
+                 " retry when its status is ready", id, 100.0 * progress);
+    else
+        snprintf(msg, cap, "dataset %lld is not ready: it is being made (%.0f%% done); retry"
+                 " when its status is ready", id, 100.0 * progress);
+}
+
 int datasets_ensure_default(store *db, long n, gt_error *err)
 {
     if (n <= 0)
@@ -87,7 +107,8 @@ int datasets_ensure_default(store *db, long n, gt_error *err)
 static int next_pending(store *db, json_t **row, gt_error *err)
 {
     return store_row_json(db, "finding a pending dataset",
-                          "SELECT id, path, geometry, spec FROM datasets WHERE status = 'pending'"
+                          "SELECT id, kind, path, geometry, spec FROM datasets"
+                          " WHERE status = 'pending'"
                           " ORDER BY id LIMIT 1",
                           STORE_NO_ARGS, row, err);
 }
@@ -224,6 +245,71 @@ out:
     return rc;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* What calo_h5_scan calls back after each block of a registered file. */
+typedef struct check_ctx {
+    datasets *d;
+    int64_t id;
+    double written; /* when progress was last written */
+} check_ctx;
+
+/* Stops at SIGTERM; writes progress at most twice a second (one UPDATE
+ * each, on the worker's own connection). */
+static int on_checked(void *user, int64_t done, int64_t total)
+{
+    check_ctx *c = user;
+    if (atomic_load(&c->d->w.stopping))
+        return GT_ECANCELLED;
+    double t = now_s();
+    if (t - c->written >= 0.5) {
+        set_progress(c->d->db, c->id, (double)done / (double)total);
+        c->written = t;
+    }
+    return GT_OK;
+}
+
+/* Checks every row of a registered file (the route read only its metadata)
+ * and marks it ready with what was counted; the error names the row that
+ * failed, and the file as the client named it.  GT_ECANCELLED when
+ * stopped. */
+static int check_one(datasets *d, int64_t id, const char *path, const char *geometry,
+                     gt_error *err)
+{
+    /* again: a link inside the data directory may have changed since */
+    char real[PATH_MAX];
+    int rc = gt_path_inside(d->data_dir, path, real, sizeof real, err);
+    if (rc)
+        return rc;
+    geo_geometry geo;
+    if ((rc = model_geometry_load(geometry, &geo, err)))
+        return rc;
+    set_progress(d->db, id, 0);
+    calo_h5_reader r;
+    rc = calo_h5_open(&r, real, &geo, err);
+    geo_free(&geo);
+    if (rc == GT_OK) {
+        struct stat st;
+        long long size = stat(real, &st) == 0 ? (long long)st.st_size : 0;
+        calo_h5_scan_stats stats;
+        check_ctx c = {d, id, now_s()};
+        if ((rc = calo_h5_check_storage(&r, size, NULL, err)) == GT_OK)
+            rc = calo_h5_scan(&r, 0, on_checked, &c, &stats, err);
+        if (rc == GT_OK && stats.rows < 1)
+            rc = gt_error_set(err, GT_EFORMAT, "%s: the file holds no showers", real);
+        if (rc == GT_OK)
+            set_ready(d->db, id, stats.rows, r.n_voxels, size, stats.e_min, stats.e_max);
+        calo_h5_close(&r);
+    }
+    gt_path_scrub(err->message, sizeof err->message, real, path);
+    return rc;
+}
+
 static void *worker_main(void *arg)
 {
     datasets *d = arg;
@@ -237,11 +323,15 @@ static void *worker_main(void *arg)
         const char *path = json_string_value(json_object_get(row, "path"));
         if (!path)
             path = "";
-        log_msg(LOG_INFO, "dataset", "id=%lld status=making path=%s", (long long)id, path);
+        const char *kind = json_string_value(json_object_get(row, "kind"));
+        const char *geometry = json_string_value(json_object_get(row, "geometry"));
+        int file = kind && strcmp(kind, "file") == 0;
+        log_msg(LOG_INFO, "dataset", "id=%lld status=%s path=%s", (long long)id,
+                file ? "checking" : "making", path);
         gt_error err = {0};
-        int rc = make_one(d, id, path,
-                          json_string_value(json_object_get(row, "geometry")),
-                          json_string_value(json_object_get(row, "spec")), &err);
+        int rc = file ? check_one(d, id, path, geometry, &err)
+                      : make_one(d, id, path, geometry,
+                                 json_string_value(json_object_get(row, "spec")), &err);
         json_decref(row);
         if (rc == GT_ECANCELLED)
             break;

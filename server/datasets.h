@@ -7,18 +7,22 @@
  * reshape them into the documented objects.
  *
  * The worker: a thread with its own database connection takes datasets
- * whose status is 'pending' (oldest first), simulates their showers with
- * the engine's synth_ into DATA_DIR/<name>.h5 in blocks, updating progress,
- * and marks them ready (with count, size and energy range) or failed.
- * Pending datasets left by a crash are simply made again at start.
+ * whose status is 'pending' (oldest first).  A synthetic one: it simulates
+ * the showers with the engine's synth_ into DATA_DIR/<name>.h5 in blocks.
+ * A registered file (the route read only its metadata): it reads every row
+ * in blocks (calo_h5_scan) and checks every value.  Either way it updates
+ * progress and marks the dataset ready (with count, size and energy range)
+ * or failed with the reason (for a file, the row and voxel that failed).
+ * Pending datasets left by a crash are made or checked again at start.
  *
  * One module for both: the worker is the table's main writer and the table
  * has one row shape, so the two fit in one file a reader takes in at once.
  * Depends on store, log, Jansson and the engine's synth / calo_h5 / geo /
- * model_data. */
+ * model_data / gt_path. */
 #ifndef DATASETS_H
 #define DATASETS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -53,6 +57,10 @@ typedef struct datasets_new {
  * taken. */
 int datasets_add(store *db, const datasets_new *d, int64_t *id, gt_error *err);
 
+/* Why a row that is not ready cannot be used yet, for an API error: failed
+ * (with its reason), or still being made or checked (with its progress). */
+void datasets_why_not_ready(json_t *row, char *msg, size_t cap);
+
 /* Queues the first-start dataset (synthetic dataset-2, n showers) when the
  * table is empty; n == 0 does nothing. */
 int datasets_ensure_default(store *db, long n, gt_error *err);
@@ -69,7 +77,7 @@ int datasets_start(datasets **out, const char *db_path, const char *data_dir, gt
 void datasets_kick(datasets *d);
 
 /* Stops at the next block and joins (NULL is fine); an unfinished dataset
- * stays pending and is made again at the next start. */
+ * stays pending and is made or checked again at the next start. */
 void datasets_stop(datasets *d);
 
 #endif

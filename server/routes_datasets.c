@@ -1,5 +1,7 @@
-/* routes_datasets: /v1/datasets.  Registering a file reads its header here
- * (fast); a synthetic dataset is only queued: the datasets worker makes it.
+/* routes_datasets: /v1/datasets.  Registering a file reads its metadata here
+ * (shapes, and that the rows it declares can be in it: the same time for any
+ * size) and queues it: the datasets worker reads and checks every row.  A
+ * synthetic dataset is only queued: the datasets worker makes it.
  * Contracts: api/openapi.json. */
 #include "routes_datasets.h"
 
@@ -105,43 +107,37 @@ static void register_file(http_request *req, app *a, const char *name, const cha
         http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry", "%s", err.message);
         return;
     }
+    /* Metadata only, on this thread: the shapes, and that the rows the file
+     * declares can be in it.  Reading the rows is the worker's job. */
     calo_h5_reader r;
-    if (calo_h5_open(&r, real, &geo, &err) != GT_OK) {
-        geo_free(&geo);
+    rc = calo_h5_open(&r, real, &geo, &err);
+    geo_free(&geo);
+    struct stat stt;
+    long long size = stat(real, &stt) == 0 ? (long long)stt.st_size : 0;
+    long long n = rc == GT_OK ? r.n_rows : 0;
+    int voxels = rc == GT_OK ? r.n_voxels : 0;
+    if (rc == GT_OK) {
+        rc = calo_h5_check_storage(&r, size, NULL, &err);
+        calo_h5_close(&r);
+    }
+    if (rc) {
         gt_path_scrub(err.message, sizeof err.message, real, path);
         http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
         return;
     }
-    long long n = r.n_rows;
-    int voxels = r.n_voxels;
-    /* The energy range: one float per shower, read in blocks. */
-    double emin = 0, emax = 0;
-    float block[4096];
-    for (long long first = 0; first < n; first += 4096) {
-        long long m = n - first < 4096 ? n - first : 4096;
-        if (calo_h5_read_rows(&r, first, m, block, NULL, &err) != GT_OK) {
-            calo_h5_close(&r);
-            geo_free(&geo);
-            gt_path_scrub(err.message, sizeof err.message, real, path);
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
-            return;
-        }
-        for (long long i = 0; i < m; i++) {
-            if (first + i == 0 || block[i] < emin)
-                emin = block[i];
-            if (first + i == 0 || block[i] > emax)
-                emax = block[i];
-        }
+    if (n < 1) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s holds no showers", path);
+        return;
     }
-    calo_h5_close(&r);
-    geo_free(&geo);
-    struct stat stt;
-    long long size = stat(real, &stt) == 0 ? (long long)stt.st_size : -1;
+    /* pending until the datasets worker has checked every row; n_showers
+     * is what the file declares until then */
     int64_t id;
-    datasets_new d = {name, "file", geometry, real + rl + 1, "{}", "ready", n, voxels, size,
-                      emin, emax};
-    if (insert(req, a, &d, &id))
-        reply_dataset(req, a, id, 201);
+    datasets_new d = {name, "file", geometry, real + rl + 1, "{}", "pending", n, voxels, size,
+                      0, 0};
+    if (insert(req, a, &d, &id)) {
+        datasets_kick(a->datasets);
+        reply_dataset(req, a, id, 202);
+    }
 }
 
 static void queue_synthetic(http_request *req, app *a, const char *name, json_t *syn)

@@ -77,10 +77,11 @@ static int check_dataset(http_request *req, app *a, const char *field, int64_t i
     const char *g = json_string_value(json_object_get(row, "geometry"));
     json_t *count = json_object_get(row, "n_showers");
     int ok = 0;
-    if (!status || strcmp(status, "ready") != 0)
-        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "dataset %lld is not ready (%s)",
-                         (long long)id, status ? status : "?");
-    else if (!g || strcmp(g, geometry) != 0)
+    char why[600];
+    if (!status || strcmp(status, "ready") != 0) {
+        datasets_why_not_ready(row, why, sizeof why);
+        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", why);
+    } else if (!g || strcmp(g, geometry) != 0)
         http_reply_error(req, 422, HTTP_E_VALIDATION, field,
                          "dataset %lld has geometry %s, the run %s", (long long)id,
                          g ? g : "?", geometry);

@@ -205,9 +205,9 @@ static int resolve_dataset_id(http_request *req, store *db, json_t *body)
     } else if (rc) {
         routes_reply_internal(req, &err);
     } else if (!status || strcmp(status, "ready") != 0) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id",
-                         "dataset %lld is not ready (%s)", (long long)json_integer_value(did),
-                         status ? status : "");
+        char why[600];
+        datasets_why_not_ready(row, why, sizeof why);
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id", "%s", why);
     } else {
         json_t *ds = json_object_get(body, "dataset");
         if (!ds) {

@@ -1,6 +1,7 @@
 /* calo_h5: CaloChallenge HDF5 reader and writer (libhdf5 C API). */
 #include "calo_h5.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +92,7 @@ int calo_h5_check_rows(const float *energies, const float *showers, int64_t n, i
             for (int v = 0; v < n_voxels; v++) {
                 float x = s[v];
                 /* one test for the common case, details only on failure */
-                if (!(x >= 0 && x <= 3.0e38f)) {
+                if (!(x >= 0 && x <= FLT_MAX)) {
                     if (isnan(x))
                         return gt_error_set(err, GT_EINVAL, "row %lld voxel %d: energy is NaN",
                                             (long long)(row_base + i), v);
@@ -144,6 +145,27 @@ done:
     if (space >= 0)
         H5Sclose(space);
     return rc;
+}
+
+/* A dataset whose values live in other files (external raw files, a
+ * virtual dataset's sources) would let a file inside a confined directory
+ * read any file the process can: refused for every reader. */
+static int calo_h5_check_local(hid_t ds, const char *name, const char *path, gt_error *err)
+{
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0)
+        return calo_h5_fail(err, GT_EFORMAT, "cannot inspect dataset in", path);
+    int external = H5Pget_external_count(dcpl);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    if (external != 0)
+        return gt_error_set(err, GT_EFORMAT, "%s: dataset %s keeps its values in external files,"
+                            " which is not supported", path, name);
+    if (layout == H5D_VIRTUAL)
+        return gt_error_set(err, GT_EFORMAT, "%s: dataset %s is virtual (maps other files),"
+                            " which is not supported", path, name);
+    return GT_OK;
 }
 
 static int calo_h5_open_impl(calo_h5_reader *r, const char *path, const geo_geometry *geo,
@@ -200,6 +222,9 @@ static int calo_h5_open_impl(calo_h5_reader *r, const char *path, const geo_geom
         rc = gt_error_set(err, GT_EFORMAT, "%s: showers have %lld voxels", path, (long long)cs);
         goto fail;
     }
+    for (int k = 0; k < 2; k++)
+        if ((rc = calo_h5_check_local(*ids[k], names[k], path, err)))
+            goto fail;
     r->n_rows = ne;
     r->n_voxels = (int)cs;
     return GT_OK;
@@ -270,6 +295,7 @@ static int calo_h5_read_slab(hid_t ds, int64_t row0, int64_t n, int64_t width, f
     return rc;
 }
 
+/* The HDF5 part of calo_h5_read_rows, under the lock. */
 static int calo_h5_read_rows_impl(calo_h5_reader *r, int64_t row0, int64_t n,
                                   float *energies, float *showers, gt_error *err)
 {
@@ -286,10 +312,7 @@ static int calo_h5_read_rows_impl(calo_h5_reader *r, int64_t row0, int64_t n,
     if (showers &&
         (rc = calo_h5_read_slab(r->ds_shower, row0, n, r->n_voxels, showers, r->path, err)))
         return rc;
-    rc = calo_h5_check_rows(energies, showers, n, r->n_voxels, row0, err);
-    if (rc)
-        gt_error_wrap(err, "%s", r->path);
-    return rc;
+    return GT_OK;
 }
 
 int calo_h5_read_rows(calo_h5_reader *r, int64_t row0, int64_t n, float *energies,
@@ -298,6 +321,10 @@ int calo_h5_read_rows(calo_h5_reader *r, int64_t row0, int64_t n, float *energie
     calo_h5_lock();
     int rc = calo_h5_read_rows_impl(r, row0, n, energies, showers, err);
     calo_h5_unlock();
+    /* checked outside the lock: other threads' reads need not wait on it */
+    if (rc == GT_OK && n > 0 && (rc = calo_h5_check_rows(energies, showers, n, r->n_voxels, row0,
+                                                          err)))
+        gt_error_wrap(err, "%s", r->path);
     return rc;
 }
 
@@ -345,6 +372,210 @@ int calo_h5_read_all(const char *path, const geo_geometry *geo, float **energies
         *n_rows = r.n_rows;
     }
     calo_h5_close(&r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Storage checks and the full scan                                          */
+/* ------------------------------------------------------------------------ */
+
+#define CALO_H5_MAX_CHUNK_BYTES (64.0 * 1024 * 1024)
+/* deflate codes at most 258 bytes in about 2 bits: 1032:1, plus margin */
+#define CALO_H5_MAX_DEFLATE_RATIO 1100.0
+
+/* The filters a dataset may use: 0, or an error naming the first other. */
+static int calo_h5_check_filters(hid_t dcpl, const char *name, const char *path, int *deflated,
+                                 gt_error *err)
+{
+    int nf = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nf; i++) {
+        unsigned flags = 0;
+        size_t nelmts = 0;
+        char fname[64] = "";
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelmts, NULL, sizeof fname,
+                                         fname, NULL);
+        if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
+            return gt_error_set(err, GT_EFORMAT, "%s: dataset %s uses HDF5 filter %d (%s): only "
+                                "shuffle, deflate (gzip) and fletcher32 are read", path, name,
+                                (int)id, fname[0] ? fname : "unnamed");
+        if (H5Zfilter_avail(id) <= 0) {
+            H5Eclear2(H5E_DEFAULT);
+            return gt_error_set(err, GT_EFORMAT, "%s: dataset %s needs HDF5 filter %s, not in "
+                                "this build of HDF5", path, name, fname);
+        }
+        if (id == H5Z_FILTER_DEFLATE)
+            *deflated = 1;
+    }
+    return GT_OK;
+}
+
+/* One dataset (rows x cols) against a file of file_size bytes. */
+static int calo_h5_check_one_storage(hid_t ds, const char *name, const char *path, int64_t rows,
+                                     int64_t cols, int64_t file_size, int64_t *chunk_rows,
+                                     int *deflated, gt_error *err)
+{
+    hid_t dcpl = H5Dget_create_plist(ds), type = H5Dget_type(ds);
+    int rc = GT_OK, zipped = 0;
+    if (dcpl < 0 || type < 0) {
+        rc = calo_h5_fail(err, GT_EFORMAT, "cannot inspect dataset in", path);
+        goto done;
+    }
+    if ((rc = calo_h5_check_filters(dcpl, name, path, &zipped, err)))
+        goto done;
+    /* doubles: rows * cols * size overflows int64 for declared shapes */
+    double raw = (double)rows * (double)cols * (double)H5Tget_size(type);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    *chunk_rows = 0;
+    if (layout == H5D_CHUNKED) {
+        hsize_t cd[2] = {0, 0};
+        if (H5Pget_chunk(dcpl, 2, cd) != 2) {
+            rc = calo_h5_fail(err, GT_EFORMAT, "cannot read the chunk shape in", path);
+            goto done;
+        }
+        double chunk = (double)cd[0] * (double)cd[1] * (double)H5Tget_size(type);
+        if (chunk > CALO_H5_MAX_CHUNK_BYTES) {
+            rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s has chunks of %.0f MiB, more "
+                              "than the 64 MiB a reader decompresses at once", path, name,
+                              chunk / 1048576.0);
+            goto done;
+        }
+        *chunk_rows = (int64_t)cd[0];
+    } else if (layout == H5D_CONTIGUOUS) {
+        /* stored whole or not at all (HDF5 allocates it on first write); a
+         * declared shape with nothing stored reads as fill values */
+        hsize_t stored = H5Dget_storage_size(ds);
+        haddr_t off = H5Dget_offset(ds);
+        H5Eclear2(H5E_DEFAULT);
+        if (raw > 0 && ((double)stored < raw || off == HADDR_UNDEF ||
+                        (double)off + raw > (double)file_size)) {
+            rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s declares %lld rows (%.0f bytes) "
+                              "but the file stores %llu bytes of them", path, name,
+                              (long long)rows, raw, (unsigned long long)stored);
+            goto done;
+        }
+    }
+    double cap = (double)file_size * (zipped ? CALO_H5_MAX_DEFLATE_RATIO : 1.0);
+    if (raw > cap) {
+        rc = gt_error_set(err, GT_EFORMAT, "%s: dataset %s declares %lld rows (%.3g bytes), "
+                          "more than a file of %lld bytes can hold%s", path, name,
+                          (long long)rows, raw, (long long)file_size,
+                          zipped ? " even deflated" : "");
+        goto done;
+    }
+    *deflated |= zipped;
+done:
+    if (type >= 0)
+        H5Tclose(type);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return rc;
+}
+
+int calo_h5_check_storage(calo_h5_reader *r, int64_t file_size, calo_h5_storage *st,
+                          gt_error *err)
+{
+    if (r->file < 0)
+        return gt_error_set(err, GT_EINVAL, "reader is not open");
+    calo_h5_lock();
+    calo_h5_quiet();
+    int64_t echunk = 0, schunk = 0;
+    int deflated = 0;
+    int rc = calo_h5_check_one_storage(r->ds_energy, "incident_energies", r->path, r->n_rows, 1,
+                                       file_size, &echunk, &deflated, err);
+    if (rc == GT_OK)
+        rc = calo_h5_check_one_storage(r->ds_shower, "showers", r->path, r->n_rows,
+                                       r->n_voxels, file_size, &schunk, &deflated, err);
+    calo_h5_unlock();
+    if (rc == GT_OK && st) {
+        st->chunk_rows = schunk;
+        st->compressed = deflated;
+    }
+    return rc;
+}
+
+/* Rows per scan block: about 1 MiB of showers, rounded up to whole chunks
+ * of the showers (a chunk split between blocks would be decompressed
+ * twice) unless a chunk alone is over 64 MiB.  Each block holds the
+ * process-wide HDF5 lock while it is read: a small one lets an HTTP
+ * thread's open wait milliseconds, not the time of a big read. */
+static int64_t calo_h5_scan_block(calo_h5_reader *r)
+{
+    int64_t rows = (int64_t)(256 << 10) / r->n_voxels;
+    if (rows < 1)
+        rows = 1;
+    calo_h5_lock();
+    hid_t dcpl = H5Dget_create_plist(r->ds_shower);
+    hsize_t cd[2] = {0, 0};
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 2, cd) == 2 &&
+        cd[0] > 0 && (double)cd[0] * (double)r->n_voxels * 4.0 <= CALO_H5_MAX_CHUNK_BYTES)
+        rows = ((rows + (int64_t)cd[0] - 1) / (int64_t)cd[0]) * (int64_t)cd[0];
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    calo_h5_unlock();
+    return rows;
+}
+
+/* Rows [row0, row0 + n) failed to read as a block: reads them one at a
+ * time and reports the first that fails (a value error there names its own
+ * row and voxel).  Returns the block's error if every row reads alone. */
+static int calo_h5_first_bad_row(calo_h5_reader *r, int64_t row0, int64_t n, float *e, float *s,
+                                 gt_error *err)
+{
+    gt_error block = *err, one = {0};
+    for (int64_t i = row0; i < row0 + n; i++) {
+        int rc = calo_h5_read_rows(r, i, 1, e, s, &one);
+        if (rc == GT_EINVAL)
+            return gt_error_set(err, rc, "%s", one.message);
+        if (rc) {
+            /* HDF5's reason without the path the read error starts with */
+            const char *at = strstr(one.message, r->path);
+            const char *why = at && at[strlen(r->path)] == ':' ? at + strlen(r->path) + 2
+                                                                : one.message;
+            return gt_error_set(err, rc, "%s: row %lld: cannot be read, the file is corrupt or "
+                                "truncated: %s", r->path, (long long)i, why);
+        }
+    }
+    *err = block;
+    return gt_error_wrap(err, "rows %lld to %lld: cannot be read", (long long)row0,
+                         (long long)(row0 + n - 1));
+}
+
+int calo_h5_scan(calo_h5_reader *r, int64_t block_rows, calo_h5_scan_fn fn, void *user,
+                 calo_h5_scan_stats *out, gt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (r->file < 0)
+        return gt_error_set(err, GT_EINVAL, "reader is not open");
+    if (block_rows <= 0)
+        block_rows = calo_h5_scan_block(r);
+    if (block_rows > r->n_rows && r->n_rows > 0)
+        block_rows = r->n_rows;
+    float *e = malloc((size_t)block_rows * sizeof *e);
+    float *s = malloc((size_t)block_rows * (size_t)r->n_voxels * sizeof *s);
+    int rc = GT_OK;
+    if (!e || !s)
+        rc = gt_error_set(err, GT_ENOMEM, "%s: out of memory for a block of %lld rows", r->path,
+                          (long long)block_rows);
+    for (int64_t row0 = 0; rc == GT_OK && row0 < r->n_rows; row0 += block_rows) {
+        int64_t m = r->n_rows - row0 < block_rows ? r->n_rows - row0 : block_rows;
+        rc = calo_h5_read_rows(r, row0, m, e, s, err);
+        if (rc && rc != GT_EINVAL)
+            rc = calo_h5_first_bad_row(r, row0, m, e, s, err);
+        if (rc)
+            break;
+        for (int64_t i = 0; i < m; i++) {
+            if (out->rows + i == 0 || e[i] < out->e_min)
+                out->e_min = e[i];
+            if (out->rows + i == 0 || e[i] > out->e_max)
+                out->e_max = e[i];
+        }
+        out->rows += m;
+        if (fn && (rc = fn(user, out->rows, r->n_rows)))
+            gt_error_set(err, rc, "stopped after %lld rows", (long long)out->rows);
+    }
+    free(e);
+    free(s);
     return rc;
 }
 

@@ -43,6 +43,44 @@ int calo_h5_read_next(calo_h5_reader *r, int64_t max_rows, float *energies, floa
 
 void calo_h5_close(calo_h5_reader *r);
 
+/* How an open file stores its rows, as its metadata says. */
+typedef struct calo_h5_storage {
+    int64_t chunk_rows; /* rows per chunk of showers; 0 when not chunked       */
+    int compressed;     /* 1 when either dataset is deflated                   */
+} calo_h5_storage;
+
+/* From metadata only (no row is read, so it takes the same time for any N):
+ * that the rows both datasets declare can be in a file of file_size bytes.
+ * Uncompressed data must fit in the file (a contiguous dataset must be
+ * stored whole), deflated data in 1100 times it (deflate's ratio is at most
+ * 1032:1); chunks hold at most 64 MiB; only the shuffle, deflate and
+ * fletcher32 filters are taken (others, such as scale-offset, can stand for
+ * any number of rows in a few bytes); external and virtual datasets, which
+ * read other files, are refused.  GT_EFORMAT with the reason otherwise.
+ * st may be NULL. */
+int calo_h5_check_storage(calo_h5_reader *r, int64_t file_size, calo_h5_storage *st,
+                          gt_error *err);
+
+/* What calo_h5_scan found in a file whose every row is valid. */
+typedef struct calo_h5_scan_stats {
+    int64_t rows;        /* rows read and checked                    */
+    double e_min, e_max; /* range of the incident energies, MeV      */
+} calo_h5_scan_stats;
+
+/* Called by calo_h5_scan after each block with the rows checked so far; a
+ * non-zero return stops the scan, which returns that code. */
+typedef int (*calo_h5_scan_fn)(void *user, int64_t rows_done, int64_t rows_total);
+
+/* Reads every row of an open file in blocks of block_rows (<= 0: about
+ * 1 MiB of showers, in whole chunks so that no chunk is decompressed
+ * twice; the HDF5 lock is let go between blocks) and checks each value as calo_h5_read_rows does; memory is one
+ * block.  The first failure is an error naming the row (and the voxel):
+ * a block that cannot be read (a corrupt compressed chunk, a truncated
+ * file) is read again row by row to find the first row that cannot.
+ * fn may be NULL. */
+int calo_h5_scan(calo_h5_reader *r, int64_t block_rows, calo_h5_scan_fn fn, void *user,
+                 calo_h5_scan_stats *out, gt_error *err);
+
 /* Convenience for small files: reads everything into new arrays (free()). */
 int calo_h5_read_all(const char *path, const geo_geometry *geo, float **energies,
                      float **showers, int64_t *n_rows, gt_error *err);
