@@ -138,6 +138,7 @@ struct http_request {
     size_t body_len, body_cap;
     int too_large;             /* body passed the cap; rest discarded        */
     int query_refused;         /* over HTTP_MAX_QUERY_*: answered 414        */
+    int path_refused;          /* over HTTP_MAX_PATH_BYTES: answered 414     */
     json_t *json;
     http_resume_fn resume_fn;  /* set while suspended                       */
     int suspended;
@@ -157,12 +158,15 @@ struct http_server {
     const http_router *router;
     void *app;
     size_t max_body;
+    size_t max_header_bytes;
+    unsigned idle_timeout_s, header_timeout_s;
     http_authorize_fn authorize;
     void *authorize_ctx;
     int port;
     atomic_int in_flight;
     atomic_int draining;
     atomic_ullong by_class[5];
+    atomic_int connections;    /* open now (MHD_OPTION_NOTIFY_CONNECTION)  */
 };
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -441,6 +445,11 @@ void http_server_counts(const http_server *srv, unsigned long long out[5])
         out[i] = atomic_load(&((http_server *)srv)->by_class[i]);
 }
 
+int http_server_connections(const http_server *srv)
+{
+    return atomic_load(&((http_server *)srv)->connections);
+}
+
 /* 405 needs an Allow header listing the methods the path does have. */
 static int reply_method_not_allowed(http_request *req)
 {
@@ -525,6 +534,53 @@ static int request_has_body(const http_request *req)
     return http_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
 }
 
+typedef struct head_size {
+    size_t bytes;
+    unsigned count;
+} head_size;
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    (void)kind;
+    head_size *h = cls;
+    h->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;   /* ": " and CRLF */
+    h->count++;
+    return MHD_YES;
+}
+
+/* What is refused before routing, with the service's JSON error rather
+ * than libmicrohttpd's HTML page: headers over the server's limits (431;
+ * MHD only answers itself, in HTML, past its connection memory, which is
+ * sized well above the limit) and a request whose body has no
+ * Content-Length (411).  MHD decodes chunked bodies itself and answers a
+ * framing error with its own HTML page, a reply no callback can replace;
+ * refusing chunked bodies up front (RFC 9112 lets a server ask for a
+ * length) keeps every answer JSON, and every body here is a small JSON
+ * document whose length the client knows.  Returns 1 to go on, 0 after
+ * replying; either reply closes the connection when a body follows. */
+static int head_acceptable(http_request *req)
+{
+    if (req->query_refused || req->path_refused)
+        return 1;                      /* answered 414 by request_finish */
+    head_size h = { 0, 0 };
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, add_header_size, &h);
+    size_t limit = req->srv->max_header_bytes;
+    if ((limit && h.bytes > limit) || h.count > HTTP_MAX_HEADERS) {
+        http_reply_error(req, 431, HTTP_E_HEADERS_TOO_LARGE, NULL,
+                         "%u request headers of %zu bytes: at most %d headers and %zu bytes",
+                         h.count, h.bytes, HTTP_MAX_HEADERS, limit);
+        return 0;
+    }
+    if (http_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        http_reply_error(req, 411, HTTP_E_LENGTH_REQUIRED, NULL,
+                         "a request body needs a Content-Length header "
+                         "(Transfer-Encoding is not accepted)");
+        return 0;
+    }
+    return 1;
+}
+
 /* Sends the 404 or 405 for a request that matched no route. */
 static void reply_unrouted(http_request *req)
 {
@@ -541,6 +597,13 @@ static void reply_unrouted(http_request *req)
  * final call and the connection stays open for the next request. */
 static void request_begin(http_request *req)
 {
+    /* The headers are complete: from here the connection gets the idle
+     * timeout instead of the daemon's shorter header timeout. */
+    if (req->srv->idle_timeout_s != req->srv->header_timeout_s)
+        MHD_set_connection_option(req->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  req->srv->idle_timeout_s);
+    if (!head_acceptable(req))
+        return;
     const http_router *r = req->srv->router;
     /* HEAD is served by the GET route; MHD drops the body. */
     const char *method = strcmp(req->method, "HEAD") == 0 ? "GET" : req->method;
@@ -604,6 +667,11 @@ static void request_append(http_request *req, const char *data, size_t n)
 
 static void request_finish(http_request *req, void *app)
 {
+    if (req->path_refused) {
+        http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
+                         "the path is over %d bytes", HTTP_MAX_PATH_BYTES);
+        return;
+    }
     if (req->query_refused) {
         http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
                          "the query string is over %d parameters or %d bytes",
@@ -639,14 +707,18 @@ static void request_finish(http_request *req, void *app)
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
 }
 
-/* The marker on_uri leaves for a request whose query it refused. */
-static char query_refused_mark;
+/* The markers on_uri leaves for a request whose query or path it
+ * refused. */
+static char query_refused_mark, path_refused_mark;
 
 /* MHD_OPTION_URI_LOG_CALLBACK: runs on the raw request line, before MHD
  * splits the query into its connection memory.  Thousands of repeated
- * parameters (a 16 KB URL) exhaust that memory, and MHD then closes the
- * connection only at its timeout, answering nothing; so an over-long query
- * is cut here, where MHD has not parsed it yet.  MHD finds the query at the
+ * parameters (a 16 KB URL) exhaust that memory; 0.9.75 then queues its
+ * HTML 431 but carries on parsing the request line as if nothing failed
+ * and moves the connection back to reading headers, so the queued reply is
+ * never sent and the connection only dies at its timeout, answering
+ * nothing.  So an over-long query is cut here, where MHD has not parsed it
+ * yet, and an over-long path marked.  MHD finds the query at the
  * '?' and parses what follows it, in place, in its own buffer: ending the
  * string just after the '?' leaves it an empty query (every libmicrohttpd
  * version does it so; test_serve's "query flood" case fails if one
@@ -655,7 +727,12 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)cls;
     (void)conn;
-    char *q = uri ? strchr(uri, '?') : NULL;
+    if (!uri)
+        return NULL;
+    char *q = strchr(uri, '?');
+    size_t path_len = q ? (size_t)(q - uri) : strcspn(uri, " ");
+    if (path_len > HTTP_MAX_PATH_BYTES)
+        return &path_refused_mark;
     if (!q)
         return NULL;
     size_t bytes = 0;
@@ -676,8 +753,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     http_server *srv = cls;
     http_request *req = *con_cls;
-    int refused = req == (void *)&query_refused_mark;
-    if (refused)
+    int query_refused = req == (void *)&query_refused_mark;
+    int path_refused = req == (void *)&path_refused_mark;
+    if (query_refused || path_refused)
         req = NULL;
     if (!req) {
         req = calloc(1, sizeof *req);
@@ -692,7 +770,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->srv = srv;
         req->conn = conn;
         snprintf(req->method, sizeof req->method, "%s", method);
-        req->query_refused = refused;
+        req->query_refused = query_refused;
+        req->path_refused = path_refused;
         *con_cls = req;
         atomic_fetch_add(&srv->in_flight, 1);
         request_begin(req);
@@ -744,7 +823,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     http_server *srv = cls;
     http_request *req = *con_cls;
-    if (!req || req == (void *)&query_refused_mark) {
+    if (!req || req == (void *)&query_refused_mark || req == (void *)&path_refused_mark) {
         *con_cls = NULL;
         return;
     }
@@ -774,6 +853,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req);
     *con_cls = NULL;
     atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: the open-connections gauge. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)conn;
+    (void)socket_context;
+    http_server *srv = cls;
+    atomic_fetch_add(&srv->connections, toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -819,10 +908,21 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     srv->router = router;
     srv->app = app;
     srv->max_body = cfg->max_body_bytes;
+    srv->max_header_bytes = cfg->max_header_bytes;
+    srv->idle_timeout_s = cfg->timeout_s;
+    /* The daemon's timeout is the header timeout: every connection has it
+     * until its first request's headers are complete (request_begin then
+     * gives it the idle one), so a slowloris is closed sooner than an idle
+     * keep-alive connection or an event stream. */
+    srv->header_timeout_s = cfg->header_timeout_s && (cfg->header_timeout_s < cfg->timeout_s ||
+                                                      cfg->timeout_s == 0)
+                                ? cfg->header_timeout_s
+                                : cfg->timeout_s;
     srv->authorize = cfg->authorize;
     srv->authorize_ctx = cfg->authorize_ctx;
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->draining, 0);
+    atomic_init(&srv->connections, 0);
 
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME;
@@ -836,8 +936,9 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_connections,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+        MHD_OPTION_CONNECTION_TIMEOUT, srv->header_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -36,6 +36,8 @@
 #define HTTP_E_FORBIDDEN          "forbidden"
 #define HTTP_E_NOT_FOUND          "not_found"
 #define HTTP_E_URI_TOO_LONG       "uri_too_long"
+#define HTTP_E_HEADERS_TOO_LARGE  "headers_too_large"
+#define HTTP_E_LENGTH_REQUIRED    "length_required"
 #define HTTP_E_METHOD_NOT_ALLOWED "method_not_allowed"
 #define HTTP_E_BODY_TOO_LARGE     "body_too_large"
 #define HTTP_E_UNSUPPORTED_MEDIA  "unsupported_media_type"
@@ -72,6 +74,11 @@ typedef int (*http_authorize_fn)(http_request *req, unsigned access, void *ctx);
  * is parsed (no route takes more than a handful of parameters). */
 #define HTTP_MAX_QUERY_PARAMS 64
 #define HTTP_MAX_QUERY_BYTES 8192
+/* A path over this is answered 414 too (no route's path comes near it). */
+#define HTTP_MAX_PATH_BYTES 8192
+/* More request headers than this is 431, like more bytes than
+ * http_config.max_header_bytes. */
+#define HTTP_MAX_HEADERS 100
 
 /* ---------------------------------------------------------------------------
  * Router: built before the server starts, read-only afterwards
@@ -189,6 +196,9 @@ void *http_get_user(const http_request *req);
 /* Replies counted by status class since start: [0] 1xx ... [4] 5xx. */
 void http_server_counts(const http_server *srv, unsigned long long out[5]);
 
+/* Connections open now (accepted and not yet closed, idle ones too). */
+int http_server_connections(const http_server *srv);
+
 /* ---------------------------------------------------------------------------
  * Server
  * ------------------------------------------------------------------------- */
@@ -202,6 +212,10 @@ typedef struct http_config {
     unsigned per_ip_connections;   /* 0 = no limit                            */
     size_t connection_memory;      /* per-connection buffer (bytes)           */
     unsigned timeout_s;            /* idle timeout, 0 = none                  */
+    unsigned header_timeout_s;     /* until a request's headers are complete
+                                      (slowloris), 0 = timeout_s             */
+    size_t max_header_bytes;       /* request headers, names and values; more
+                                      is 431 (0 = what the memory holds)     */
     http_authorize_fn authorize;   /* NULL = every route open                 */
     void *authorize_ctx;           /* handed to authorize                     */
 } http_config;

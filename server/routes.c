@@ -207,6 +207,9 @@ static void route_metrics(http_request *req, void *ctx)
          "# TYPE giant_http_responses_total counter\n");
     for (int i = 0; i < 5; i++)
         EMIT("giant_http_responses_total{class=\"%dxx\"} %llu\n", i + 1, by[i]);
+    EMIT("# HELP giant_http_connections HTTP connections open now on the API's listener.\n"
+         "# TYPE giant_http_connections gauge\ngiant_http_connections %d\n",
+         a->srv ? http_server_connections(a->srv) : 0);
     EMIT("# HELP giant_runs Runs in the database, by status.\n# TYPE giant_runs gauge\n");
     static const char *const statuses[] = {"queued", "running", "succeeded", "failed",
                                            "cancelled"};
@@ -285,6 +288,21 @@ static const struct {
     { "GET",    "/",                              route_ui_index,         AUTH_OPEN },
     { "GET",    "/ui/{file}",                     route_ui_file,          AUTH_OPEN },
 };
+
+int routes_register_admin(http_router *r, gt_error *err)
+{
+    static const char *const admin[] = {"/healthz", "/readyz", "/metrics"};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        for (size_t k = 0; k < sizeof admin / sizeof admin[0]; k++) {
+            if (strcmp(routes[i].pattern, admin[k]) != 0)
+                continue;
+            int rc = http_router_add(r, routes[i].method, routes[i].pattern,
+                                     routes[i].handler, routes[i].flags, err);
+            if (rc != GT_OK)
+                return rc;
+        }
+    return GT_OK;
+}
 
 int routes_register(http_router *r, gt_error *err)
 {
