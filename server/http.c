@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "numfmt.h"
 
 /* ---------------------------------------------------------------------------
@@ -167,6 +168,10 @@ struct http_server {
     atomic_int draining;
     atomic_ullong by_class[5];
     atomic_int connections;    /* open now (MHD_OPTION_NOTIFY_CONNECTION)  */
+    /* Request durations by route (the router's index; n = no route) and
+     * status class: the labels are the route table's templates, never a
+     * client's path, so there are at most (routes + 1) x 5 series. */
+    metrics_hist latency[HTTP_MAX_ROUTES + 1][5];
 };
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -448,6 +453,26 @@ void http_server_counts(const http_server *srv, unsigned long long out[5])
 int http_server_connections(const http_server *srv)
 {
     return atomic_load(&((http_server *)srv)->connections);
+}
+
+void http_server_write_metrics(const http_server *srv, metrics_buf *b)
+{
+    static const char name[] = "giant_http_request_duration_seconds";
+    metrics_family(b, name, "histogram",
+                   "Time from a request's headers to its reply's end, by route template and "
+                   "status class (unmatched: no route).");
+    const http_router *r = srv->router;
+    for (int i = 0; i <= r->n; i++)
+        for (int c = 0; c < 5; c++) {
+            const metrics_hist *h = &srv->latency[i][c];
+            if (metrics_hist_count(h) == 0)
+                continue;
+            char route[256], labels[512];
+            metrics_escape(i < r->n ? r->routes[i].pattern : "unmatched", route, sizeof route);
+            snprintf(labels, sizeof labels, "method=\"%s\",route=\"%s\",class=\"%dxx\"",
+                     i < r->n ? r->routes[i].method : "any", route, c + 1);
+            metrics_write_hist(b, name, labels, h);
+        }
 }
 
 /* 405 needs an Allow header listing the methods the path does have. */
@@ -831,6 +856,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     clock_gettime(CLOCK_MONOTONIC, &end);
     long long us = (long long)(end.tv_sec - req->start.tv_sec) * 1000000LL +
                    (end.tv_nsec - req->start.tv_nsec) / 1000;
+    if (req->status >= 100 && req->status < 600) {
+        int route = req->route ? (int)(req->route - srv->router->routes) : srv->router->n;
+        metrics_hist_observe(&srv->latency[route][req->status / 100 - 1], (double)us * 1e-6);
+    }
     char path[512], method[48];
     log_escape(req->path, path, sizeof path);
     log_escape(req->method, method, sizeof method);
@@ -923,6 +952,10 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->draining, 0);
     atomic_init(&srv->connections, 0);
+    for (int i = 0; i <= HTTP_MAX_ROUTES; i++)
+        for (int c = 0; c < 5; c++)
+            metrics_hist_init(&srv->latency[i][c], metrics_seconds_bounds, metrics_seconds_nb,
+                              1e6);
 
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME;

@@ -232,6 +232,84 @@ static void check_library_pages(int port)
 }
 
 /* ---------------------------------------------------------------------------
+ * /metrics: the exposition format, and values that move
+ * ------------------------------------------------------------------------- */
+
+/* GET /metrics on port; the body (from out) or NULL. */
+static const char *scrape(int port)
+{
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    exchange(port, req, sizeof req - 1, out, sizeof out);
+    const char *body = strstr(out, "\r\n\r\n");
+    if (strncmp(out, "HTTP/1.1 200 ", 13) != 0 || !body ||
+        !strstr(out, "Content-Type: text/plain; version=0.0.4"))
+        return NULL;
+    return body + 4;
+}
+
+static void check_metrics(int port, int admin_port)
+{
+    static const char healthz_2xx[] =
+        "giant_http_request_duration_seconds_count{method=\"GET\",route=\"/healthz\","
+        "class=\"2xx\"}";
+    static const char runs_4xx[] =
+        "giant_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/runs/{id}\","
+        "class=\"4xx\"}";
+    static const char unmatched_4xx[] =
+        "giant_http_request_duration_seconds_count{method=\"any\",route=\"unmatched\","
+        "class=\"4xx\"}";
+    const char *text = scrape(port);
+    CHECK_MSG(text != NULL, "/metrics: %.300s", out);
+    if (!text)
+        return;
+    double before = svc_metric(text, healthz_2xx);
+    for (int i = 0; i < 5; i++) {
+        static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        exchange(port, req, sizeof req - 1, out, sizeof out);
+    }
+    static const char missing[] =
+        "GET /v1/runs/987654 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    exchange(port, missing, sizeof missing - 1, out, sizeof out);
+    CHECK_MSG(strstr(out, " 404 "), "%.200s", out);
+    static const char nowhere[] =
+        "GET /no/such/path HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    exchange(port, nowhere, sizeof nowhere - 1, out, sizeof out);
+    /* The admin listener serves the same text. */
+    char why[512] = "";
+    text = scrape(admin_port);
+    CHECK_MSG(text && svc_prometheus_check(text, why, sizeof why), "admin /metrics: %s %.300s",
+              why, out);
+    text = scrape(port);
+    CHECK_MSG(text != NULL, "/metrics: %.300s", out);
+    if (!text)
+        return;
+    CHECK_MSG(svc_prometheus_check(text, why, sizeof why), "%s", why);
+    CHECK_MSG(svc_metric(text, healthz_2xx) >= (before < 0 ? 0 : before) + 5,
+              "healthz count %.0f after %.0f", svc_metric(text, healthz_2xx), before);
+    CHECK(svc_metric(text, runs_4xx) >= 1);
+    CHECK(svc_metric(text, unmatched_4xx) >= 1);
+    /* Route templates, never a client's path. */
+    CHECK(!strstr(text, "987654") && !strstr(text, "/no/such/path"));
+    CHECK(svc_metric(text, "giant_http_connections") >= 1);
+    CHECK(svc_metric(text, "giant_runs{status=\"queued\"}") == 0);
+    CHECK(svc_metric(text, "giant_evaluations{status=\"queued\"}") == 0);
+    CHECK(svc_metric(text, "giant_sampling_jobs_in_flight") == 0);
+    CHECK(svc_metric(text, "giant_sample_bytes_in_flight") == 0);
+    CHECK(svc_metric(text, "giant_train_step_seconds_count{stage=\"1\"}") == 0);
+    CHECK(svc_metric(text, "giant_sample_job_duration_seconds_count") == 0);
+    /* The checker itself refuses what breaks the format. */
+    CHECK(!svc_prometheus_check("# TYPE x gauge\nx 1\n", why, sizeof why));
+    CHECK(!svc_prometheus_check("# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\n"
+                                "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
+                                why, sizeof why));
+    CHECK(!svc_prometheus_check("# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\n"
+                                "h_sum 1\nh_count 1\n", why, sizeof why));
+    CHECK(svc_prometheus_check("# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\n"
+                               "h_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n",
+                               why, sizeof why));
+}
+
+/* ---------------------------------------------------------------------------
  * Headroom and the header timeout
  * ------------------------------------------------------------------------- */
 
@@ -364,6 +442,7 @@ int main(void)
     }
     CHECK_MSG(admin_port > 0, "no admin listener:\n%s", s.log ? s.log : "");
     if (started && admin_port > 0) {
+        check_metrics(s.port, admin_port);
         check_json_errors(s.port);
         check_library_pages(s.port);
         check_headroom(&s, admin_port);
