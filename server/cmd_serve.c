@@ -251,6 +251,7 @@ int cmd_serve(int argc, char **argv)
         .timeout_s = (unsigned)a.cfg.timeout,
         .header_timeout_s = (unsigned)a.cfg.header_timeout,
         .max_header_bytes = (size_t)a.cfg.max_header_bytes,
+        .max_streams_per_ip = (unsigned)a.cfg.max_streams_per_ip,
         .authorize = auth_http_check,
         .authorize_ctx = guard,
     };

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -154,6 +155,11 @@ struct http_request {
     struct timespec start;
 };
 
+typedef struct stream_slot {
+    unsigned char addr[16];    /* IPv4 in the first 4 bytes                 */
+    unsigned count;            /* 0 = free                                  */
+} stream_slot;
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const http_router *router;
@@ -172,6 +178,12 @@ struct http_server {
      * status class: the labels are the route table's templates, never a
      * client's path, so there are at most (routes + 1) x 5 series. */
     metrics_hist latency[HTTP_MAX_ROUTES + 1][5];
+    /* Streams open per client address (max_streams_per_ip): at most one
+     * slot per connection, so max_connections slots always suffice. */
+    unsigned max_streams_per_ip;
+    pthread_mutex_t streams_mu;
+    stream_slot *streams;
+    unsigned nstreams;
 };
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -379,7 +391,58 @@ typedef struct http_stream {
     http_stream_fn fn;
     void *user;
     void (*done)(void *user);
+    http_server *srv;
+    stream_slot *slot;         /* the address's count this stream holds   */
 } http_stream;
+
+/* The client's address as 16 bytes (IPv4 in the first 4); 0 when unknown. */
+static int client_key(const http_request *req, unsigned char key[16])
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    memset(key, 0, 16);
+    if (sa && sa->sa_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 1;
+    }
+    if (sa && sa->sa_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return 1;
+    }
+    return 0;
+}
+
+/* Takes one of the address's stream slots: the slot, or NULL when the
+ * address has max_streams_per_ip open already. */
+static stream_slot *streams_take(http_server *srv, const unsigned char key[16])
+{
+    stream_slot *hit = NULL, *free_slot = NULL;
+    pthread_mutex_lock(&srv->streams_mu);
+    for (unsigned i = 0; i < srv->nstreams && !hit; i++) {
+        if (srv->streams[i].count && memcmp(srv->streams[i].addr, key, 16) == 0)
+            hit = &srv->streams[i];
+        else if (!srv->streams[i].count && !free_slot)
+            free_slot = &srv->streams[i];
+    }
+    if (!hit && free_slot) {
+        memcpy(free_slot->addr, key, 16);
+        hit = free_slot;
+    }
+    if (hit && hit->count < srv->max_streams_per_ip)
+        hit->count++;
+    else
+        hit = NULL;
+    pthread_mutex_unlock(&srv->streams_mu);
+    return hit;
+}
+
+static void streams_release(http_server *srv, stream_slot *slot)
+{
+    pthread_mutex_lock(&srv->streams_mu);
+    slot->count--;
+    pthread_mutex_unlock(&srv->streams_mu);
+}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -394,6 +457,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     http_stream *s = cls;
+    if (s->slot)
+        streams_release(s->srv, s->slot);
     if (s->done)
         s->done(s->user);
     free(s);
@@ -413,6 +478,15 @@ int http_reply_stream(http_request *req, unsigned status, const char *content_ty
     s->fn = fn;
     s->user = user;
     s->done = done;
+    s->srv = req->srv;
+    unsigned char key[16];
+    if (req->srv->streams && client_key(req, key) && !(s->slot = streams_take(req->srv, key))) {
+        stream_free(s);
+        return http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, 5,
+                                      "this address has %u event streams open, the most it may; "
+                                      "close one or retry later",
+                                      req->srv->max_streams_per_ip);
+    }
     /* 4 KiB blocks: events are small, and a short block is sent at once. */
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
@@ -952,6 +1026,17 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->draining, 0);
     atomic_init(&srv->connections, 0);
+    pthread_mutex_init(&srv->streams_mu, NULL);
+    srv->max_streams_per_ip = cfg->max_streams_per_ip;
+    if (cfg->max_streams_per_ip) {
+        srv->nstreams = cfg->max_connections;
+        srv->streams = calloc(srv->nstreams, sizeof *srv->streams);
+        if (!srv->streams) {
+            freeaddrinfo(ai);
+            free(srv);
+            return gt_error_set(err, GT_ENOMEM, "http: out of memory");
+        }
+    }
     for (int i = 0; i <= HTTP_MAX_ROUTES; i++)
         for (int c = 0; c < 5; c++)
             metrics_hist_init(&srv->latency[i][c], metrics_seconds_bounds, metrics_seconds_nb,
@@ -976,6 +1061,7 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->daemon) {
+        free(srv->streams);
         free(srv);
         return gt_error_set(err, GT_EIO,
                             "http: cannot listen on %s:%d (address in use or not local?)",
@@ -1018,5 +1104,7 @@ void http_server_free(http_server *srv)
     if (!srv)
         return;
     MHD_stop_daemon(srv->daemon);
+    pthread_mutex_destroy(&srv->streams_mu);
+    free(srv->streams);
     free(srv);
 }

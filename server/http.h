@@ -163,7 +163,11 @@ int http_reply_static(http_request *req, unsigned status, const char *content_ty
 int http_reply_buffer(http_request *req, unsigned status, const char *content_type,
                       void *data, size_t len, const char *const *headers);
 
-/* A streamed reply of unknown length (Server-Sent Events).  fn fills buf
+/* A streamed reply of unknown length (Server-Sent Events).  A stream holds
+ * its connection as long as it runs, so one client address may hold at most
+ * http_config.max_streams_per_ip of them: past it the reply is 429
+ * rate_limited with Retry-After (done runs at once), which leaves that
+ * address connections for its other requests.  fn fills buf
  * with up to max bytes and returns the count, 0 when nothing is ready yet
  * (it is called again; it should nap briefly first), or -1 at the end of
  * the stream.  done (may be NULL) frees user when the stream ends. */
@@ -222,6 +226,8 @@ typedef struct http_config {
                                       (slowloris), 0 = timeout_s             */
     size_t max_header_bytes;       /* request headers, names and values; more
                                       is 431 (0 = what the memory holds)     */
+    unsigned max_streams_per_ip;   /* streamed replies one address may hold
+                                      open; more is 429 (0 = no limit)       */
     http_authorize_fn authorize;   /* NULL = every route open                 */
     void *authorize_ctx;           /* handed to authorize                     */
 } http_config;

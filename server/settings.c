@@ -46,6 +46,7 @@ static const set_def defs[] = {
     INT(timeout,            0, 86400,       "60",       "idle connection timeout (seconds, 0 = none)"),
     INT(header_timeout,     0, 86400,       "10",       "seconds a new connection may take to send its first request's headers (slowloris); 0 = --timeout"),
     INT(max_header_bytes,   1024, 1L << 20, "16384",    "request header bytes (names and values) accepted; more gets 431 headers_too_large"),
+    INT(max_streams_per_ip, 0, 100000,      "32",       "event streams one address may hold open; more gets 429 (0 = no limit), so its other requests keep connections under --per-ip-connections"),
     STR(admin_listen, "HOST:PORT", "",       "second listener with only /healthz, /readyz and /metrics, its own connections and thread (\"\" = none)"),
     INT(shutdown_grace,     0, 3600,        "30",       "seconds in-flight requests get to finish on SIGTERM"),
     STR(device,    "SPEC", "",               "device for every run (cpu, cuda:N, auto); empty = each run's train.device"),

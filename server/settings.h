@@ -26,6 +26,7 @@ typedef struct settings {
     long timeout;              /* idle connection timeout (seconds)           */
     long header_timeout;       /* until a request's headers are complete (s) */
     long max_header_bytes;     /* request headers; more gets 431              */
+    long max_streams_per_ip;   /* event streams one address may hold open     */
     char admin_listen[256];    /* HOST:PORT of the health and metrics listener
                                   ("" = none)                                 */
     long shutdown_grace;       /* seconds to let in-flight requests finish    */

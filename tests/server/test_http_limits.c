@@ -11,7 +11,8 @@
  *   addresses past --max-connections leave /healthz on the admin listener
  *   answering at once, and the header timeout closes them, after which the
  *   API's port answers again; an idle keep-alive connection outlives the
- *   header timeout.
+ *   header timeout; an address at its event-stream limit gets 429 for one
+ *   more stream and still reaches /healthz.
  *
  * Limits are lowered through settings so it takes seconds. */
 #include "check.h"
@@ -37,6 +38,7 @@ enum {
     MAX_CONNECTIONS = 120,
     PER_IP = 50,
     FLOOD_ADDRESSES = 3,       /* 127.0.0.2 .. 127.0.0.4, PER_IP each */
+    STREAMS_PER_IP = 4,        /* from 127.0.0.5 */
 };
 
 static double now_s(void)
@@ -315,11 +317,11 @@ static void check_metrics(int port, int admin_port)
 
 /* GET /healthz on a fresh connection; 1 when it answered 200 within
  * timeout_s, with the seconds it took in *took. */
-static int healthz(int port, int timeout_s, double *took)
+static int healthz_from(int port, int from, int timeout_s, double *took)
 {
     static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     double t0 = now_s();
-    int fd = dial(port, 0);
+    int fd = dial(port, from);
     char buf[1024] = "";
     if (fd >= 0) {
         send_all(fd, req, sizeof req - 1);
@@ -328,6 +330,11 @@ static int healthz(int port, int timeout_s, double *took)
     }
     *took = now_s() - t0;
     return strncmp(buf, "HTTP/1.1 200 ", 13) == 0;
+}
+
+static int healthz(int port, int timeout_s, double *took)
+{
+    return healthz_from(port, 0, timeout_s, took);
 }
 
 /* Waits up to timeout_s for every socket in fds to be closed by the
@@ -409,6 +416,61 @@ static void check_headroom(svc *s, int admin_port)
     close(fd);
 }
 
+/* ---------------------------------------------------------------------------
+ * Event streams per address
+ * ------------------------------------------------------------------------- */
+
+/* Opens GET /test/stream from 127.0.0.<from>; the socket once the reply's
+ * head arrived (its first bytes in head), else -1 (closed). */
+static int open_stream(int port, int from, char *head, size_t cap)
+{
+    static const char req[] = "GET /test/stream HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = dial(port, from);
+    head[0] = '\0';
+    if (fd < 0 || send_all(fd, req, sizeof req - 1) != 0)
+        return fd < 0 ? -1 : (close(fd), -1);
+    struct timeval tv = { 5, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t r = recv(fd, head, cap - 1, 0);
+    head[r > 0 ? r : 0] = '\0';
+    return fd;
+}
+
+static void check_streams(int port)
+{
+    char head[4096];
+    int fds[STREAMS_PER_IP + 1];
+    for (int i = 0; i < STREAMS_PER_IP; i++) {
+        fds[i] = open_stream(port, 5, head, sizeof head);
+        CHECK_MSG(strncmp(head, "HTTP/1.1 200 ", 13) == 0, "stream %d: %.200s", i, head);
+    }
+    /* One more from that address is refused as JSON, with Retry-After. */
+    fds[STREAMS_PER_IP] = open_stream(port, 5, head, sizeof head);
+    CHECK_MSG(is_json_error(head, 429, "rate_limited") && strstr(head, "Retry-After: "),
+              "stream past the limit: %.300s", head);
+    close(fds[STREAMS_PER_IP]);
+    /* The address still has connections for everything else. */
+    double took;
+    CHECK_MSG(healthz_from(port, 5, 10, &took) && took < 5.0,
+              "/healthz from an address at its stream limit: %.1f s", took);
+    /* A stream that ends gives its place back. */
+    close(fds[0]);
+    int again = -1;
+    for (int k = 0; k < 50 && again < 0; k++) {
+        svc_sleep_ms(100);
+        int fd = open_stream(port, 5, head, sizeof head);
+        if (strncmp(head, "HTTP/1.1 200 ", 13) == 0)
+            again = fd;
+        else if (fd >= 0)
+            close(fd);
+    }
+    CHECK_MSG(again >= 0, "no stream after one closed: %.200s", head);
+    fds[0] = again;
+    for (int i = 0; i < STREAMS_PER_IP; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
 int main(void)
 {
     if (!getenv("GIANT_BINARY_DIR"))
@@ -426,12 +488,21 @@ int main(void)
     snprintf(header_timeout, sizeof header_timeout, "%d", HEADER_TIMEOUT_S);
     snprintf(max_conn, sizeof max_conn, "%d", MAX_CONNECTIONS);
     snprintf(per_ip, sizeof per_ip, "%d", PER_IP);
-    const char *extra[] = { "--threads", "2", "--timeout", "30", "--header-timeout",
-                            header_timeout, "--max-connections", max_conn,
-                            "--per-ip-connections", per_ip, "--admin-listen", "127.0.0.1:0",
-                            NULL };
+    char streams[16];
+    snprintf(streams, sizeof streams, "%d", STREAMS_PER_IP);
+    /* giant_test_server: giant plus test routes (an endless /test/stream) */
+    char *argv[] = { "./giant_test_server", "serve", "--listen", "127.0.0.1:0", "--db", db,
+                     "--data-dir", data, "--default-dataset", "0", "--threads", "2",
+                     "--timeout", "30", "--header-timeout", header_timeout,
+                     "--max-connections", max_conn, "--per-ip-connections", per_ip,
+                     "--max-streams-per-ip", streams, "--admin-listen", "127.0.0.1:0",
+                     "--shutdown-grace", "5", NULL };
     svc s;
-    int started = svc_start(&s, db, data, extra) == 0;
+    int started = svc_spawn(&s, argv) == 0;
+    if (started && !(svc_await_listening(&s, 60000) && s.port > 0)) {
+        svc_stop(&s, SIGKILL, 1000);
+        started = 0;
+    }
     CHECK_MSG(started, "giant serve did not start:\n%s", s.log ? s.log : "");
     static const char needle[] = "msg=admin_listening addr=127.0.0.1:";
     int admin_port = 0;
@@ -446,6 +517,7 @@ int main(void)
         check_json_errors(s.port);
         check_library_pages(s.port);
         check_headroom(&s, admin_port);
+        check_streams(s.port);
         CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     }
     if (check_failures_)
