@@ -115,6 +115,17 @@ static int token_policy(app *a, const char *host, auth_guard **guard)
 }
 
 /* Waits for the in-flight requests to finish; returns how many did not. */
+/* Streams an address may hold: --max-streams-per-ip, but always one
+ * connection fewer than --per-ip-connections, so the address keeps one for
+ * its other requests whatever the two settings say. */
+static long streams_per_ip(const settings *cfg)
+{
+    long n = cfg->max_streams_per_ip;
+    if (cfg->per_ip_connections > 0 && (n == 0 || n >= cfg->per_ip_connections))
+        n = cfg->per_ip_connections > 1 ? cfg->per_ip_connections - 1 : 1;
+    return n;
+}
+
 /* The admin listener (--admin-listen): /healthz, /readyz and /metrics only,
  * on a daemon of its own with one thread and a few connections, so neither
  * a flood of half-open connections nor a client's event streams on the
@@ -251,7 +262,7 @@ int cmd_serve(int argc, char **argv)
         .timeout_s = (unsigned)a.cfg.timeout,
         .header_timeout_s = (unsigned)a.cfg.header_timeout,
         .max_header_bytes = (size_t)a.cfg.max_header_bytes,
-        .max_streams_per_ip = (unsigned)a.cfg.max_streams_per_ip,
+        .max_streams_per_ip = (unsigned)streams_per_ip(&a.cfg),
         .authorize = auth_http_check,
         .authorize_ctx = guard,
     };
