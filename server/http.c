@@ -155,6 +155,17 @@ struct http_request {
     struct timespec start;
 };
 
+/* The error codes counted by giant_http_errors_total: the API's stable
+ * codes (api/openapi.json's Error.code), and "other" for any code not in
+ * the list, so the label's values stay this set. */
+static const char *const error_codes[] = {
+    "not_found", "method_not_allowed", "uri_too_long", "headers_too_large", "length_required",
+    "body_too_large", "unsupported_media_type", "malformed_json", "validation_failed",
+    "conflict", "rate_limited", "unavailable", "internal", "not_acceptable",
+    "too_many_showers", "unauthorized", "forbidden", "other",
+};
+#define N_ERROR_CODES (int)(sizeof error_codes / sizeof error_codes[0])
+
 typedef struct stream_slot {
     unsigned char addr[16];    /* IPv4 in the first 4 bytes                 */
     unsigned count;            /* 0 = free                                  */
@@ -174,6 +185,7 @@ struct http_server {
     atomic_int draining;
     atomic_ullong by_class[5];
     atomic_int connections;    /* open now (MHD_OPTION_NOTIFY_CONNECTION)  */
+    atomic_ullong by_code[N_ERROR_CODES];   /* error replies by code        */
     /* Request durations by route (the router's index; n = no route) and
      * status class: the labels are the route table's templates, never a
      * client's path, so there are at most (routes + 1) x 5 series. */
@@ -254,6 +266,14 @@ const char *http_header(const http_request *req, const char *name)
  * Replies
  * ------------------------------------------------------------------------- */
 
+static void count_error(http_server *srv, const char *code)
+{
+    int i = 0;
+    while (i < N_ERROR_CODES - 1 && (!code || strcmp(error_codes[i], code) != 0))
+        i++;
+    atomic_fetch_add(&srv->by_code[i], 1);
+}
+
 static int queue(http_request *req, unsigned status, struct MHD_Response *resp,
                  const char *content_type, size_t len)
 {
@@ -279,6 +299,9 @@ int http_reply_json(http_request *req, unsigned status, json_t *body)
         json_decref(body);
         return -1;
     }
+    if (status >= 400)
+        count_error(req->srv, json_string_value(json_object_get(json_object_get(body, "error"),
+                                                                "code")));
     /* reals in their shortest round-trip form (a config's 0.1, not
      * 0.10000000000000001) */
     char *text = body ? numfmt_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -339,6 +362,7 @@ int http_reply_error_retry(http_request *req, unsigned status, const char *code,
     json_decref(body);
     if (!text)
         return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    count_error(req->srv, code);
     snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 1);
     const char *const headers[] = {"Retry-After", after, NULL};
     return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
@@ -357,6 +381,7 @@ int http_reply_error_headers(http_request *req, unsigned status, const char *cod
     json_decref(body);
     if (!text)
         return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    count_error(req->srv, code);
     return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
 }
 
@@ -531,6 +556,12 @@ int http_server_connections(const http_server *srv)
 
 void http_server_write_metrics(const http_server *srv, metrics_buf *b)
 {
+    metrics_family(b, "giant_http_errors_total", "counter",
+                   "JSON error replies, by the error's code (other: a code not in the API's "
+                   "list).");
+    for (int i = 0; i < N_ERROR_CODES; i++)
+        metrics_printf(b, "giant_http_errors_total{code=\"%s\"} %llu\n", error_codes[i],
+                       atomic_load(&((http_server *)srv)->by_code[i]));
     static const char name[] = "giant_http_request_duration_seconds";
     metrics_family(b, name, "histogram",
                    "Time from a request's headers to its reply's end, by route template and "
@@ -578,6 +609,7 @@ static int reply_method_not_allowed(http_request *req)
         MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (resp)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    count_error(req->srv, HTTP_E_METHOD_NOT_ALLOWED);
     return queue(req, 405, resp, "application/json", len);
 }
 

@@ -203,8 +203,9 @@ void http_server_counts(const http_server *srv, unsigned long long out[5]);
 /* Connections open now (accepted and not yet closed, idle ones too). */
 int http_server_connections(const http_server *srv);
 
-/* Appends the request-duration histogram (giant_http_request_duration_seconds,
- * by method, route template and status class) in the Prometheus text
+/* Appends the error replies by code (giant_http_errors_total) and the
+ * request-duration histogram (giant_http_request_duration_seconds, by
+ * method, route template and status class) in the Prometheus text
  * format. */
 struct metrics_buf;
 void http_server_write_metrics(const http_server *srv, struct metrics_buf *b);

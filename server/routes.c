@@ -233,6 +233,12 @@ static void metrics_gauges(metrics_buf *b, app *a)
 
 static void metrics_counters(metrics_buf *b, app *a)
 {
+    const build_info *bi = build_info_get();
+    metrics_family(b, "giant_build_info", "gauge",
+                   "Always 1; the labels say which build is running.");
+    metrics_printf(b, "giant_build_info{version=\"%s\",git_commit=\"%s\",build_type=\"%s\","
+                      "cuda=\"%d\",sanitizers=\"%d\"} 1\n",
+                   bi->version, bi->git_commit, bi->build_type, bi->cuda, bi->sanitizers);
     unsigned long long by[5] = {0};
     if (a->srv)
         http_server_counts(a->srv, by);

@@ -290,6 +290,9 @@ static void check_metrics(int port, int admin_port)
               "healthz count %.0f after %.0f", svc_metric(text, healthz_2xx), before);
     CHECK(svc_metric(text, runs_4xx) >= 1);
     CHECK(svc_metric(text, unmatched_4xx) >= 1);
+    CHECK(svc_metric(text, "giant_http_errors_total{code=\"not_found\"}") >= 2);
+    CHECK(svc_metric(text, "giant_http_errors_total{code=\"other\"}") == 0);
+    CHECK(strstr(text, "\ngiant_build_info{version=\"") != NULL);
     /* Route templates, never a client's path. */
     CHECK(!strstr(text, "987654") && !strstr(text, "/no/such/path"));
     CHECK(svc_metric(text, "giant_http_connections") >= 1);
