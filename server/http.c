@@ -681,7 +681,8 @@ static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const
 }
 
 /* What is refused before routing, with the service's JSON error rather
- * than libmicrohttpd's HTML page: headers over the server's limits (431;
+ * than libmicrohttpd's HTML page: a URI on_uri marked (414), headers over
+ * the server's limits (431;
  * MHD only answers itself, in HTML, past its connection memory, which is
  * sized well above the limit) and a request whose body has no
  * Content-Length (411).  MHD decodes chunked bodies itself and answers a
@@ -692,8 +693,17 @@ static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const
  * replying; either reply closes the connection when a body follows. */
 static int head_acceptable(http_request *req)
 {
-    if (req->query_refused || req->path_refused)
-        return 1;                      /* answered 414 by request_finish */
+    if (req->path_refused || req->query_refused) {
+        /* on_uri marked it: 414 now, before any body is read */
+        if (req->path_refused)
+            http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL, "the path is over %d bytes",
+                             HTTP_MAX_PATH_BYTES);
+        else
+            http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
+                             "the query string is over %d parameters or %d bytes",
+                             HTTP_MAX_QUERY_PARAMS, HTTP_MAX_QUERY_BYTES);
+        return 0;
+    }
     head_size h = { 0, 0 };
     MHD_get_connection_values(req->conn, MHD_HEADER_KIND, add_header_size, &h);
     size_t limit = req->srv->max_header_bytes;
@@ -798,17 +808,6 @@ static void request_append(http_request *req, const char *data, size_t n)
 
 static void request_finish(http_request *req, void *app)
 {
-    if (req->path_refused) {
-        http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
-                         "the path is over %d bytes", HTTP_MAX_PATH_BYTES);
-        return;
-    }
-    if (req->query_refused) {
-        http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
-                         "the query string is over %d parameters or %d bytes",
-                         HTTP_MAX_QUERY_PARAMS, HTTP_MAX_QUERY_BYTES);
-        return;
-    }
     if (!req->route) {
         reply_unrouted(req);
         return;
@@ -853,7 +852,7 @@ static char query_refused_mark, path_refused_mark;
  * '?' and parses what follows it, in place, in its own buffer: ending the
  * string just after the '?' leaves it an empty query (every libmicrohttpd
  * version does it so; test_serve's "query flood" case fails if one
- * changes).  The request then gets a JSON 414 from request_finish. */
+ * changes).  The request then gets a JSON 414 from head_acceptable. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)cls;

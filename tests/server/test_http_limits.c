@@ -177,6 +177,14 @@ static void check_json_errors(int port)
              " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     exchange(port, req, strlen(req), out, sizeof out);
     CHECK_MSG(is_json_error(out, 414, "uri_too_long"), "9 KB path: %.300s", out);
+    /* ... also when a body follows: refused before it is read. */
+    n = snprintf(req, sizeof req, "POST /");
+    memset(req + n, 'p', 9000);
+    snprintf(req + n + 9000, sizeof req - (size_t)n - 9000,
+             " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "Content-Length: 2\r\n\r\n{}");
+    exchange(port, req, strlen(req), out, sizeof out);
+    CHECK_MSG(is_json_error(out, 414, "uri_too_long"), "9 KB path with a body: %.300s", out);
 }
 
 /* ---------------------------------------------------------------------------
