@@ -115,6 +115,51 @@ static int token_policy(app *a, const char *host, auth_guard **guard)
 }
 
 /* Waits for the in-flight requests to finish; returns how many did not. */
+/* Streams an address may hold: --max-streams-per-ip, but always one
+ * connection fewer than --per-ip-connections, so the address keeps one for
+ * its other requests whatever the two settings say. */
+static long streams_per_ip(const settings *cfg)
+{
+    long n = cfg->max_streams_per_ip;
+    if (cfg->per_ip_connections > 0 && (n == 0 || n >= cfg->per_ip_connections))
+        n = cfg->per_ip_connections > 1 ? cfg->per_ip_connections - 1 : 1;
+    return n;
+}
+
+/* The admin listener (--admin-listen): /healthz, /readyz and /metrics only,
+ * on a daemon of its own with one thread and a few connections, so neither
+ * a flood of half-open connections nor a client's event streams on the
+ * API's port can take a probe's or a scrape's connection.  Its limits are
+ * fixed: probes and scrapers open one connection at a time. */
+enum { ADMIN_CONNECTIONS = 32, ADMIN_PER_IP = 8 };
+
+static int admin_start(app *a, const http_config *api, http_router **router,
+                       http_server **out, gt_error *err)
+{
+    char host[256];
+    int port;
+    int rc = settings_split_listen(a->cfg.admin_listen, host, sizeof host, &port, err);
+    if (rc != GT_OK)
+        return rc;
+    *router = http_router_new();
+    if (!*router)
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    if ((rc = routes_register_admin(*router, err)) != GT_OK)
+        return rc;
+    http_config hc = *api;
+    hc.host = host;
+    hc.port = port;
+    hc.threads = 1;
+    hc.max_connections = ADMIN_CONNECTIONS;
+    hc.per_ip_connections = ADMIN_PER_IP;
+    if ((rc = http_server_start(out, &hc, *router, a, err)) != GT_OK)
+        return rc;
+    int v6 = strchr(host, ':') != NULL;
+    log_msg(LOG_INFO, "admin_listening", "addr=%s%s%s:%d routes=/healthz,/readyz,/metrics",
+            v6 ? "[" : "", host, v6 ? "]" : "", http_server_port(*out));
+    return GT_OK;
+}
+
 static int drain(http_server *srv, const sigset_t *sigs, long grace_s)
 {
     struct timespec until, now, tick = { 0, 10 * 1000 * 1000 };
@@ -166,8 +211,8 @@ int cmd_serve(int argc, char **argv)
     log_set_level((log_level)log_parse_level(a.cfg.log_level));
 
     int status = 1;
-    http_router *router = NULL;
-    http_server *srv = NULL;
+    http_router *router = NULL, *admin_router = NULL;
+    http_server *srv = NULL, *admin = NULL;
     auth_guard *guard = NULL;
     store_migration list[STORE_MAX_MIGRATIONS];
     int n = 0, applied = 0;
@@ -216,11 +261,18 @@ int cmd_serve(int argc, char **argv)
         .per_ip_connections = (unsigned)a.cfg.per_ip_connections,
         .connection_memory = (size_t)a.cfg.connection_memory,
         .timeout_s = (unsigned)a.cfg.timeout,
+        .header_timeout_s = (unsigned)a.cfg.header_timeout,
+        .max_header_bytes = (size_t)a.cfg.max_header_bytes,
+        .max_streams_per_ip = (unsigned)streams_per_ip(&a.cfg),
         .authorize = auth_http_check,
         .authorize_ctx = guard,
     };
     if (http_server_start(&srv, &hc, router, &a, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        goto out;
+    }
+    if (a.cfg.admin_listen[0] && admin_start(&a, &hc, &admin_router, &admin, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"admin: %s\"", err.message);
         goto out;
     }
     a.srv = srv;
@@ -235,6 +287,7 @@ int cmd_serve(int argc, char **argv)
     /* Stop accepting first, then log: once this line is out, new
      * connections are refused (tests rely on that order). */
     http_server_quiesce(srv);
+    http_server_quiesce(admin);        /* /readyz says draining there too */
     atomic_store(&a.stopping, 1);      /* event streams end at their next poll */
     log_msg(LOG_INFO, "shutdown", "signal=%d in_flight=%d", sig, http_server_in_flight(srv));
     /* Training stops at its next step and the run goes back to the queue;
@@ -255,9 +308,11 @@ out:
     sampling_stop(a.sampling);
     a.sampling = NULL;
     http_server_free(srv);         /* joins the pool: no handler runs past here */
+    http_server_free(admin);
     sched_stop(a.sched);
     datasets_stop(a.datasets);
     http_router_free(router);
+    http_router_free(admin_router);
     auth_guard_free(guard);
     if (store_close(a.db, &err) != GT_OK) {
         log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);

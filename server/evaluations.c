@@ -73,6 +73,15 @@ long long evaluations_active(store *db, int64_t run)
     return (long long)n;
 }
 
+long long evaluations_count(store *db, const char *status)
+{
+    int64_t n = 0;
+    if (store_int64(db, "counting evaluations", "SELECT COUNT(*) FROM evaluations WHERE status = ?",
+                    STORE_ARGS(STORE_TEXT(status)), &n, NULL) != GT_OK)
+        return 0;
+    return (long long)n;
+}
+
 /* The worker's own statements. */
 
 static int next_queued(store *db, json_t **row, gt_error *err)

@@ -72,6 +72,10 @@ int evaluations_list(store *db, int64_t run, int limit, json_t **rows, gt_error 
  * cannot be read): an event stream stays open while there are some. */
 long long evaluations_active(store *db, int64_t run);
 
+/* How many evaluations have this status, over every run (0 also when it
+ * cannot be read): the /metrics gauges. */
+long long evaluations_count(store *db, const char *status);
+
 /* ---------------------------------------------------------------------------
  * The worker
  * ------------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <microhttpd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "numfmt.h"
 
 /* ---------------------------------------------------------------------------
@@ -138,6 +140,7 @@ struct http_request {
     size_t body_len, body_cap;
     int too_large;             /* body passed the cap; rest discarded        */
     int query_refused;         /* over HTTP_MAX_QUERY_*: answered 414        */
+    int path_refused;          /* over HTTP_MAX_PATH_BYTES: answered 414     */
     json_t *json;
     http_resume_fn resume_fn;  /* set while suspended                       */
     int suspended;
@@ -152,17 +155,47 @@ struct http_request {
     struct timespec start;
 };
 
+/* The error codes counted by giant_http_errors_total: the API's stable
+ * codes (api/openapi.json's Error.code), and "other" for any code not in
+ * the list, so the label's values stay this set. */
+static const char *const error_codes[] = {
+    "not_found", "method_not_allowed", "uri_too_long", "headers_too_large", "length_required",
+    "body_too_large", "unsupported_media_type", "malformed_json", "validation_failed",
+    "conflict", "rate_limited", "unavailable", "internal", "not_acceptable",
+    "too_many_showers", "unauthorized", "forbidden", "other",
+};
+#define N_ERROR_CODES (int)(sizeof error_codes / sizeof error_codes[0])
+
+typedef struct stream_slot {
+    unsigned char addr[16];    /* IPv4 in the first 4 bytes                 */
+    unsigned count;            /* 0 = free                                  */
+} stream_slot;
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const http_router *router;
     void *app;
     size_t max_body, max_file_body;
+    size_t max_header_bytes;
+    unsigned idle_timeout_s, header_timeout_s;
     http_authorize_fn authorize;
     void *authorize_ctx;
     int port;
     atomic_int in_flight;
     atomic_int draining;
     atomic_ullong by_class[5];
+    atomic_int connections;    /* open now (MHD_OPTION_NOTIFY_CONNECTION)  */
+    atomic_ullong by_code[N_ERROR_CODES];   /* error replies by code        */
+    /* Request durations by route (the router's index; n = no route) and
+     * status class: the labels are the route table's templates, never a
+     * client's path, so there are at most (routes + 1) x 5 series. */
+    metrics_hist latency[HTTP_MAX_ROUTES + 1][5];
+    /* Streams open per client address (max_streams_per_ip): at most one
+     * slot per connection, so max_connections slots always suffice. */
+    unsigned max_streams_per_ip;
+    pthread_mutex_t streams_mu;
+    stream_slot *streams;
+    unsigned nstreams;
 };
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -233,6 +266,14 @@ const char *http_header(const http_request *req, const char *name)
  * Replies
  * ------------------------------------------------------------------------- */
 
+static void count_error(http_server *srv, const char *code)
+{
+    int i = 0;
+    while (i < N_ERROR_CODES - 1 && (!code || strcmp(error_codes[i], code) != 0))
+        i++;
+    atomic_fetch_add(&srv->by_code[i], 1);
+}
+
 static int queue(http_request *req, unsigned status, struct MHD_Response *resp,
                  const char *content_type, size_t len)
 {
@@ -258,6 +299,9 @@ int http_reply_json(http_request *req, unsigned status, json_t *body)
         json_decref(body);
         return -1;
     }
+    if (status >= 400)
+        count_error(req->srv, json_string_value(json_object_get(json_object_get(body, "error"),
+                                                                "code")));
     /* reals in their shortest round-trip form (a config's 0.1, not
      * 0.10000000000000001) */
     char *text = body ? numfmt_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -318,6 +362,7 @@ int http_reply_error_retry(http_request *req, unsigned status, const char *code,
     json_decref(body);
     if (!text)
         return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    count_error(req->srv, code);
     snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 1);
     const char *const headers[] = {"Retry-After", after, NULL};
     return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
@@ -336,6 +381,7 @@ int http_reply_error_headers(http_request *req, unsigned status, const char *cod
     json_decref(body);
     if (!text)
         return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+    count_error(req->srv, code);
     return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
 }
 
@@ -370,7 +416,58 @@ typedef struct http_stream {
     http_stream_fn fn;
     void *user;
     void (*done)(void *user);
+    http_server *srv;
+    stream_slot *slot;         /* the address's count this stream holds   */
 } http_stream;
+
+/* The client's address as 16 bytes (IPv4 in the first 4); 0 when unknown. */
+static int client_key(const http_request *req, unsigned char key[16])
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    memset(key, 0, 16);
+    if (sa && sa->sa_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 1;
+    }
+    if (sa && sa->sa_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return 1;
+    }
+    return 0;
+}
+
+/* Takes one of the address's stream slots: the slot, or NULL when the
+ * address has max_streams_per_ip open already. */
+static stream_slot *streams_take(http_server *srv, const unsigned char key[16])
+{
+    stream_slot *hit = NULL, *free_slot = NULL;
+    pthread_mutex_lock(&srv->streams_mu);
+    for (unsigned i = 0; i < srv->nstreams && !hit; i++) {
+        if (srv->streams[i].count && memcmp(srv->streams[i].addr, key, 16) == 0)
+            hit = &srv->streams[i];
+        else if (!srv->streams[i].count && !free_slot)
+            free_slot = &srv->streams[i];
+    }
+    if (!hit && free_slot) {
+        memcpy(free_slot->addr, key, 16);
+        hit = free_slot;
+    }
+    if (hit && hit->count < srv->max_streams_per_ip)
+        hit->count++;
+    else
+        hit = NULL;
+    pthread_mutex_unlock(&srv->streams_mu);
+    return hit;
+}
+
+static void streams_release(http_server *srv, stream_slot *slot)
+{
+    pthread_mutex_lock(&srv->streams_mu);
+    slot->count--;
+    pthread_mutex_unlock(&srv->streams_mu);
+}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -385,6 +482,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     http_stream *s = cls;
+    if (s->slot)
+        streams_release(s->srv, s->slot);
     if (s->done)
         s->done(s->user);
     free(s);
@@ -404,6 +503,15 @@ int http_reply_stream(http_request *req, unsigned status, const char *content_ty
     s->fn = fn;
     s->user = user;
     s->done = done;
+    s->srv = req->srv;
+    unsigned char key[16];
+    if (req->srv->streams && client_key(req, key) && !(s->slot = streams_take(req->srv, key))) {
+        stream_free(s);
+        return http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, 5,
+                                      "this address has %u event streams open, the most it may; "
+                                      "close one or retry later",
+                                      req->srv->max_streams_per_ip);
+    }
     /* 4 KiB blocks: events are small, and a short block is sent at once. */
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
@@ -441,6 +549,37 @@ void http_server_counts(const http_server *srv, unsigned long long out[5])
         out[i] = atomic_load(&((http_server *)srv)->by_class[i]);
 }
 
+int http_server_connections(const http_server *srv)
+{
+    return atomic_load(&((http_server *)srv)->connections);
+}
+
+void http_server_write_metrics(const http_server *srv, metrics_buf *b)
+{
+    metrics_family(b, "giant_http_errors_total", "counter",
+                   "JSON error replies, by the error's code (other: a code not in the API's "
+                   "list).");
+    for (int i = 0; i < N_ERROR_CODES; i++)
+        metrics_printf(b, "giant_http_errors_total{code=\"%s\"} %llu\n", error_codes[i],
+                       atomic_load(&((http_server *)srv)->by_code[i]));
+    static const char name[] = "giant_http_request_duration_seconds";
+    metrics_family(b, name, "histogram",
+                   "Time from a request's headers to its reply's end, by route template and "
+                   "status class (unmatched: no route).");
+    const http_router *r = srv->router;
+    for (int i = 0; i <= r->n; i++)
+        for (int c = 0; c < 5; c++) {
+            const metrics_hist *h = &srv->latency[i][c];
+            if (metrics_hist_count(h) == 0)
+                continue;
+            char route[256], labels[512];
+            metrics_escape(i < r->n ? r->routes[i].pattern : "unmatched", route, sizeof route);
+            snprintf(labels, sizeof labels, "method=\"%s\",route=\"%s\",class=\"%dxx\"",
+                     i < r->n ? r->routes[i].method : "any", route, c + 1);
+            metrics_write_hist(b, name, labels, h);
+        }
+}
+
 /* 405 needs an Allow header listing the methods the path does have. */
 static int reply_method_not_allowed(http_request *req)
 {
@@ -470,6 +609,7 @@ static int reply_method_not_allowed(http_request *req)
         MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (resp)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    count_error(req->srv, HTTP_E_METHOD_NOT_ALLOWED);
     return queue(req, 405, resp, "application/json", len);
 }
 
@@ -533,6 +673,63 @@ static int request_has_body(const http_request *req)
     return http_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
 }
 
+typedef struct head_size {
+    size_t bytes;
+    unsigned count;
+} head_size;
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    (void)kind;
+    head_size *h = cls;
+    h->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;   /* ": " and CRLF */
+    h->count++;
+    return MHD_YES;
+}
+
+/* What is refused before routing, with the service's JSON error rather
+ * than libmicrohttpd's HTML page: a URI on_uri marked (414), headers over
+ * the server's limits (431;
+ * MHD only answers itself, in HTML, past its connection memory, which is
+ * sized well above the limit) and a request whose body has no
+ * Content-Length (411).  MHD decodes chunked bodies itself and answers a
+ * framing error with its own HTML page, a reply no callback can replace;
+ * refusing chunked bodies up front (RFC 9112 lets a server ask for a
+ * length) keeps every answer JSON, and every body here is a small JSON
+ * document whose length the client knows.  Returns 1 to go on, 0 after
+ * replying; either reply closes the connection when a body follows. */
+static int head_acceptable(http_request *req)
+{
+    if (req->path_refused || req->query_refused) {
+        /* on_uri marked it: 414 now, before any body is read */
+        if (req->path_refused)
+            http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL, "the path is over %d bytes",
+                             HTTP_MAX_PATH_BYTES);
+        else
+            http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
+                             "the query string is over %d parameters or %d bytes",
+                             HTTP_MAX_QUERY_PARAMS, HTTP_MAX_QUERY_BYTES);
+        return 0;
+    }
+    head_size h = { 0, 0 };
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, add_header_size, &h);
+    size_t limit = req->srv->max_header_bytes;
+    if ((limit && h.bytes > limit) || h.count > HTTP_MAX_HEADERS) {
+        http_reply_error(req, 431, HTTP_E_HEADERS_TOO_LARGE, NULL,
+                         "%u request headers of %zu bytes: at most %d headers and %zu bytes",
+                         h.count, h.bytes, HTTP_MAX_HEADERS, limit);
+        return 0;
+    }
+    if (http_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        http_reply_error(req, 411, HTTP_E_LENGTH_REQUIRED, NULL,
+                         "a request body needs a Content-Length header "
+                         "(Transfer-Encoding is not accepted)");
+        return 0;
+    }
+    return 1;
+}
+
 /* Sends the 404 or 405 for a request that matched no route. */
 static void reply_unrouted(http_request *req)
 {
@@ -558,6 +755,13 @@ static size_t body_cap(const http_request *req)
  * final call and the connection stays open for the next request. */
 static void request_begin(http_request *req)
 {
+    /* The headers are complete: from here the connection gets the idle
+     * timeout instead of the daemon's shorter header timeout. */
+    if (req->srv->idle_timeout_s != req->srv->header_timeout_s)
+        MHD_set_connection_option(req->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  req->srv->idle_timeout_s);
+    if (!head_acceptable(req))
+        return;
     const http_router *r = req->srv->router;
     /* HEAD is served by the GET route; MHD drops the body. */
     const char *method = strcmp(req->method, "HEAD") == 0 ? "GET" : req->method;
@@ -621,12 +825,6 @@ static void request_append(http_request *req, const char *data, size_t n)
 
 static void request_finish(http_request *req, void *app)
 {
-    if (req->query_refused) {
-        http_reply_error(req, 414, HTTP_E_URI_TOO_LONG, NULL,
-                         "the query string is over %d parameters or %d bytes",
-                         HTTP_MAX_QUERY_PARAMS, HTTP_MAX_QUERY_BYTES);
-        return;
-    }
     if (!req->route) {
         reply_unrouted(req);
         return;
@@ -656,23 +854,32 @@ static void request_finish(http_request *req, void *app)
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
 }
 
-/* The marker on_uri leaves for a request whose query it refused. */
-static char query_refused_mark;
+/* The markers on_uri leaves for a request whose query or path it
+ * refused. */
+static char query_refused_mark, path_refused_mark;
 
 /* MHD_OPTION_URI_LOG_CALLBACK: runs on the raw request line, before MHD
  * splits the query into its connection memory.  Thousands of repeated
- * parameters (a 16 KB URL) exhaust that memory, and MHD then closes the
- * connection only at its timeout, answering nothing; so an over-long query
- * is cut here, where MHD has not parsed it yet.  MHD finds the query at the
+ * parameters (a 16 KB URL) exhaust that memory; 0.9.75 then queues its
+ * HTML 431 but carries on parsing the request line as if nothing failed
+ * and moves the connection back to reading headers, so the queued reply is
+ * never sent and the connection only dies at its timeout, answering
+ * nothing.  So an over-long query is cut here, where MHD has not parsed it
+ * yet, and an over-long path marked.  MHD finds the query at the
  * '?' and parses what follows it, in place, in its own buffer: ending the
  * string just after the '?' leaves it an empty query (every libmicrohttpd
  * version does it so; test_serve's "query flood" case fails if one
- * changes).  The request then gets a JSON 414 from request_finish. */
+ * changes).  The request then gets a JSON 414 from head_acceptable. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)cls;
     (void)conn;
-    char *q = uri ? strchr(uri, '?') : NULL;
+    if (!uri)
+        return NULL;
+    char *q = strchr(uri, '?');
+    size_t path_len = q ? (size_t)(q - uri) : strcspn(uri, " ");
+    if (path_len > HTTP_MAX_PATH_BYTES)
+        return &path_refused_mark;
     if (!q)
         return NULL;
     size_t bytes = 0;
@@ -693,8 +900,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     http_server *srv = cls;
     http_request *req = *con_cls;
-    int refused = req == (void *)&query_refused_mark;
-    if (refused)
+    int query_refused = req == (void *)&query_refused_mark;
+    int path_refused = req == (void *)&path_refused_mark;
+    if (query_refused || path_refused)
         req = NULL;
     if (!req) {
         req = calloc(1, sizeof *req);
@@ -709,7 +917,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->srv = srv;
         req->conn = conn;
         snprintf(req->method, sizeof req->method, "%s", method);
-        req->query_refused = refused;
+        req->query_refused = query_refused;
+        req->path_refused = path_refused;
         *con_cls = req;
         atomic_fetch_add(&srv->in_flight, 1);
         request_begin(req);
@@ -761,7 +970,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     http_server *srv = cls;
     http_request *req = *con_cls;
-    if (!req || req == (void *)&query_refused_mark) {
+    if (!req || req == (void *)&query_refused_mark || req == (void *)&path_refused_mark) {
         *con_cls = NULL;
         return;
     }
@@ -769,6 +978,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     clock_gettime(CLOCK_MONOTONIC, &end);
     long long us = (long long)(end.tv_sec - req->start.tv_sec) * 1000000LL +
                    (end.tv_nsec - req->start.tv_nsec) / 1000;
+    if (req->status >= 100 && req->status < 600) {
+        int route = req->route ? (int)(req->route - srv->router->routes) : srv->router->n;
+        metrics_hist_observe(&srv->latency[route][req->status / 100 - 1], (double)us * 1e-6);
+    }
     char path[512], method[48];
     log_escape(req->path, path, sizeof path);
     log_escape(req->method, method, sizeof method);
@@ -791,6 +1004,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req);
     *con_cls = NULL;
     atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: the open-connections gauge. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)conn;
+    (void)socket_context;
+    http_server *srv = cls;
+    atomic_fetch_add(&srv->connections, toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -837,10 +1060,36 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     srv->app = app;
     srv->max_body = cfg->max_body_bytes;
     srv->max_file_body = cfg->max_file_body_bytes ? cfg->max_file_body_bytes : cfg->max_body_bytes;
+    srv->max_header_bytes = cfg->max_header_bytes;
+    srv->idle_timeout_s = cfg->timeout_s;
+    /* The daemon's timeout is the header timeout: every connection has it
+     * until its first request's headers are complete (request_begin then
+     * gives it the idle one), so a slowloris is closed sooner than an idle
+     * keep-alive connection or an event stream. */
+    srv->header_timeout_s = cfg->header_timeout_s && (cfg->header_timeout_s < cfg->timeout_s ||
+                                                      cfg->timeout_s == 0)
+                                ? cfg->header_timeout_s
+                                : cfg->timeout_s;
     srv->authorize = cfg->authorize;
     srv->authorize_ctx = cfg->authorize_ctx;
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->draining, 0);
+    atomic_init(&srv->connections, 0);
+    pthread_mutex_init(&srv->streams_mu, NULL);
+    srv->max_streams_per_ip = cfg->max_streams_per_ip;
+    if (cfg->max_streams_per_ip) {
+        srv->nstreams = cfg->max_connections;
+        srv->streams = calloc(srv->nstreams, sizeof *srv->streams);
+        if (!srv->streams) {
+            freeaddrinfo(ai);
+            free(srv);
+            return gt_error_set(err, GT_ENOMEM, "http: out of memory");
+        }
+    }
+    for (int i = 0; i <= HTTP_MAX_ROUTES; i++)
+        for (int c = 0; c < 5; c++)
+            metrics_hist_init(&srv->latency[i][c], metrics_seconds_bounds, metrics_seconds_nb,
+                              1e6);
 
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME;
@@ -854,12 +1103,14 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_connections,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+        MHD_OPTION_CONNECTION_TIMEOUT, srv->header_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->daemon) {
+        free(srv->streams);
         free(srv);
         return gt_error_set(err, GT_EIO,
                             "http: cannot listen on %s:%d (address in use or not local?)",
@@ -902,5 +1153,7 @@ void http_server_free(http_server *srv)
     if (!srv)
         return;
     MHD_stop_daemon(srv->daemon);
+    pthread_mutex_destroy(&srv->streams_mu);
+    free(srv->streams);
     free(srv);
 }

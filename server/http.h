@@ -36,6 +36,8 @@
 #define HTTP_E_FORBIDDEN          "forbidden"
 #define HTTP_E_NOT_FOUND          "not_found"
 #define HTTP_E_URI_TOO_LONG       "uri_too_long"
+#define HTTP_E_HEADERS_TOO_LARGE  "headers_too_large"
+#define HTTP_E_LENGTH_REQUIRED    "length_required"
 #define HTTP_E_METHOD_NOT_ALLOWED "method_not_allowed"
 #define HTTP_E_BODY_TOO_LARGE     "body_too_large"
 #define HTTP_E_UNSUPPORTED_MEDIA  "unsupported_media_type"
@@ -74,6 +76,11 @@ typedef int (*http_authorize_fn)(http_request *req, unsigned access, void *ctx);
  * is parsed (no route takes more than a handful of parameters). */
 #define HTTP_MAX_QUERY_PARAMS 64
 #define HTTP_MAX_QUERY_BYTES 8192
+/* A path over this is answered 414 too (no route's path comes near it). */
+#define HTTP_MAX_PATH_BYTES 8192
+/* More request headers than this is 431, like more bytes than
+ * http_config.max_header_bytes. */
+#define HTTP_MAX_HEADERS 100
 
 /* ---------------------------------------------------------------------------
  * Router: built before the server starts, read-only afterwards
@@ -158,7 +165,11 @@ int http_reply_static(http_request *req, unsigned status, const char *content_ty
 int http_reply_buffer(http_request *req, unsigned status, const char *content_type,
                       void *data, size_t len, const char *const *headers);
 
-/* A streamed reply of unknown length (Server-Sent Events).  fn fills buf
+/* A streamed reply of unknown length (Server-Sent Events).  A stream holds
+ * its connection as long as it runs, so one client address may hold at most
+ * http_config.max_streams_per_ip of them: past it the reply is 429
+ * rate_limited with Retry-After (done runs at once), which leaves that
+ * address connections for its other requests.  fn fills buf
  * with up to max bytes and returns the count, 0 when nothing is ready yet
  * (it is called again; it should nap briefly first), or -1 at the end of
  * the stream.  done (may be NULL) frees user when the stream ends. */
@@ -191,6 +202,16 @@ void *http_get_user(const http_request *req);
 /* Replies counted by status class since start: [0] 1xx ... [4] 5xx. */
 void http_server_counts(const http_server *srv, unsigned long long out[5]);
 
+/* Connections open now (accepted and not yet closed, idle ones too). */
+int http_server_connections(const http_server *srv);
+
+/* Appends the error replies by code (giant_http_errors_total) and the
+ * request-duration histogram (giant_http_request_duration_seconds, by
+ * method, route template and status class) in the Prometheus text
+ * format. */
+struct metrics_buf;
+void http_server_write_metrics(const http_server *srv, struct metrics_buf *b);
+
 /* ---------------------------------------------------------------------------
  * Server
  * ------------------------------------------------------------------------- */
@@ -205,6 +226,12 @@ typedef struct http_config {
     unsigned per_ip_connections;   /* 0 = no limit                            */
     size_t connection_memory;      /* per-connection buffer (bytes)           */
     unsigned timeout_s;            /* idle timeout, 0 = none                  */
+    unsigned header_timeout_s;     /* until a request's headers are complete
+                                      (slowloris), 0 = timeout_s             */
+    size_t max_header_bytes;       /* request headers, names and values; more
+                                      is 431 (0 = what the memory holds)     */
+    unsigned max_streams_per_ip;   /* streamed replies one address may hold
+                                      open; more is 429 (0 = no limit)       */
     http_authorize_fn authorize;   /* NULL = every route open                 */
     void *authorize_ctx;           /* handed to authorize                     */
 } http_config;

@@ -8,6 +8,8 @@
 #include "auth.h"
 #include "build_info.h"
 #include "embed.h"
+#include "evaluations.h"
+#include "metrics.h"
 #include "routes_datasets.h"
 #include "routes_evaluations.h"
 #include "routes_events.h"
@@ -191,49 +193,113 @@ static void route_openapi(http_request *req, void *ctx)
  * Prometheus metrics
  * ------------------------------------------------------------------------- */
 
-static void route_metrics(http_request *req, void *ctx)
+/* Gauges read at scrape time from their owners (the database's counts, the
+ * sampling worker, the HTTP layer); histograms kept by the HTTP layer, the
+ * sampling worker and the scheduler.  README.md, "Metrics", documents each
+ * with the alert it supports. */
+static void metrics_gauges(metrics_buf *b, app *a)
 {
-    app *a = ctx;
-    char *buf = malloc(8192);
-    if (!buf) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return;
-    }
-    size_t n = 0, cap = 8192;
-#define EMIT(...) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__)
-    unsigned long long by[5] = {0};
-    if (a->srv)
-        http_server_counts(a->srv, by);
-    EMIT("# HELP giant_http_responses_total HTTP responses sent, by status class.\n"
-         "# TYPE giant_http_responses_total counter\n");
-    for (int i = 0; i < 5; i++)
-        EMIT("giant_http_responses_total{class=\"%dxx\"} %llu\n", i + 1, by[i]);
-    EMIT("# HELP giant_runs Runs in the database, by status.\n# TYPE giant_runs gauge\n");
+    metrics_family(b, "giant_http_connections", "gauge",
+                   "HTTP connections open now on the API's listener (idle keep-alive ones too).");
+    metrics_printf(b, "giant_http_connections %d\n",
+                   a->srv ? http_server_connections(a->srv) : 0);
+    metrics_family(b, "giant_http_requests_in_flight", "gauge",
+                   "Requests whose headers arrived and whose reply has not ended.");
+    metrics_printf(b, "giant_http_requests_in_flight %d\n",
+                   a->srv ? http_server_in_flight(a->srv) : 0);
+    metrics_family(b, "giant_runs", "gauge", "Runs in the database, by status.");
     static const char *const statuses[] = {"queued", "running", "succeeded", "failed",
                                            "cancelled"};
     for (size_t i = 0; i < 5; i++) {
         long long c = 0;
         runs_count(a->db, statuses[i], &c, NULL);      /* 0 when unreadable */
-        EMIT("giant_runs{status=\"%s\"} %lld\n", statuses[i], c);
+        metrics_printf(b, "giant_runs{status=\"%s\"} %lld\n", statuses[i], c);
     }
+    metrics_family(b, "giant_evaluations", "gauge",
+                   "Evaluations waiting or running, by status.");
+    metrics_printf(b, "giant_evaluations{status=\"queued\"} %lld\n"
+                      "giant_evaluations{status=\"running\"} %lld\n",
+                   evaluations_count(a->db, "queued"), evaluations_count(a->db, "running"));
+    metrics_family(b, "giant_sampling_jobs_in_flight", "gauge",
+                   "Sampling jobs queued or in a device batch (sample requests and evaluation "
+                   "chunks).");
+    metrics_printf(b, "giant_sampling_jobs_in_flight %d\n", sampling_in_flight(a->sampling));
+    metrics_family(b, "giant_sample_bytes_in_flight", "gauge",
+                   "Memory the sample requests in flight hold (showers and replies), bytes.");
+    metrics_printf(b, "giant_sample_bytes_in_flight %lld\n", atomic_load(&a->sample_bytes));
+    metrics_family(b, "giant_sample_bytes_limit", "gauge",
+                   "--sample-memory-mb in bytes: past it sample requests get 503.");
+    metrics_printf(b, "giant_sample_bytes_limit %lld\n", (long long)a->cfg.sample_memory_mb << 20);
+}
+
+static void metrics_counters(metrics_buf *b, app *a)
+{
+    const build_info *bi = build_info_get();
+    metrics_family(b, "giant_build_info", "gauge",
+                   "Always 1; the labels say which build is running.");
+    metrics_printf(b, "giant_build_info{version=\"%s\",git_commit=\"%s\",build_type=\"%s\","
+                      "cuda=\"%d\",sanitizers=\"%d\"} 1\n",
+                   bi->version, bi->git_commit, bi->build_type, bi->cuda, bi->sanitizers);
+    unsigned long long by[5] = {0};
+    if (a->srv)
+        http_server_counts(a->srv, by);
+    metrics_family(b, "giant_http_responses_total", "counter",
+                   "HTTP responses sent, by status class.");
+    for (int i = 0; i < 5; i++)
+        metrics_printf(b, "giant_http_responses_total{class=\"%dxx\"} %llu\n", i + 1, by[i]);
     sampling_stats ss;
     sampling_get_stats(a->sampling, &ss);
-    EMIT("# HELP giant_sample_requests_total Sample requests served.\n"
-         "# TYPE giant_sample_requests_total counter\ngiant_sample_requests_total %llu\n"
-         "# HELP giant_sample_batches_total Device batches run for sample requests.\n"
-         "# TYPE giant_sample_batches_total counter\ngiant_sample_batches_total %llu\n"
-         "# HELP giant_sample_showers_total Showers generated.\n"
-         "# TYPE giant_sample_showers_total counter\ngiant_sample_showers_total %llu\n"
-         "# HELP giant_sampler_loads_total Samplers loaded from checkpoints.\n"
-         "# TYPE giant_sampler_loads_total counter\ngiant_sampler_loads_total %llu\n"
-         "# HELP giant_train_runs_started_total Runs the scheduler started.\n"
-         "# TYPE giant_train_runs_started_total counter\ngiant_train_runs_started_total %lld\n",
-         ss.requests, ss.batches, ss.showers, ss.loads, sched_runs_started(a->sched));
-#undef EMIT
-    if (n >= cap)
-        n = cap - 1;
+    metrics_family(b, "giant_sample_requests_total", "counter", "Sample requests served.");
+    metrics_printf(b, "giant_sample_requests_total %llu\n", ss.requests);
+    metrics_family(b, "giant_sample_batches_total", "counter",
+                   "Device batches run for sample requests.");
+    metrics_printf(b, "giant_sample_batches_total %llu\n", ss.batches);
+    metrics_family(b, "giant_sample_showers_total", "counter", "Showers generated.");
+    metrics_printf(b, "giant_sample_showers_total %llu\n", ss.showers);
+    metrics_family(b, "giant_sampler_loads_total", "counter",
+                   "Samplers loaded from checkpoints.");
+    metrics_printf(b, "giant_sampler_loads_total %llu\n", ss.loads);
+    metrics_family(b, "giant_train_runs_started_total", "counter", "Runs the scheduler started.");
+    metrics_printf(b, "giant_train_runs_started_total %lld\n", sched_runs_started(a->sched));
+}
+
+static void metrics_histograms(metrics_buf *b, app *a)
+{
+    if (a->srv)
+        http_server_write_metrics(a->srv, b);
+    const metrics_hist *h = sampling_seconds(a->sampling);
+    if (h) {
+        metrics_family(b, "giant_sample_job_duration_seconds", "histogram",
+                       "Sampling jobs from submission to done: queue wait and device batch.");
+        metrics_write_hist(b, "giant_sample_job_duration_seconds", "", h);
+        metrics_family(b, "giant_sample_job_showers", "histogram", "Showers per sampling job.");
+        metrics_write_hist(b, "giant_sample_job_showers", "", sampling_showers(a->sampling));
+    }
+    if (sched_step_seconds(a->sched, 1)) {
+        metrics_family(b, "giant_train_step_seconds", "histogram",
+                       "Seconds per training step, by stage (the mean over each step report's "
+                       "train.log_every steps).");
+        metrics_write_hist(b, "giant_train_step_seconds", "stage=\"1\"",
+                           sched_step_seconds(a->sched, 1));
+        metrics_write_hist(b, "giant_train_step_seconds", "stage=\"2\"",
+                           sched_step_seconds(a->sched, 2));
+    }
+}
+
+static void route_metrics(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    metrics_buf b = {0};
+    metrics_gauges(&b, a);
+    metrics_counters(&b, a);
+    metrics_histograms(&b, a);
+    if (b.failed || !b.text) {
+        free(b.text);
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return;
+    }
     static const char *const headers[] = {"Cache-Control", "no-cache", NULL};
-    http_reply_buffer(req, 200, "text/plain; version=0.0.4", buf, n, headers);
+    http_reply_buffer(req, 200, "text/plain; version=0.0.4", b.text, b.len, headers);
 }
 
 /* ---------------------------------------------------------------------------
@@ -294,6 +360,21 @@ static const struct {
     { "GET",    "/",                              route_ui_index,         AUTH_OPEN },
     { "GET",    "/ui/{file}",                     route_ui_file,          AUTH_OPEN },
 };
+
+int routes_register_admin(http_router *r, gt_error *err)
+{
+    static const char *const admin[] = {"/healthz", "/readyz", "/metrics"};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        for (size_t k = 0; k < sizeof admin / sizeof admin[0]; k++) {
+            if (strcmp(routes[i].pattern, admin[k]) != 0)
+                continue;
+            int rc = http_router_add(r, routes[i].method, routes[i].pattern,
+                                     routes[i].handler, routes[i].flags, err);
+            if (rc != GT_OK)
+                return rc;
+        }
+    return GT_OK;
+}
 
 int routes_register(http_router *r, gt_error *err)
 {

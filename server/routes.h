@@ -16,6 +16,12 @@
 /* Adds every shipped route to r. The handlers expect an app * as context. */
 int routes_register(http_router *r, gt_error *err);
 
+/* Adds only /healthz, /readyz and /metrics (the same handlers and access):
+ * the routes of the admin listener (--admin-listen), which has its own
+ * connections, so a flood on the API's port leaves probes and scrapes
+ * their headroom. */
+int routes_register_admin(http_router *r, gt_error *err);
+
 /* A positive decimal id of at most 18 digits, or 0. */
 int64_t routes_parse_id(const char *s);
 

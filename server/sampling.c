@@ -36,13 +36,27 @@ struct sampling {
     worker_thread w;           /* its mu guards the queue and the stats */
     sampling_job *head, *tail;
     sampling_stats stats;
+    atomic_int in_flight;      /* jobs submitted and not yet done          */
+    metrics_hist seconds;      /* submit to done: queue wait and batch     */
+    metrics_hist showers;      /* per job                                   */
 };
 
-static void job_fail(sampling_job *j, int rc, const char *msg)
+/* Every job ends here: the metrics, then the submitter's callback. */
+static void job_done(sampling *s, sampling_job *j)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    metrics_hist_observe(&s->seconds, (double)(end.tv_sec - j->submitted.tv_sec) +
+                                          1e-9 * (double)(end.tv_nsec - j->submitted.tv_nsec));
+    atomic_fetch_sub(&s->in_flight, 1);
+    j->done(j);
+}
+
+static void job_fail(sampling *s, sampling_job *j, int rc, const char *msg)
 {
     j->rc = rc;
     snprintf(j->message, sizeof j->message, "%s", msg);
-    j->done(j);
+    job_done(s, j);
 }
 
 static void cache_drop(cached *c)
@@ -170,14 +184,14 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
     cached *c = NULL;
     if (cache_get(s, batch[0]->run, batch[0]->model, batch[0]->version, &c, &err) != GT_OK) {
         for (int i = 0; i < n; i++)
-            job_fail(batch[i], err.code ? err.code : GT_EIO, err.message);
+            job_fail(s, batch[i], err.code ? err.code : GT_EIO, err.message);
         return;
     }
     int V = model_sampler_voxels(c->smp);
     int L = model_sampler_layers(c->smp, NULL, 0);
     if (L > SAMPLING_MAX_LAYERS) {
         for (int i = 0; i < n; i++)
-            job_fail(batch[i], GT_EUNSUPPORTED, "the geometry has more layers than sampling holds");
+            job_fail(s, batch[i], GT_EUNSUPPORTED, "the geometry has more layers than sampling holds");
         return;
     }
     model_sample_request reqs[SAMPLING_MAX_BATCH_JOBS];
@@ -190,7 +204,7 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
         j->layers = model_sampler_layers(c->smp, j->layer_voxels, SAMPLING_MAX_LAYERS);
         j->showers = malloc((size_t)j->n * (size_t)V * sizeof(float));
         if (!j->showers) {
-            job_fail(j, GT_ENOMEM, "out of memory for the showers");
+            job_fail(s, j, GT_ENOMEM, "out of memory for the showers");
             continue;
         }
         reqs[m] = (model_sample_request){j->e_inc, j->n, j->seed, j->row0, j->showers, NULL};
@@ -212,10 +226,10 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
         if (rc != GT_OK) {
             free(ok[i]->showers);
             ok[i]->showers = NULL;
-            job_fail(ok[i], rc, err.message);
+            job_fail(s, ok[i], rc, err.message);
         } else {
             ok[i]->rc = GT_OK;
-            ok[i]->done(ok[i]);
+            job_done(s, ok[i]);
         }
     }
 }
@@ -254,7 +268,7 @@ static void *worker_main(void *arg)
     pthread_mutex_unlock(&s->w.mu);
     while (j) {
         sampling_job *next = j->next;
-        job_fail(j, GT_ECANCELLED, "the server is shutting down");
+        job_fail(s, j, GT_ECANCELLED, "the server is shutting down");
         j = next;
     }
     return NULL;
@@ -272,6 +286,9 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
     s->cache_size = cache_size < 1 ? 1 : cache_size > SAMPLING_MAX_CACHE ? SAMPLING_MAX_CACHE
                                                                          : cache_size;
     s->delay_ms = batch_delay_ms < 0 ? 0 : batch_delay_ms;
+    atomic_init(&s->in_flight, 0);
+    metrics_hist_init(&s->seconds, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
+    metrics_hist_init(&s->showers, metrics_count_bounds, metrics_count_nb, 1);
     if (worker_thread_start(&s->w, worker_main, s) != 0) {
         free(s);
         return gt_error_set(err, GT_EIO, "cannot start the sampling thread: %s",
@@ -289,11 +306,14 @@ int sampling_submit(sampling *s, sampling_job *job, gt_error *err)
     job->showers = NULL;
     job->rc = GT_OK;
     job->message[0] = '\0';
+    clock_gettime(CLOCK_MONOTONIC, &job->submitted);
     pthread_mutex_lock(&s->w.mu);
     if (atomic_load(&s->w.stopping)) {
         pthread_mutex_unlock(&s->w.mu);
         return gt_error_set(err, GT_ECANCELLED, "the server is shutting down");
     }
+    atomic_fetch_add(&s->in_flight, 1);
+    metrics_hist_observe(&s->showers, (double)job->n);
     if (s->tail)
         s->tail->next = job;
     else
@@ -313,6 +333,14 @@ void sampling_get_stats(sampling *s, sampling_stats *out)
     *out = s->stats;
     pthread_mutex_unlock(&s->w.mu);
 }
+
+int sampling_in_flight(sampling *s)
+{
+    return s ? atomic_load(&s->in_flight) : 0;
+}
+
+const metrics_hist *sampling_seconds(sampling *s) { return s ? &s->seconds : NULL; }
+const metrics_hist *sampling_showers(sampling *s) { return s ? &s->showers : NULL; }
 
 void sampling_stop(sampling *s)
 {

@@ -19,7 +19,10 @@
 
 #include <stdint.h>
 
+#include <time.h>
+
 #include "gt_error.h"
+#include "metrics.h"
 #include "store.h"
 
 typedef struct sampling sampling;
@@ -42,6 +45,7 @@ struct sampling_job {
                               chunks equals the same sample asked at once */
     int steps;             /* <= 0: the run's sample.steps                  */
     void (*done)(sampling_job *job);  /* called on the worker thread        */
+    struct timespec submitted; /* set by sampling_submit (the latency metric) */
     void *user;
     /* out */
     float *showers;        /* [n, voxels], malloc'ed by the worker          */
@@ -67,6 +71,13 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
 int sampling_submit(sampling *s, sampling_job *job, gt_error *err);
 
 void sampling_get_stats(sampling *s, sampling_stats *out);
+
+/* Jobs submitted and not yet done (sample requests and evaluation chunks). */
+int sampling_in_flight(sampling *s);
+/* Histograms of the jobs: seconds from submit to done (queue wait and the
+ * device batch), and showers per job.  NULL for a NULL s. */
+const metrics_hist *sampling_seconds(sampling *s);
+const metrics_hist *sampling_showers(sampling *s);
 
 /* Fails the queued jobs (GT_ECANCELLED), finishes the running batch, joins
  * the worker and frees every sampler (NULL is fine). */

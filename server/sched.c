@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "model_config.h"
@@ -152,13 +153,39 @@ struct sched {
     worker_thread w;
     atomic_llong started;
     int64_t current;           /* run being trained, 0 = none (under w.mu) */
+    metrics_hist step_seconds[2];  /* per stage                            */
 };
 
 typedef struct worker_obs {
     sched *s;
     int64_t run;
     int cancel;                /* why it stopped: 1 cancel, 0 shutdown */
+    int last_stage;            /* the previous step report: the step time */
+    long long last_step;       /* is the time between two reports over    */
+    struct timespec last_at;   /* the steps between them                  */
 } worker_obs;
+
+/* Step reports come every train.log_every steps: each observes the mean
+ * time of the steps since the previous report of the same stage (a
+ * validation or checkpoint inside the interval counts in it). */
+static void worker_step(void *user, const model_step_report *r, long long done,
+                        long long total)
+{
+    (void)done;
+    (void)total;
+    worker_obs *w = user;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (w->last_stage == r->stage && r->step > w->last_step && (r->stage == 1 || r->stage == 2)) {
+        double s = (double)(now.tv_sec - w->last_at.tv_sec) +
+                   1e-9 * (double)(now.tv_nsec - w->last_at.tv_nsec);
+        metrics_hist_observe(&w->s->step_seconds[r->stage - 1],
+                             s / (double)(r->step - w->last_step));
+    }
+    w->last_stage = r->stage;
+    w->last_step = r->step;
+    w->last_at = now;
+}
 
 static int worker_should_stop(void *user)
 {
@@ -205,8 +232,8 @@ static void *worker_main(void *arg)
             continue;
         }
         atomic_fetch_add(&s->started, 1);
-        worker_obs w = {s, run, 0};
-        sched_observer obs = {&w, worker_should_stop, NULL, NULL, worker_phase};
+        worker_obs w = {s, run, 0, 0, 0, {0, 0}};
+        sched_observer obs = {&w, worker_should_stop, worker_step, NULL, worker_phase};
         gt_error err = {0};
         int rc = sched_train_run(s->db, run, s->data_dir, s->device, s->bf16, &obs, &err);
         if (rc == GT_ECANCELLED && w.cancel) {
@@ -266,6 +293,8 @@ int sched_start(sched **out, const char *db_path, const char *data_dir, const ch
     snprintf(s->data_dir, sizeof s->data_dir, "%s", data_dir);
     snprintf(s->device, sizeof s->device, "%s", device ? device : "");
     s->bf16 = bf16;
+    for (int i = 0; i < 2; i++)
+        metrics_hist_init(&s->step_seconds[i], metrics_seconds_bounds, metrics_seconds_nb, 1e6);
     if (worker_thread_start(&s->w, worker_main, s) != 0) {
         free(s);
         store_close(db, NULL);
@@ -312,6 +341,11 @@ int sched_cancel(sched *s, store *db, int64_t run, char *status, gt_error *err)
         snprintf(status, 16, "%s", st_now);
     sched_kick(s);
     return GT_OK;
+}
+
+const metrics_hist *sched_step_seconds(const sched *s, int stage)
+{
+    return s && (stage == 1 || stage == 2) ? &s->step_seconds[stage - 1] : NULL;
 }
 
 long long sched_runs_started(const sched *s)

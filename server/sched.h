@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "gt_error.h"
+#include "metrics.h"
 #include "model_run.h"
 #include "model_stage.h"
 #include "store.h"
@@ -66,6 +67,10 @@ int sched_cancel(sched *s, store *db, int64_t run, char *status, gt_error *err);
 
 /* Runs started by the worker since sched_start. */
 long long sched_runs_started(const sched *s);
+
+/* Seconds per training step of stage 1 or 2 (the mean over each step
+ * report's interval, train.log_every steps); NULL for a NULL s. */
+const metrics_hist *sched_step_seconds(const sched *s, int stage);
 
 /* Stops the worker at the next step and joins it (NULL is fine). */
 void sched_stop(sched *s);

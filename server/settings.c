@@ -45,6 +45,10 @@ static const set_def defs[] = {
     INT(per_ip_connections, 0, 100000,      "64",       "open connections from one address (0 = no limit)"),
     INT(connection_memory,  4096, 1L << 28, "131072",   "per-connection buffer memory (bytes)"),
     INT(timeout,            0, 86400,       "60",       "idle connection timeout (seconds, 0 = none)"),
+    INT(header_timeout,     0, 86400,       "10",       "seconds a new connection may take to send its first request's headers (slowloris); 0 = --timeout"),
+    INT(max_header_bytes,   1024, 1L << 20, "16384",    "request header bytes (names and values) accepted; more gets 431 headers_too_large"),
+    INT(max_streams_per_ip, 0, 100000,      "32",       "event streams one address may hold open; more gets 429 (0 = no limit), so its other requests keep connections under --per-ip-connections"),
+    STR(admin_listen, "HOST:PORT", "",       "second listener with only /healthz, /readyz and /metrics, its own connections and thread (\"\" = none)"),
     INT(shutdown_grace,     0, 3600,        "30",       "seconds in-flight requests get to finish on SIGTERM"),
     STR(device,    "SPEC", "",               "device for every run (cpu, cuda:N, auto); empty = each run's train.device"),
     INT(max_showers,        1, 10000000,    "10000",    "showers per sample request; more gets 422 too_many_showers (dataset-2: 26 KB each in memory)"),
@@ -304,6 +308,17 @@ int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err)
     int port;
     if ((rc = settings_split_listen(s->listen, host, sizeof host, &port, err)) != GT_OK)
         return rc;
+    if (s->admin_listen[0] &&
+        settings_split_listen(s->admin_listen, host, sizeof host, &port, NULL) != GT_OK)
+        return gt_error_set(err, GT_EINVAL, "admin_listen: '%s' is not HOST:PORT",
+                            s->admin_listen);
+    /* MHD answers headers that outgrow a connection's memory itself, with an
+     * HTML page: the memory must hold well over the limit (the read buffer
+     * starts at half of it, and each header costs a record besides). */
+    if (s->max_header_bytes > s->connection_memory / 4)
+        return gt_error_set(err, GT_EINVAL,
+                            "max_header_bytes: %ld is over a quarter of connection_memory (%ld)",
+                            s->max_header_bytes, s->connection_memory);
     if (log_parse_level(s->log_level) < 0)
         return gt_error_set(err, GT_EINVAL, "log_level: '%s' is not debug|info|warn|error",
                             s->log_level);

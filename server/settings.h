@@ -25,6 +25,11 @@ typedef struct settings {
     long per_ip_connections;   /* open connections from one address           */
     long connection_memory;    /* per-connection buffer limit (bytes)         */
     long timeout;              /* idle connection timeout (seconds)           */
+    long header_timeout;       /* until a request's headers are complete (s) */
+    long max_header_bytes;     /* request headers; more gets 431              */
+    long max_streams_per_ip;   /* event streams one address may hold open     */
+    char admin_listen[256];    /* HOST:PORT of the health and metrics listener
+                                  ("" = none)                                 */
     long shutdown_grace;       /* seconds to let in-flight requests finish    */
     char device[32];           /* training device: cpu | cuda:N | auto        */
     long max_showers;          /* showers per sample request; more gets 413   */

@@ -1,6 +1,7 @@
 #include "svc_harness.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -263,4 +264,139 @@ int svc_sh(const char *fmt, ...)
     va_end(ap);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* ---------------------------------------------------------------------------
+ * The Prometheus text format
+ * ------------------------------------------------------------------------- */
+
+double svc_metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+/* A histogram series being read: its labels without le, the last bucket. */
+typedef struct prom_hist {
+    char labels[512];
+    double last_le, last_count;
+    int buckets, inf_seen;
+} prom_hist;
+
+static int prom_fail(char *why, size_t cap, const char *line, const char *what)
+{
+    snprintf(why, cap, "%s: '%.*s'", what, (int)strcspn(line, "\n"), line);
+    return 0;
+}
+
+/* One sample line of the current family (name, type): checks the name,
+ * and for a histogram the buckets' order, +Inf and _count. */
+static int prom_sample(const char *line, const char *family, const char *type, prom_hist *h,
+                       char *why, size_t cap)
+{
+    size_t nl = strcspn(line, "{ ");
+    char name[256], labels[512] = "";
+    snprintf(name, sizeof name, "%.*s", (int)nl, line);
+    const char *p = line + nl;
+    if (*p == '{') {
+        /* Label values may hold braces (route templates): skip quoted
+         * text, with its backslash escapes. */
+        const char *close = p + 1;
+        for (int quoted = 0; *close && *close != '\n' && (quoted || *close != '}'); close++) {
+            if (quoted && *close == '\\' && close[1])
+                close++;
+            else if (*close == '"')
+                quoted = !quoted;
+        }
+        if (*close != '}')
+            return prom_fail(why, cap, line, "unclosed labels");
+        snprintf(labels, sizeof labels, "%.*s", (int)(close - p - 1), p + 1);
+        p = close + 1;
+    }
+    if (*p != ' ')
+        return prom_fail(why, cap, line, "no value");
+    char *end;
+    double v = strtod(p + 1, &end);
+    if (end == p + 1 || (*end != '\n' && *end != '\0'))
+        return prom_fail(why, cap, line, "bad value");
+    size_t fl = strlen(family);
+    if (strcmp(type, "histogram") != 0)
+        return strcmp(name, family) == 0 ? 1 : prom_fail(why, cap, line, "not of its family");
+    if (strncmp(name, family, fl) != 0)
+        return prom_fail(why, cap, line, "not of its family");
+    const char *suffix = name + fl;
+    if (strcmp(suffix, "_bucket") == 0) {
+        char *le = strstr(labels, "le=\"");
+        if (!le)
+            return prom_fail(why, cap, line, "bucket without le");
+        double bound = strncmp(le + 4, "+Inf\"", 5) == 0 ? INFINITY : strtod(le + 4, NULL);
+        char rest[512];
+        snprintf(rest, sizeof rest, "%.*s", (int)(le - labels), labels);
+        if (h->buckets && strcmp(rest, h->labels) == 0 && !h->inf_seen) {
+            if (!(bound > h->last_le) || v < h->last_count)
+                return prom_fail(why, cap, line, "buckets not cumulative in rising le");
+        } else {
+            if (h->buckets && !h->inf_seen)
+                return prom_fail(why, cap, line, "a series ended without le=\"+Inf\"");
+            snprintf(h->labels, sizeof h->labels, "%s", rest);
+            h->inf_seen = 0;
+            h->buckets = 0;
+        }
+        h->buckets++;
+        h->last_le = bound;
+        h->last_count = v;
+        h->inf_seen = isinf(bound);
+        return 1;
+    }
+    if (strcmp(suffix, "_count") == 0) {
+        if (!h->inf_seen || v != h->last_count)
+            return prom_fail(why, cap, line, "_count is not the +Inf bucket");
+        return 1;
+    }
+    if (strcmp(suffix, "_sum") == 0)
+        return h->inf_seen ? 1 : prom_fail(why, cap, line, "_sum before the +Inf bucket");
+    return prom_fail(why, cap, line, "not of its family");
+}
+
+int svc_prometheus_check(const char *text, char *why, size_t cap)
+{
+    char family[256] = "", type[32] = "", seen[8192] = " ";
+    prom_hist h = {0};
+    int help = 0;
+    size_t len = strlen(text);
+    if (len == 0 || text[len - 1] != '\n')
+        return prom_fail(why, cap, "", "empty or no final newline");
+    for (const char *line = text; *line; line += strcspn(line, "\n") + 1) {
+        if (strncmp(line, "# HELP ", 7) == 0) {
+            size_t n = strcspn(line + 7, " \n");
+            snprintf(family, sizeof family, "%.*s", (int)n, line + 7);
+            char key[300];
+            snprintf(key, sizeof key, " %s ", family);
+            if (strstr(seen, key))
+                return prom_fail(why, cap, line, "family declared twice");
+            size_t used = strlen(seen);
+            snprintf(seen + used, sizeof seen - used, "%s ", family);
+            help = 1;
+            type[0] = '\0';
+            memset(&h, 0, sizeof h);
+        } else if (strncmp(line, "# TYPE ", 7) == 0) {
+            size_t n = strlen(family);
+            if (!help || strncmp(line + 7, family, n) != 0 || line[7 + n] != ' ')
+                return prom_fail(why, cap, line, "TYPE without its HELP");
+            snprintf(type, sizeof type, "%.*s", (int)strcspn(line + 8 + n, "\n"), line + 8 + n);
+            if (strcmp(type, "counter") && strcmp(type, "gauge") && strcmp(type, "histogram"))
+                return prom_fail(why, cap, line, "unknown type");
+        } else if (line[0] == '#' || line[0] == '\n') {
+            return prom_fail(why, cap, line, "stray comment or empty line");
+        } else {
+            if (!type[0])
+                return prom_fail(why, cap, line, "sample before HELP and TYPE");
+            if (!prom_sample(line, family, type, &h, why, cap))
+                return 0;
+        }
+    }
+    return 1;
 }

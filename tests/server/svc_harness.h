@@ -69,4 +69,14 @@ json_t *svc_wait_run(gc_client *c, long long id, const char *want, long ms);
 char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every,
                       const char *dataset_members);
 
+/* The Prometheus text format (0.0.4) of a /metrics reply: every family has
+ * # HELP then # TYPE before its samples and is declared once, each sample
+ * belongs to its family and has a number, histograms' buckets are
+ * cumulative in rising le and end at le="+Inf", which _count equals.
+ * 1 when it holds; else 0 with the first fault in why. */
+int svc_prometheus_check(const char *text, char *why, size_t cap);
+/* The value of the sample line that starts with series (name and labels
+ * exactly as written), or -1 when there is none. */
+double svc_metric(const char *text, const char *series);
+
 #endif

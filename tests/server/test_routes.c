@@ -5,6 +5,7 @@
 #include "test_routes.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "log.h"
@@ -40,12 +41,33 @@ static void route_slow(http_request *req, void *ctx)
     http_reply_json(req, 200, json_pack("{s:i}", "slept_ms", (int)ms));
 }
 
+/* GET /test/stream: an endless stream of comments, one every 100 ms, until
+ * the client goes away. */
+static long stream_tick(void *user, char *buf, size_t max)
+{
+    (void)user;
+    struct timespec ts = { 0, 100 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    static const char tick[] = ": tick\n\n";
+    if (max < sizeof tick - 1)
+        return 0;
+    memcpy(buf, tick, sizeof tick - 1);
+    return (long)(sizeof tick - 1);
+}
+
+static void route_stream(http_request *req, void *ctx)
+{
+    (void)ctx;
+    http_reply_stream(req, 200, "text/event-stream", stream_tick, NULL, NULL, NULL);
+}
+
 int test_routes_add(http_router *r, gt_error *err)
 {
     int rc;
     if ((rc = http_router_add(r, "POST", "/test/echo", route_echo, HTTP_JSON_BODY, err)) ||
         (rc = http_router_add(r, "GET", "/test/items/{id}", route_item, 0, err)) ||
-        (rc = http_router_add(r, "GET", "/test/slow", route_slow, 0, err)))
+        (rc = http_router_add(r, "GET", "/test/slow", route_slow, 0, err)) ||
+        (rc = http_router_add(r, "GET", "/test/stream", route_stream, 0, err)))
         return rc;
     return GT_OK;
 }

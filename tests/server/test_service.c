@@ -825,6 +825,20 @@ static void test_prometheus(gc_client *c)
     CHECK(strstr(r.body, "giant_runs{status=\"succeeded\"} 4") != NULL);
     CHECK(strstr(r.body, "giant_sample_batches_total ") != NULL);
     CHECK(strstr(r.body, "giant_http_responses_total{class=\"4xx\"} ") != NULL);
+    /* The format holds, and the histograms of what this test did moved:
+     * runs trained (step times of both stages), samples served (jobs and
+     * the samples route's durations). */
+    char why[512] = "";
+    CHECK_MSG(svc_prometheus_check(r.body, why, sizeof why), "%s", why);
+    CHECK(svc_metric(r.body, "giant_train_step_seconds_count{stage=\"1\"}") > 0);
+    CHECK(svc_metric(r.body, "giant_train_step_seconds_count{stage=\"2\"}") > 0);
+    CHECK(svc_metric(r.body, "giant_sample_job_duration_seconds_count") > 0);
+    CHECK(svc_metric(r.body, "giant_sample_job_showers_count") ==
+          svc_metric(r.body, "giant_sample_job_duration_seconds_count") +
+              svc_metric(r.body, "giant_sampling_jobs_in_flight"));
+    CHECK(svc_metric(r.body, "giant_http_request_duration_seconds_count{method=\"POST\","
+                             "route=\"/v1/runs/{id}/samples\",class=\"2xx\"}") > 0);
+    CHECK(svc_metric(r.body, "giant_sample_bytes_limit") > 0);
     gc_response_free(&r);
 }
 

@@ -95,6 +95,23 @@ int main(void)
     char *burst_bad[] = { "--rate-burst", "0" };
     CHECK_EQ_INT(load(&s, &err, 2, burst_bad), GT_EINVAL);
 
+    /* The connection settings: defaults, env, flags, cross-checks. */
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_OK);
+    CHECK(s.header_timeout == 10 && s.max_header_bytes == 16384 && s.admin_listen[0] == '\0');
+    setenv("GIANT_HEADER_TIMEOUT", "3", 1);
+    char *conn_flags[] = { "--admin-listen", "127.0.0.1:0", "--max-header-bytes", "8192" };
+    CHECK_EQ_INT(load(&s, &err, 4, conn_flags), GT_OK);
+    CHECK(s.header_timeout == 3 && s.max_header_bytes == 8192 &&
+          strcmp(s.admin_listen, "127.0.0.1:0") == 0);
+    unsetenv("GIANT_HEADER_TIMEOUT");
+    char *admin_bad[] = { "--admin-listen", "localhost" };
+    CHECK_EQ_INT(load(&s, &err, 2, admin_bad), GT_EINVAL);
+    CHECK_MSG(strstr(err.message, "admin_listen") != NULL, "%s", err.message);
+    /* Headers under the limit must fit the connection's memory with room. */
+    char *header_bad[] = { "--max-header-bytes", "65536", "--connection-memory", "131072" };
+    CHECK_EQ_INT(load(&s, &err, 4, header_bad), GT_EINVAL);
+    CHECK_MSG(strstr(err.message, "max_header_bytes") != NULL, "%s", err.message);
+
     /* GIANT_CONFIG names the file too. */
     unsetenv("GIANT_THREADS");
     unsetenv("GIANT_DB");

@@ -1,0 +1,130 @@
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double metrics_seconds_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                          0.25,  0.5,    1,     2.5,  5,     10,   30, 60 };
+const int metrics_seconds_nb = (int)(sizeof metrics_seconds_bounds / sizeof(double));
+const double metrics_count_bounds[] = { 1, 10, 100, 1000, 2000, 5000, 10000, 100000 };
+const int metrics_count_nb = (int)(sizeof metrics_count_bounds / sizeof(double));
+
+void metrics_hist_init(metrics_hist *h, const double *bounds, int nb, double sum_scale)
+{
+    h->bounds = bounds;
+    h->nb = nb < METRICS_MAX_BUCKETS ? nb : METRICS_MAX_BUCKETS;
+    h->sum_scale = sum_scale;
+    for (int i = 0; i <= METRICS_MAX_BUCKETS; i++)
+        atomic_init(&h->counts[i], 0);
+    atomic_init(&h->sum, 0);
+}
+
+void metrics_hist_observe(metrics_hist *h, double v)
+{
+    if (!(v >= 0))
+        v = 0;                 /* a clock step back, or NaN */
+    int i = 0;
+    while (i < h->nb && v > h->bounds[i])
+        i++;
+    atomic_fetch_add_explicit(&h->counts[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, (unsigned long long)(v * h->sum_scale + 0.5),
+                              memory_order_relaxed);
+}
+
+unsigned long long metrics_hist_count(const metrics_hist *h)
+{
+    unsigned long long n = 0;
+    for (int i = 0; i <= h->nb; i++)
+        n += atomic_load(&((metrics_hist *)h)->counts[i]);
+    return n;
+}
+
+void metrics_printf(metrics_buf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->text ? b->text + b->len : NULL, b->text ? b->cap - b->len : 0,
+                          fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->text && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 16384;
+        while (cap <= b->len + (size_t)n)
+            cap *= 2;
+        char *grown = realloc(b->text, cap);
+        if (!grown) {
+            b->failed = 1;
+            return;
+        }
+        b->text = grown;
+        b->cap = cap;
+    }
+}
+
+void metrics_family(metrics_buf *b, const char *name, const char *type, const char *help)
+{
+    metrics_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The shortest text that reads back as v (a bound's 0.0025, not
+ * 0.0025000000000000001). */
+static void format_shortest(double v, char *out, size_t cap)
+{
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, cap, "%.*g", p, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+void metrics_write_hist(metrics_buf *b, const char *name, const char *labels,
+                        const metrics_hist *h)
+{
+    const char *sep = labels[0] ? "," : "";
+    unsigned long long cumulative = 0;
+    metrics_hist *m = (metrics_hist *)h;
+    for (int i = 0; i < h->nb; i++) {
+        char le[32];
+        format_shortest(h->bounds[i], le, sizeof le);
+        cumulative += atomic_load(&m->counts[i]);
+        metrics_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, labels, sep, le, cumulative);
+    }
+    cumulative += atomic_load(&m->counts[h->nb]);
+    metrics_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cumulative);
+    char sum[64];
+    format_shortest((double)atomic_load(&m->sum) / h->sum_scale, sum, sizeof sum);
+    if (labels[0]) {
+        metrics_printf(b, "%s_sum{%s} %s\n", name, labels, sum);
+        metrics_printf(b, "%s_count{%s} %llu\n", name, labels, cumulative);
+    } else {
+        metrics_printf(b, "%s_sum %s\n%s_count %llu\n", name, sum, name, cumulative);
+    }
+}
+
+void metrics_escape(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s && o + 3 < cap; s++) {
+        if (*s == '\\' || *s == '"') {
+            out[o++] = '\\';
+            out[o++] = *s;
+        } else if (*s == '\n') {
+            out[o++] = '\\';
+            out[o++] = 'n';
+        } else {
+            out[o++] = *s;
+        }
+    }
+    out[o] = '\0';
+}
