@@ -64,6 +64,8 @@ static const set_def defs[] = {
     INT(rate_limit,         0, 1000000,     "600",      "requests a minute one token may send (token bucket); past it 429 with Retry-After (0 = no limit)"),
     INT(rate_burst,         1, 1000000,     "120",      "requests one token may send at once before --rate-limit paces it"),
     INT(max_queued_runs_per_token, 0, 1000000, "16",    "runs one token may have queued; a submission past it gets 429 with Retry-After (0 = no limit)"),
+    STR(role,      "ROLE", "trainer",        "trainer (the whole service) | sampler (a stateless sampling replica: serves the models in --models, no database file)"),
+    STR(models,    "DIR", "",                "sampler: the directory whose *.giant model files it loads at start (each served under its file name)"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 
@@ -311,6 +313,15 @@ int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "db: must not be empty");
     if (!s->data_dir[0])
         return gt_error_set(err, GT_EINVAL, "data_dir: must not be empty");
+    if (strcmp(s->role, "trainer") != 0 && strcmp(s->role, "sampler") != 0)
+        return gt_error_set(err, GT_EINVAL, "role: '%s' is not trainer|sampler", s->role);
+    /* A replica without models would pass health checks and serve nothing;
+     * a trainer given --models would silently ignore them. */
+    if (strcmp(s->role, "sampler") == 0 && !s->models[0])
+        return gt_error_set(err, GT_EINVAL, "role sampler: --models DIR is required");
+    if (strcmp(s->role, "trainer") == 0 && s->models[0])
+        return gt_error_set(err, GT_EINVAL, "models: only a sampler loads a directory of"
+                            " models (--role sampler); a trainer imports them (POST /v1/models)");
     return GT_OK;
 }
 

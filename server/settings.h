@@ -47,6 +47,8 @@ typedef struct settings {
     long rate_burst;           /* requests a token may send at once           */
     long max_queued_runs_per_token; /* runs one token may have queued (0 = no
                                   limit); past it 429                        */
+    char role[16];             /* trainer | sampler (a stateless replica)     */
+    char models[1024];         /* sampler: the directory of *.giant files     */
 } settings;
 
 /* Loads defaults, then the config file (--config or GIANT_CONFIG), then

@@ -30,7 +30,7 @@ int main(void)
     const char *vars[] = { "GIANT_LISTEN", "GIANT_DB", "GIANT_DATA_DIR", "GIANT_CONFIG",
                            "GIANT_THREADS", "GIANT_MAX_BODY_BYTES", "GIANT_LOG_LEVEL",
                            "GIANT_REQUIRE_TOKENS", "GIANT_PUBLIC_METRICS", "GIANT_RATE_LIMIT",
-                           "GIANT_RATE_BURST", "GIANT_MAX_QUEUED_RUNS_PER_TOKEN" };
+                           "GIANT_RATE_BURST", "GIANT_MAX_QUEUED_RUNS_PER_TOKEN", "GIANT_ROLE", "GIANT_MODELS" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 
@@ -94,6 +94,24 @@ int main(void)
     CHECK_EQ_INT(load(&s, &err, 2, tok_bad), GT_EINVAL);
     char *burst_bad[] = { "--rate-burst", "0" };
     CHECK_EQ_INT(load(&s, &err, 2, burst_bad), GT_EINVAL);
+
+    /* The role: trainer by default; a sampler needs its models directory,
+     * from any source; a trainer refuses one. */
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_OK);
+    CHECK(strcmp(s.role, "trainer") == 0 && s.models[0] == '\0');
+    char *sampler_bare[] = { "--role", "sampler" };
+    CHECK_EQ_INT(load(&s, &err, 2, sampler_bare), GT_EINVAL);
+    CHECK(strstr(err.message, "--models") != NULL);
+    setenv("GIANT_MODELS", "env-models", 1);
+    CHECK_EQ_INT(load(&s, &err, 2, sampler_bare), GT_OK);
+    CHECK(strcmp(s.role, "sampler") == 0 && strcmp(s.models, "env-models") == 0);
+    char *sampler_flag[] = { "--role", "sampler", "--models", "flag-models" };
+    CHECK_EQ_INT(load(&s, &err, 4, sampler_flag), GT_OK);
+    CHECK(strcmp(s.models, "flag-models") == 0);
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_EINVAL);      /* a trainer with --models */
+    unsetenv("GIANT_MODELS");
+    char *role_bad[] = { "--role", "replica" };
+    CHECK_EQ_INT(load(&s, &err, 2, role_bad), GT_EINVAL);
 
     /* GIANT_CONFIG names the file too. */
     unsetenv("GIANT_THREADS");
