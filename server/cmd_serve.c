@@ -103,6 +103,14 @@ static int token_policy(app *a, const char *host, auth_guard **guard)
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         return 0;
     }
+    /* A replica's in-memory database never holds a token, and the trainer's
+     * advice (create one in --db) would not help it. */
+    if (a->replica && !auth_listen_allowed(host, 0, a->cfg.db, why, sizeof why)) {
+        log_msg(LOG_ERROR, "startup", "error=\"a sampling replica has no tokens to check:"
+                " listen on a loopback address, behind a balancer on the same host (not '%s')\"",
+                host);
+        return 0;
+    }
     if (!auth_listen_allowed(host, usable, a->cfg.db, why, sizeof why)) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", why);
         return 0;

@@ -6,7 +6,8 @@
  * the trainer's bytes (binary), the same HDF5 datasets and the same JSON
  * showers; the trainer's routes answer 404 not_on_sampler (a file upload
  * before its body is read); a directory with a damaged file, a badly named
- * file or no file at all stops the replica with the reason. */
+ * file or no file at all stops the replica with the reason, and so does a
+ * non-loopback address (a replica has no tokens to check). */
 #include "check.h"
 
 #include <signal.h>
@@ -99,14 +100,14 @@ static void same_showers(gc_client *t, gc_client *r, long long run, const char *
 }
 
 /* A replica on models that must stop it: exit 1 with why in its log. */
-static void refused_dir(const char *models, const char *why)
+static void refused_dir(const char *models, const char *listen, const char *why)
 {
     svc s;
     char db[320], data[320];
     snprintf(db, sizeof db, "%s/bad.db", dir);
     snprintf(data, sizeof data, "%s/bad-data", dir);
     const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", models,
-                          "--listen", "127.0.0.1:0", "--db", db, "--data-dir", data,
+                          "--listen", listen, "--db", db, "--data-dir", data,
                           "--device", "cpu", NULL};
     CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
     int rc = svc_wait_exit(&s, 60000);
@@ -229,16 +230,18 @@ int main(void)
         char bad[320], path[400];
         snprintf(bad, sizeof bad, "%s/bad-models", dir);
         CHECK_EQ_INT(mkdir(bad, 0755), 0);
-        refused_dir(bad, "has no *.giant file");
+        refused_dir(bad, "127.0.0.1:0", "has no *.giant file");
         snprintf(path, sizeof path, "%s/1234.giant", bad);
         CHECK_EQ_INT(svc_sh("cp %s %s", file, path), 0);
-        refused_dir(bad, "is not a model name");
+        refused_dir(bad, "127.0.0.1:0", "is not a model name");
         unlink(path);
         snprintf(path, sizeof path, "%s/damaged.giant", bad);
         CHECK_EQ_INT(svc_sh("cp %s %s && printf 'X' | dd of=%s bs=1 seek=$(($(stat -c %%s %s) -"
                             " 100)) conv=notrunc 2>/dev/null", file, path, path, path), 0);
-        refused_dir(bad, "model_corrupt");
-        refused_dir("no-such-directory", "models directory no-such-directory");
+        refused_dir(bad, "127.0.0.1:0", "model_corrupt");
+        refused_dir("no-such-directory", "127.0.0.1:0", "models directory no-such-directory");
+        /* no token to check a remote client's: loopback only */
+        refused_dir(models, "0.0.0.0:0", "a sampling replica has no tokens to check");
     }
 
 out:
