@@ -4,8 +4,9 @@
  * directory, is alive at once and ready with the model's name; the same
  * requests give, from the replica's models route and its run-scoped route,
  * the trainer's bytes (binary), the same HDF5 datasets and the same JSON
- * showers; the trainer's routes answer 404 not_on_sampler (a file upload
- * before its body is read); a directory with a damaged file, a badly named
+ * showers, and `giant sample --server` works against it; the trainer's
+ * routes answer 404 not_on_sampler (a file upload before its body is
+ * read); a directory with a damaged file, a badly named
  * file or no file at all stops the replica with the reason, and so does a
  * non-loopback address (a replica has no tokens to check). */
 #include "check.h"
@@ -189,6 +190,9 @@ int main(void)
                  "application/octet-stream");
     same_showers(t, r, run, "{\"count\": 30, \"seed\": 2}", "application/x-hdf5");
     same_showers(t, r, run, "{\"energies\": [2000, 30000], \"seed\": 3}", "application/json");
+    /* a farm job's command, pointed at the replica, unchanged */
+    CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 30 --seed 4 -o %s/farm.h5"
+                        " > /dev/null 2>&1", svc_binary(), R.url, run, dir), 0);
     CHECK_EQ_INT(svc_json(r, "POST", "/v1/runs/999/samples", "{\"count\": 1}", NULL, &j), 404);
     CHECK(ecode(j) && strcmp(ecode(j), "not_found") == 0);
     json_decref(j);
