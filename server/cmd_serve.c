@@ -191,7 +191,8 @@ int cmd_serve(int argc, char **argv)
     /* A replica writes nothing that outlives it: its models go into an
      * in-memory database, the same schema a trainer's file has. */
     const char *db_path = sampler ? ":memory:" : a.cfg.db;
-    if ((sampler ? replica_new(&a.replica, a.cfg.models, &err)
+    if ((sampler ? replica_new(&a.replica, a.cfg.models, a.cfg.model_url, a.cfg.model_token,
+                               &err)
                  : ensure_dir(a.cfg.data_dir, &err)) != GT_OK ||
         store_builtin_migrations(list, &n, &err) != GT_OK ||
         store_open(&a.db, db_path, &err) != GT_OK ||
@@ -262,7 +263,8 @@ int cmd_serve(int argc, char **argv)
             http_server_quiesce(srv);
             goto out;
         }
-        log_msg(LOG_INFO, "ready", "role=sampler models_dir=%s", a.cfg.models);
+        log_msg(LOG_INFO, "ready", "role=sampler models_dir=%s model_url=%s", a.cfg.models,
+                a.cfg.model_url);
     }
 
     int sig = 0;

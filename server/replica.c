@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "giant_client.h"
 #include "log.h"
 #include "models.h"
 
@@ -18,6 +19,8 @@ enum { STATE_LOADING, STATE_LOADED, STATE_FAILED };
 
 struct replica {
     char dir[1024];
+    char url[1024];                /* --model-url: the last entry, after the files */
+    char token[512];
     int n;
     char names[REPLICA_MAX_MODELS][MODELS_NAME_MAX + 1];
     char files[REPLICA_MAX_MODELS][256];
@@ -30,21 +33,25 @@ static int by_name(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-int replica_new(replica **out, const char *dir, gt_error *err)
+int replica_new(replica **out, const char *dir, const char *url, const char *token,
+                gt_error *err)
 {
     *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d)
+    DIR *d = NULL;
+    if (dir && dir[0] && !(d = opendir(dir)))
         return gt_error_set(err, GT_EIO, "models directory %s: %s", dir, strerror(errno));
     replica *r = calloc(1, sizeof *r);
     if (!r) {
-        closedir(d);
+        if (d)
+            closedir(d);
         return gt_error_set(err, GT_ENOMEM, "replica: out of memory");
     }
-    snprintf(r->dir, sizeof r->dir, "%s", dir);
+    snprintf(r->dir, sizeof r->dir, "%s", dir ? dir : "");
+    snprintf(r->url, sizeof r->url, "%s", url ? url : "");
+    snprintf(r->token, sizeof r->token, "%s", token ? token : "");
     int rc = GT_OK;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+    while (d && (e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
         if (len <= 6 || strcmp(e->d_name + len - 6, ".giant") != 0 || e->d_name[0] == '.')
             continue;
@@ -59,8 +66,9 @@ int replica_new(replica **out, const char *dir, gt_error *err)
         }
         memcpy(r->files[r->n++], e->d_name, len + 1);
     }
-    closedir(d);
-    if (rc == GT_OK && r->n == 0)
+    if (d)
+        closedir(d);
+    if (rc == GT_OK && r->n == 0 && !r->url[0])
         rc = gt_error_set(err, GT_EINVAL, "models directory %s has no *.giant file (giant"
                           " export RUN -o %s/NAME.giant makes one)", dir, dir);
     /* Sorted, so every replica of a directory registers the same models in
@@ -79,12 +87,65 @@ int replica_new(replica **out, const char *dir, gt_error *err)
         else
             memcpy(r->names[i], name, strlen(name) + 1);   /* models_name_ok: <= 64 */
     }
+    if (rc == GT_OK && r->url[0]) {
+        if (r->n == REPLICA_MAX_MODELS)
+            rc = gt_error_set(err, GT_EINVAL, "more than %d models", REPLICA_MAX_MODELS);
+        else
+            snprintf(r->files[r->n++], sizeof r->files[0], "%s", "(--model-url)");
+    }
     if (rc) {
         free(r);
         return rc;
     }
     *out = r;
     return GT_OK;
+}
+
+/* The model file at r->url: "http://host:port" and the path split for the
+ * client library, the name from ".../v1/models/NAME/file" (NULL for a run's
+ * model: models_import names it run-<id>-<hash>). */
+static int fetch_model(const replica *r, size_t max, void **buf, size_t *len,
+                       char name[MODELS_NAME_MAX + 1], gt_error *err)
+{
+    const char *scheme = strstr(r->url, "://");
+    const char *path = scheme ? strchr(scheme + 3, '/') : NULL;
+    if (!path)
+        return gt_error_set(err, GT_EINVAL, "--model-url '%s' is not http://HOST:PORT/PATH",
+                            r->url);
+    char base[1024];
+    snprintf(base, sizeof base, "%.*s", (int)(path - r->url), r->url);
+    name[0] = '\0';
+    const char *m = strstr(path, "/v1/models/");
+    if (m) {
+        const char *n0 = m + strlen("/v1/models/"), *n1 = strchr(n0, '/');
+        if (n1 && strcmp(n1, "/file") == 0 && n1 - n0 <= MODELS_NAME_MAX)
+            snprintf(name, MODELS_NAME_MAX + 1, "%.*s", (int)(n1 - n0), n0);
+    }
+    gc_client *c = NULL;
+    gc_response resp = {0};
+    int rc = gc_open(&c, base, err);
+    if (!rc && r->token[0])
+        rc = gc_set_token(c, r->token, err);
+    if (!rc)
+        rc = gc_request_retrying(c, "GET", path, NULL, NULL, 0, NULL, &resp, err);
+    if (!rc && resp.status != 200)
+        rc = gt_error_set(err, GT_EIO, "GET %s: status %ld: %.200s", r->url, resp.status,
+                          resp.body ? resp.body : "");
+    if (!rc && resp.len > max)
+        rc = gt_error_set(err, GT_EINVAL, "%s: %zu bytes, over --max-model-bytes %zu", r->url,
+                          resp.len, max);
+    if (!rc) {
+        *buf = malloc(resp.len ? resp.len : 1);
+        if (*buf) {
+            memcpy(*buf, resp.body, resp.len);
+            *len = resp.len;
+        } else {
+            rc = gt_error_set(err, GT_ENOMEM, "out of memory");
+        }
+    }
+    gc_response_free(&resp);
+    gc_close(c);
+    return rc;
 }
 
 /* The whole file, at most max bytes. */
@@ -118,8 +179,11 @@ static int read_model_file(const char *path, size_t max, void **buf, size_t *len
 int replica_load(replica *r, store *db, size_t max_bytes, gt_error *err)
 {
     for (int i = 0; i < r->n; i++) {
-        char path[1400];
+        int fetched = r->url[0] && i == r->n - 1;
+        char path[1400], url_name[MODELS_NAME_MAX + 1] = "";
         snprintf(path, sizeof path, "%s/%s", r->dir, r->files[i]);
+        if (fetched)
+            snprintf(path, sizeof path, "%s", r->url);
         void *buf = NULL;
         size_t len = 0;
         json_t *row = NULL;
@@ -127,14 +191,19 @@ int replica_load(replica *r, store *db, size_t max_bytes, gt_error *err)
         model_pack_fault fault = MODEL_PACK_FAULT_NONE;
         char part[64] = "";
         gt_error e = {0};
-        int rc = read_model_file(path, max_bytes, &buf, &len, &e);
+        int rc = fetched ? fetch_model(r, max_bytes, &buf, &len, url_name, &e)
+                         : read_model_file(path, max_bytes, &buf, &len, &e);
         if (!rc)
-            rc = models_import(db, r->names[i], buf, len, &row, &created, &fault, part, &taken,
-                               &e);
+            rc = models_import(db, fetched ? (url_name[0] ? url_name : NULL) : r->names[i],
+                               buf, len, &row, &created, &fault, part, &taken, &e);
+        /* a fetched model's name is known once it is registered */
+        if (!rc && fetched)
+            snprintf(r->names[i], sizeof r->names[i], "%s",
+                     json_string_value(json_object_get(row, "name")));
         free(buf);
         if (rc) {
             atomic_store(&r->state, STATE_FAILED);
-            return gt_error_set(err, rc, "model file %s: %s%s%s", path,
+            return gt_error_set(err, rc, "model %s: %s%s%s", path,
                                 fault ? model_pack_fault_code(fault) : "", fault ? ": " : "",
                                 e.message);
         }

@@ -12,7 +12,8 @@
  * The list of files is fixed by replica_new; replica_load runs on the main
  * thread while HTTP already answers (so /healthz is alive and /readyz says
  * how far it is), and the HTTP threads read the progress without a lock.
- * Depends on models, model_pack, store, log and Jansson. */
+ * Depends on models, model_pack, store, log, Jansson and the C client
+ * library (api/client: --model-url). */
 #ifndef REPLICA_H
 #define REPLICA_H
 
@@ -25,12 +26,15 @@
 
 typedef struct replica replica;
 
-/* Lists dir's *.giant files (sorted by name).  GT_EINVAL when a file's
- * name is not a model name (models_name_ok) or when there is none, GT_EIO
- * when dir cannot be read: a replica without models must not start. */
-int replica_new(replica **out, const char *dir, gt_error *err);
+/* Lists dir's *.giant files (sorted by name; dir "" or NULL: none) and
+ * adds url (a model file on a trainer, fetched by replica_load with token;
+ * "" or NULL: none).  GT_EINVAL when a file's name is not a model name
+ * (models_name_ok) or when there is no model at all, GT_EIO when dir cannot
+ * be read: a replica without models must not start. */
+int replica_new(replica **out, const char *dir, const char *url, const char *token,
+                gt_error *err);
 
-/* Reads, checks and registers every file in db, in order.  Files over
+/* Reads (or fetches), checks and registers every file in db, in order.  Files over
  * max_bytes are refused as POST /v1/models refuses them.  On a refused file
  * it stops: err names the file and, for a bad file, the code `giant import`
  * prints (model_corrupt, ...), and the replica reports "failed". */

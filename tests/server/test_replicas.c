@@ -6,9 +6,11 @@
  * the trainer's bytes (binary), the same HDF5 datasets and the same JSON
  * showers, and `giant sample --server` works against it; the trainer's
  * routes answer 404 not_on_sampler (a file upload before its body is
- * read); a directory with a damaged file, a badly named
- * file or no file at all stops the replica with the reason, and so does a
- * non-loopback address (a replica has no tokens to check). */
+ * read); a replica started with --model-url pulls the run's model from
+ * the trainer and serves the same bytes; a directory with a damaged file, a
+ * badly named file or no file at all, a URL the trainer refuses, and a
+ * non-loopback address (a replica has no tokens to check) stop it with the
+ * reason. */
 #include "check.h"
 
 #include <signal.h>
@@ -229,6 +231,49 @@ int main(void)
                         " @%s %s/v1/models | grep -q 404 && grep -q not_on_sampler %s/up.json",
                         dir, file, R.url, dir), 0);
 
+    /* a replica that pulls its model from the trainer at start (no
+     * directory): named after the run, the trainer's bytes again */
+    {
+        svc U;
+        char url[160], udb[320], udata[320];
+        snprintf(url, sizeof url, "%s/v1/runs/%lld/model", T.url, run);
+        snprintf(udb, sizeof udb, "%s/pulled.db", dir);
+        snprintf(udata, sizeof udata, "%s/pulled-data", dir);
+        const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--model-url", url,
+                              "--listen", "127.0.0.1:0", "--db", udb, "--data-dir", udata,
+                              "--device", "cpu", NULL};
+        if (svc_spawn(&U, (char *const *)argv) == 0 && svc_await_listening(&U, 60000)) {
+            gc_client *u = NULL;
+            CHECK_EQ_INT(gc_open(&u, U.url, &err), GT_OK);
+            j = replica_fixture_ready(u, 30000);
+            const char *name = json_string_value(json_array_get(json_object_get(
+                json_object_get(json_object_get(j, "checks"), "models"), "loaded"), 0));
+            CHECK_MSG(name && strncmp(name, "run-", 4) == 0, "pulled model named %s",
+                      name ? name : "(none)");
+            json_decref(j);
+            char run_path[64];
+            snprintf(run_path, sizeof run_path, "/v1/runs/%lld/samples", run);
+            const char *body = "{\"energies\": [1500, 70000], \"seed\": 8}";
+            void *want = NULL, *got = NULL;
+            size_t lw = 0, lg = 0;
+            CHECK_EQ_INT(replica_fixture_post(t, run_path, body, "application/octet-stream",
+                                              &want, &lw), 200);
+            CHECK_EQ_INT(replica_fixture_post(u, run_path, body, "application/octet-stream",
+                                              &got, &lg), 200);
+            CHECK(lw == lg && lw > 0 && memcmp(want, got, lw) == 0);
+            free(want);
+            free(got);
+            gc_close(u);
+            CHECK_EQ_INT(svc_stop(&U, SIGTERM, 30000), 0);
+        } else {
+            CHECK_MSG(0, "the replica with --model-url did not start");
+            svc_stop(&U, SIGKILL, 1000);
+        }
+        if (check_failures_)
+            svc_dump(&U);
+        svc_free(&U);
+    }
+
     /* models that stop a replica, with the reason */
     {
         char bad[320], path[400];
@@ -246,6 +291,20 @@ int main(void)
         refused_dir("no-such-directory", "127.0.0.1:0", "models directory no-such-directory");
         /* no token to check a remote client's: loopback only */
         refused_dir(models, "0.0.0.0:0", "a sampling replica has no tokens to check");
+        /* a URL the trainer answers 404 to */
+        {
+            svc s;
+            char url[160];
+            snprintf(url, sizeof url, "%s/v1/runs/999/model", T.url);
+            const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--model-url",
+                                  url, "--listen", "127.0.0.1:0", "--device", "cpu", NULL};
+            CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
+            CHECK_EQ_INT(svc_wait_exit(&s, 60000), 1);
+            CHECK(svc_log_has(&s, "status 404"));
+            if (check_failures_)
+                svc_dump(&s);
+            svc_free(&s);
+        }
     }
 
 out:

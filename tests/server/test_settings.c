@@ -110,6 +110,11 @@ int main(void)
     CHECK(strcmp(s.models, "flag-models") == 0);
     CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_EINVAL);      /* a trainer with --models */
     unsetenv("GIANT_MODELS");
+    char *sampler_url[] = { "--role", "sampler", "--model-url",
+                            "http://127.0.0.1:1/v1/runs/1/model" };
+    CHECK_EQ_INT(load(&s, &err, 4, sampler_url), GT_OK);
+    char *trainer_url[] = { "--model-url", "http://127.0.0.1:1/v1/runs/1/model" };
+    CHECK_EQ_INT(load(&s, &err, 2, trainer_url), GT_EINVAL);
     char *role_bad[] = { "--role", "replica" };
     CHECK_EQ_INT(load(&s, &err, 2, role_bad), GT_EINVAL);
 
