@@ -459,7 +459,9 @@ int main(void)
 out:
     gc_close(t);
     if (h_up) {
-        svc_stop(&H, SIGTERM, 10000);
+        /* SIGUSR1: haproxy's soft stop (it exits 0 once its connections
+         * are closed; SIGTERM would kill it outright) */
+        CHECK_EQ_INT(svc_stop(&H, SIGUSR1, 10000), 0);
         if (check_failures_)
             svc_dump(&H);
         svc_free(&H);
