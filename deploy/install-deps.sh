@@ -15,7 +15,7 @@ libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3
 libopenblas-dev libdnnl-dev libhdf5-dev libxml2-dev libcurl4-openssl-dev libssl-dev zlib1g-dev
 python3 python3-numpy python3-torch python3-h5py
 python3-yaml python3-venv yamllint shellcheck
-chromium"
+chromium haproxy"
 
 # the deploy tests' tools from PyPI, pinned (tests/deploy/README.md)
 VENV_PKGS="kubernetes-validate==1.37.0 dockerfile-parse==2.0.1"

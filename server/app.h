@@ -17,6 +17,7 @@ struct sampling;
 struct datasets;
 struct evaluations;
 struct http_server;
+struct replica;
 
 #define APP_MAX_DEVICES 17     /* the CPU and up to 16 GPUs */
 
@@ -35,6 +36,8 @@ typedef struct app {
     struct datasets *datasets; /* background dataset jobs (own locking)       */
     struct evaluations *evaluations; /* evaluation jobs (own locking)       */
     struct http_server *srv;   /* for /metrics counters                        */
+    struct replica *replica;   /* --role sampler: its models (replica.h);
+                                  NULL on a trainer                           */
     atomic_int stopping;       /* set at shutdown: event streams end          */
     atomic_llong sample_bytes; /* held by the sample requests in flight
                                   (routes_samples; --sample-memory-mb)       */

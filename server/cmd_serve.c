@@ -4,7 +4,14 @@
  * policy (a non-loopback address needs a token in the database), engine
  * (devices), routes, HTTP.  Shutdown on SIGTERM/SIGINT: stop accepting,
  * let in-flight requests finish (up to --shutdown-grace seconds; a second
- * signal cuts that short), close every connection, close the database. */
+ * signal cuts that short), close every connection, close the database.
+ *
+ * With --role sampler (a stateless sampling replica, replica.h) the
+ * database is an in-memory one, no data directory is made, only the
+ * sampling worker runs (no scheduler, datasets or evaluations), the routes
+ * that need a trainer answer 404 not_on_sampler, and the models of
+ * --models are loaded after HTTP starts, so /healthz answers at once and
+ * /readyz turns ready when they are in. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +31,7 @@
 #include "log.h"
 #include "model_backend.h"
 #include "nn_backend.h"
+#include "replica.h"
 #include "routes.h"
 #include "settings.h"
 #include "store.h"
@@ -93,6 +101,14 @@ static int token_policy(app *a, const char *host, auth_guard **guard)
     char why[1024];
     if (auth_token_count_usable(a->db, &usable, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+        return 0;
+    }
+    /* A replica's in-memory database never holds a token, and the trainer's
+     * advice (create one in --db) would not help it. */
+    if (a->replica && !auth_listen_allowed(host, 0, a->cfg.db, why, sizeof why)) {
+        log_msg(LOG_ERROR, "startup", "error=\"a sampling replica has no tokens to check:"
+                " listen on a loopback address, behind a balancer on the same host (not '%s')\"",
+                host);
         return 0;
     }
     if (!auth_listen_allowed(host, usable, a->cfg.db, why, sizeof why)) {
@@ -216,16 +232,22 @@ int cmd_serve(int argc, char **argv)
     auth_guard *guard = NULL;
     store_migration list[STORE_MAX_MIGRATIONS];
     int n = 0, applied = 0;
-    if (ensure_dir(a.cfg.data_dir, &err) != GT_OK ||
+    int sampler = strcmp(a.cfg.role, "sampler") == 0;
+    /* A replica writes nothing that outlives it: its models go into an
+     * in-memory database, the same schema a trainer's file has. */
+    const char *db_path = sampler ? ":memory:" : a.cfg.db;
+    if ((sampler ? replica_new(&a.replica, a.cfg.models, a.cfg.model_url, a.cfg.model_token,
+                               &err)
+                 : ensure_dir(a.cfg.data_dir, &err)) != GT_OK ||
         store_builtin_migrations(list, &n, &err) != GT_OK ||
-        store_open(&a.db, a.cfg.db, &err) != GT_OK ||
+        store_open(&a.db, db_path, &err) != GT_OK ||
         store_migrate(a.db, list, n, &applied, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
     }
     a.schema_latest = n ? list[n - 1].version : 0;
-    log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d", a.cfg.db,
-            a.schema_latest, applied);
+    log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d role=%s", db_path,
+            a.schema_latest, applied, a.cfg.role);
     char host[256];
     int port;
     settings_split_listen(a.cfg.listen, host, sizeof host, &port, NULL);
@@ -234,19 +256,22 @@ int cmd_serve(int argc, char **argv)
     engine_init(&a);
     /* Workers before HTTP: a request may queue work at once.  Each worker
      * that writes has its own connection (WAL: readers never wait). */
-    if (datasets_ensure_default(a.db, a.cfg.default_dataset, &err) != GT_OK ||
-        datasets_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
-        sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device,
-                    a.cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, &err) != GT_OK ||
+    if ((!sampler &&
+         (datasets_ensure_default(a.db, a.cfg.default_dataset, &err) != GT_OK ||
+          datasets_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
+          sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device,
+                      a.cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
+                      &err) != GT_OK)) ||
         sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
                        (int)a.cfg.batch_delay_ms, &err) != GT_OK ||
-        evaluations_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK) {
+        (!sampler &&
+         evaluations_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK)) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
     }
 
     router = http_router_new();
-    if (!router || routes_register(router, &err) != GT_OK ||
+    if (!router || routes_register_role(router, sampler, &err) != GT_OK ||
         (extra_routes && extra_routes(router, &err) != GT_OK)) {
         log_msg(LOG_ERROR, "startup", "error=\"routes: %s\"", router ? err.message : "no memory");
         goto out;
@@ -278,8 +303,21 @@ int cmd_serve(int argc, char **argv)
     a.srv = srv;
     /* Tests and scripts read the bound port from this line (--listen :0). */
     int v6 = strchr(host, ':') != NULL;
-    log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld", v6 ? "[" : "",
-            host, v6 ? "]" : "", http_server_port(srv), a.cfg.threads, a.cfg.max_body_bytes);
+    log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld role=%s",
+            v6 ? "[" : "", host, v6 ? "]" : "", http_server_port(srv), a.cfg.threads,
+            a.cfg.max_body_bytes, a.cfg.role);
+    /* A replica loads its models while HTTP answers (/readyz: 503 and how
+     * far it is); a file that fails the checks stops it, as giant import
+     * would refuse it: a replica never serves part of what it was given. */
+    if (a.replica) {
+        if (replica_load(a.replica, a.db, (size_t)a.cfg.max_model_bytes, &err) != GT_OK) {
+            log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+            http_server_quiesce(srv);
+            goto out;
+        }
+        log_msg(LOG_INFO, "ready", "role=sampler models_dir=%s model_url=%s", a.cfg.models,
+                a.cfg.model_url);
+    }
 
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0)
@@ -314,6 +352,7 @@ out:
     http_router_free(router);
     http_router_free(admin_router);
     auth_guard_free(guard);
+    replica_free(a.replica);
     if (store_close(a.db, &err) != GT_OK) {
         log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);
         status = 1;

@@ -782,7 +782,15 @@ static void request_begin(http_request *req)
         reply_unrouted(req);
         return;
     }
-    if (!authorized(req) || !media_type_ok(req))
+    if (!authorized(req))
+        return;
+    if (req->route->flags & HTTP_NO_BODY) {
+        req->route->handler(req, req->srv->app);
+        if (!req->replied && !req->suspended)
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+        return;
+    }
+    if (!media_type_ok(req))
         return;
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
@@ -831,7 +839,15 @@ static void request_finish(http_request *req, void *app)
     }
     /* Bodiless requests were not authorized nor, to JSON routes, checked
      * at the start. */
-    if (!authorized(req) || !media_type_ok(req))
+    if (!authorized(req))
+        return;
+    if (req->route->flags & HTTP_NO_BODY) {
+        req->route->handler(req, app);
+        if (!req->replied && !req->suspended)
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+        return;
+    }
+    if (!media_type_ok(req))
         return;
     if (req->too_large) {
         http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,

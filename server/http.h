@@ -58,6 +58,9 @@ enum {
     HTTP_JSON_BODY = 1 << 0,   /* Content-Type application/json, parsed body */
     HTTP_FILE_BODY = 1 << 1,   /* the body is a file (an exported model): capped by
                                   max_file_body_bytes instead of max_body_bytes */
+    HTTP_NO_BODY = 1 << 2,     /* the handler needs no body: when one is coming it
+                                  runs before it is read (after the authorize hook),
+                                  so a refusal never reads a 500 MiB upload */
 };
 
 /* Bits 8..15 of a route's flags: who may call it.  http.c hands them to

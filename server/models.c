@@ -151,6 +151,32 @@ int models_get(store *s, const char *name, json_t **row, gt_error *err)
     return rc;
 }
 
+int models_name_by_source_run(store *s, int64_t run, char name[MODELS_NAME_MAX + 1],
+                              gt_error *err)
+{
+    int64_t n = 0;
+    int rc = store_int64(s, "finding a run's model",
+                         "SELECT count(*) FROM models WHERE source_run_id = ?",
+                         STORE_ARGS(STORE_INT(run)), &n, err);
+    if (rc)
+        return rc;
+    if (n == 0)
+        return gt_error_set(err, GT_ENOTFOUND, "no model here was exported from run %lld",
+                            (long long)run);
+    if (n > 1)
+        return gt_error_set(err, GT_EINVAL, "%lld models here were exported from a run %lld"
+                            " (of different trainers): ask for one by name", (long long)n,
+                            (long long)run);
+    char *text = NULL;
+    rc = store_string(s, "finding a run's model", "SELECT name FROM models WHERE source_run_id = ?",
+                      STORE_ARGS(STORE_INT(run)), &text, err);
+    if (rc)
+        return rc;
+    snprintf(name, MODELS_NAME_MAX + 1, "%s", text);
+    free(text);
+    return GT_OK;
+}
+
 int models_list(store *s, json_t **rows, gt_error *err)
 {
     int rc = store_rows_json(s, "listing models",

@@ -10,6 +10,7 @@
 #include "embed.h"
 #include "evaluations.h"
 #include "metrics.h"
+#include "replica.h"
 #include "routes_datasets.h"
 #include "routes_evaluations.h"
 #include "routes_events.h"
@@ -109,6 +110,18 @@ static void route_readyz(http_request *req, void *ctx)
     }
     json_t *checks = json_pack("{s:s, s:i, s:s, s:s}", "database", db, "schema_version",
                                version, "engine", engine, "server", server);
+    /* A replica is ready once every model of --models is in: the balancer
+     * sends it nothing before (its sample routes would answer 503). */
+    if (a->replica) {
+        json_t *models = replica_models_json(a->replica);
+        if (!replica_ready(a->replica)) {
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof why - n, "%smodels: %s", n ? "; " : "",
+                     json_string_value(json_object_get(models, "state")));
+        }
+        json_object_set_new(checks, "models", models);
+    }
+    json_object_set_new(checks, "role", json_string(a->cfg.role));
     if (why[0]) {
         json_t *body = json_pack("{s:{s:s, s:s, s:n}, s:o}", "error", "code",
                                  HTTP_E_UNAVAILABLE, "message", why, "field", "checks", checks);
@@ -303,6 +316,21 @@ static void route_metrics(http_request *req, void *ctx)
 }
 
 /* ---------------------------------------------------------------------------
+ * A sampling replica's answer to the routes that need a trainer
+ * ------------------------------------------------------------------------- */
+
+/* 404, not 405 or 403: the route exists in the API but not on this
+ * process, and a balancer that sends it here is misconfigured; the code
+ * tells that apart from an unknown run or model. */
+static void route_not_on_sampler(http_request *req, void *ctx)
+{
+    (void)ctx;
+    http_reply_error(req, 404, ROUTES_E_NOT_ON_SAMPLER, NULL,
+                     "%s %s is not served by a sampling replica (giant serve --role sampler):"
+                     " send it to the trainer", http_method(req), http_path(req));
+}
+
+/* ---------------------------------------------------------------------------
  * The table: every route of the service, in one place
  *
  * The flags say who may call a route (auth.h): AUTH_OPEN needs no token,
@@ -312,53 +340,62 @@ static void route_metrics(http_request *req, void *ctx)
  * AUTH_ flag only they.
  * ------------------------------------------------------------------------- */
 
+/* The last column is what a sampling replica (--role sampler) answers with:
+ * the same handler, another one (the run-scoped samples route serves the
+ * model exported from that run), or NOT_SAMPLER (404 not_on_sampler,
+ * before any body is read).  A replica serves samples, models and the
+ * service's own routes; training, datasets, evaluations, tokens and the
+ * dashboard live on the trainer. */
+#define NOT_SAMPLER route_not_on_sampler
+
 static const struct {
     const char *method, *pattern;
     http_handler handler;
     int flags;
+    http_handler sampler;
 } routes[] = {
-    { "GET",  "/healthz",                         route_healthz,          AUTH_OPEN },
-    { "GET",  "/readyz",                          route_readyz,           AUTH_OPEN },
-    { "GET",  "/v1/info",                         route_info,             AUTH_ANY_ROLE },
-    { "GET",  "/v1/openapi.json",                 route_openapi,          AUTH_ANY_ROLE },
-    { "GET",  "/metrics",                         route_metrics,          AUTH_SCRAPE },
+    { "GET",  "/healthz",                         route_healthz,          AUTH_OPEN, route_healthz },
+    { "GET",  "/readyz",                          route_readyz,           AUTH_OPEN, route_readyz },
+    { "GET",  "/v1/info",                         route_info,             AUTH_ANY_ROLE, route_info },
+    { "GET",  "/v1/openapi.json",                 route_openapi,          AUTH_ANY_ROLE, route_openapi },
+    { "GET",  "/metrics",                         route_metrics,          AUTH_SCRAPE, route_metrics },
     /* routes_runs.c */
-    { "POST", "/v1/runs",                         route_runs_create,      HTTP_JSON_BODY | AUTH_TO_TRAIN },
-    { "GET",  "/v1/runs",                         route_runs_list,        AUTH_ANY_ROLE },
-    { "GET",  "/v1/runs/{id}",                    route_runs_get,         AUTH_ANY_ROLE },
-    { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      AUTH_TO_TRAIN },
-    { "POST", "/v1/runs/{id}/resume",             route_runs_resume,      AUTH_TO_TRAIN },
-    { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ },
+    { "POST", "/v1/runs",                         route_runs_create,      HTTP_JSON_BODY | AUTH_TO_TRAIN, NOT_SAMPLER },
+    { "GET",  "/v1/runs",                         route_runs_list,        AUTH_ANY_ROLE, NOT_SAMPLER },
+    { "GET",  "/v1/runs/{id}",                    route_runs_get,         AUTH_ANY_ROLE, NOT_SAMPLER },
+    { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      AUTH_TO_TRAIN, NOT_SAMPLER },
+    { "POST", "/v1/runs/{id}/resume",             route_runs_resume,      AUTH_TO_TRAIN, NOT_SAMPLER },
+    { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ, NOT_SAMPLER },
     /* routes_events.c */
-    { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ },
+    { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ, NOT_SAMPLER },
     /* routes_runs.c */
-    { "GET",  "/v1/runs/{id}/checkpoints",        route_runs_checkpoints, AUTH_TO_READ },
-    { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}", route_runs_checkpoint,  AUTH_TO_READ },
+    { "GET",  "/v1/runs/{id}/checkpoints",        route_runs_checkpoints, AUTH_TO_READ, NOT_SAMPLER },
+    { "GET",  "/v1/runs/{id}/checkpoints/{ckpt}", route_runs_checkpoint,  AUTH_TO_READ, NOT_SAMPLER },
     /* routes_samples.c */
-    { "POST", "/v1/runs/{id}/samples",            route_runs_samples,     HTTP_JSON_BODY | AUTH_TO_SAMPLE },
+    { "POST", "/v1/runs/{id}/samples",            route_runs_samples,     HTTP_JSON_BODY | AUTH_TO_SAMPLE, route_replica_runs_samples },
     /* routes_models.c */
-    { "GET",  "/v1/runs/{id}/model",              route_runs_model,       AUTH_TO_READ },
-    { "POST", "/v1/models",                       route_models_create,    HTTP_FILE_BODY | AUTH_TO_TRAIN },
-    { "GET",  "/v1/models",                       route_models_list,      AUTH_ANY_ROLE },
-    { "GET",  "/v1/models/{name}",                route_models_get,       AUTH_ANY_ROLE },
-    { "GET",  "/v1/models/{name}/file",           route_models_file,      AUTH_TO_READ },
+    { "GET",  "/v1/runs/{id}/model",              route_runs_model,       AUTH_TO_READ, NOT_SAMPLER },
+    { "POST", "/v1/models",                       route_models_create,    HTTP_FILE_BODY | AUTH_TO_TRAIN, NOT_SAMPLER },
+    { "GET",  "/v1/models",                       route_models_list,      AUTH_ANY_ROLE, route_models_list },
+    { "GET",  "/v1/models/{name}",                route_models_get,       AUTH_ANY_ROLE, route_models_get },
+    { "GET",  "/v1/models/{name}/file",           route_models_file,      AUTH_TO_READ, route_models_file },
     /* routes_samples.c */
-    { "POST", "/v1/models/{name}/samples",        route_models_samples,   HTTP_JSON_BODY | AUTH_TO_SAMPLE },
+    { "POST", "/v1/models/{name}/samples",        route_models_samples,   HTTP_JSON_BODY | AUTH_TO_SAMPLE, route_models_samples },
     /* routes_evaluations.c */
-    { "POST", "/v1/runs/{id}/evaluations",        route_evaluations_create, HTTP_JSON_BODY | AUTH_TO_SAMPLE },
-    { "GET",  "/v1/runs/{id}/evaluations",        route_evaluations_list, AUTH_TO_READ },
-    { "GET",  "/v1/runs/{id}/evaluations/{eid}",  route_evaluations_get,  AUTH_TO_READ },
+    { "POST", "/v1/runs/{id}/evaluations",        route_evaluations_create, HTTP_JSON_BODY | AUTH_TO_SAMPLE, NOT_SAMPLER },
+    { "GET",  "/v1/runs/{id}/evaluations",        route_evaluations_list, AUTH_TO_READ, NOT_SAMPLER },
+    { "GET",  "/v1/runs/{id}/evaluations/{eid}",  route_evaluations_get,  AUTH_TO_READ, NOT_SAMPLER },
     /* routes_datasets.c */
-    { "POST", "/v1/datasets",                     route_datasets_create,  HTTP_JSON_BODY | AUTH_ADMIN_ONLY },
-    { "GET",  "/v1/datasets",                     route_datasets_list,    AUTH_TO_READ },
-    { "GET",  "/v1/datasets/{id}",                route_datasets_get,     AUTH_TO_READ },
+    { "POST", "/v1/datasets",                     route_datasets_create,  HTTP_JSON_BODY | AUTH_ADMIN_ONLY, NOT_SAMPLER },
+    { "GET",  "/v1/datasets",                     route_datasets_list,    AUTH_TO_READ, NOT_SAMPLER },
+    { "GET",  "/v1/datasets/{id}",                route_datasets_get,     AUTH_TO_READ, NOT_SAMPLER },
     /* routes_tokens.c */
-    { "POST",   "/v1/tokens",                     route_tokens_create,    HTTP_JSON_BODY | AUTH_ADMIN_ONLY },
-    { "GET",    "/v1/tokens",                     route_tokens_list,      AUTH_ADMIN_ONLY },
-    { "DELETE", "/v1/tokens/{id}",                route_tokens_revoke,    AUTH_ADMIN_ONLY },
+    { "POST",   "/v1/tokens",                     route_tokens_create,    HTTP_JSON_BODY | AUTH_ADMIN_ONLY, NOT_SAMPLER },
+    { "GET",    "/v1/tokens",                     route_tokens_list,      AUTH_ADMIN_ONLY, NOT_SAMPLER },
+    { "DELETE", "/v1/tokens/{id}",                route_tokens_revoke,    AUTH_ADMIN_ONLY, NOT_SAMPLER },
     /* routes_ui.c: the dashboard's files; its API calls carry the token */
-    { "GET",    "/",                              route_ui_index,         AUTH_OPEN },
-    { "GET",    "/ui/{file}",                     route_ui_file,          AUTH_OPEN },
+    { "GET",    "/",                              route_ui_index,         AUTH_OPEN, NOT_SAMPLER },
+    { "GET",    "/ui/{file}",                     route_ui_file,          AUTH_OPEN, NOT_SAMPLER },
 };
 
 int routes_register_admin(http_router *r, gt_error *err)
@@ -376,13 +413,22 @@ int routes_register_admin(http_router *r, gt_error *err)
     return GT_OK;
 }
 
-int routes_register(http_router *r, gt_error *err)
+int routes_register_role(http_router *r, int sampler, gt_error *err)
 {
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        int rc = http_router_add(r, routes[i].method, routes[i].pattern, routes[i].handler,
-                                 routes[i].flags, err);
+        http_handler h = sampler ? routes[i].sampler : routes[i].handler;
+        int flags = routes[i].flags;
+        /* a refusal needs no body, whatever the route would take */
+        if (h == NOT_SAMPLER)
+            flags = (flags & ~(HTTP_JSON_BODY | HTTP_FILE_BODY)) | HTTP_NO_BODY;
+        int rc = http_router_add(r, routes[i].method, routes[i].pattern, h, flags, err);
         if (rc != GT_OK)
             return rc;
     }
     return GT_OK;
+}
+
+int routes_register(http_router *r, gt_error *err)
+{
+    return routes_register_role(r, 0, err);
 }

@@ -13,6 +13,9 @@
 #include "http.h"
 #include "store.h"
 
+/* What a sampling replica answers to a route that needs a trainer (404). */
+#define ROUTES_E_NOT_ON_SAMPLER "not_on_sampler"
+
 /* Adds every shipped route to r. The handlers expect an app * as context. */
 int routes_register(http_router *r, gt_error *err);
 
@@ -21,6 +24,11 @@ int routes_register(http_router *r, gt_error *err);
  * connections, so a flood on the API's port leaves probes and scrapes
  * their headroom. */
 int routes_register_admin(http_router *r, gt_error *err);
+
+/* The same for a role: sampler 0 is the trainer (routes_register), 1 a
+ * sampling replica (--role sampler): the same methods and paths, with the
+ * routes that need a trainer answering 404 not_on_sampler. */
+int routes_register_role(http_router *r, int sampler, gt_error *err);
 
 /* A positive decimal id of at most 18 digits, or 0. */
 int64_t routes_parse_id(const char *s);

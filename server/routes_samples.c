@@ -20,6 +20,7 @@
 #include "model_data.h"
 #include "model_energy.h"
 #include "models.h"
+#include "replica.h"
 #include "routes.h"
 #include "runs.h"
 #include "sampling.h"
@@ -483,10 +484,10 @@ void route_runs_samples(http_request *req, void *ctx)
  * POST /v1/models/{name}/samples: the same from an imported model
  * ------------------------------------------------------------------------- */
 
-void route_models_samples(http_request *req, void *ctx)
+/* The samples of model `name` (the models route, and a replica's run-scoped
+ * one once it found the run's model). */
+static void model_samples(http_request *req, app *a, const char *name)
 {
-    app *a = ctx;
-    const char *name = http_param(req, "name");
     json_t *row = NULL;
     gt_error err = {0};
     int rc = models_get(a->db, name, &row, &err);
@@ -517,4 +518,51 @@ void route_models_samples(http_request *req, void *ctx)
     c->source_run = source;
     snprintf(c->model, sizeof c->model, "%s", name);
     call_submit(req, a, c);
+}
+
+/* A replica still loading its models answers 503 with Retry-After, which
+ * a balancer retries on another replica, never a 404 for a model it is
+ * about to have.  Returns 0 after replying. */
+static int replica_loaded(http_request *req, app *a)
+{
+    if (!a->replica || replica_ready(a->replica))
+        return 1;
+    http_reply_error_retry(req, 503, HTTP_E_UNAVAILABLE, 1,
+                           "this sampling replica is still loading its models");
+    return 0;
+}
+
+void route_models_samples(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    if (replica_loaded(req, a))
+        model_samples(req, a, http_param(req, "name"));
+}
+
+/* ---------------------------------------------------------------------------
+ * POST /v1/runs/{id}/samples on a sampling replica: the model exported from
+ * run {id} (its source_run_id) serves it, so a farm client that names a run
+ * gets from a replica the bytes the trainer's run gives
+ * ------------------------------------------------------------------------- */
+
+void route_replica_runs_samples(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    if (!replica_loaded(req, a))
+        return;
+    const char *id = http_param(req, "id");
+    int64_t run = routes_parse_id(id);
+    char name[MODELS_NAME_MAX + 1];
+    gt_error err = {0};
+    int rc = run > 0 ? models_name_by_source_run(a->db, run, name, &err) : GT_ENOTFOUND;
+    if (rc == GT_ENOTFOUND)
+        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL,
+                         "run '%s' does not exist here: this sampling replica serves only the"
+                         " runs its models were exported from", id);
+    else if (rc == GT_EINVAL)
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL, "%s", err.message);
+    else if (rc)
+        routes_reply_internal(req, &err);
+    else
+        model_samples(req, a, name);
 }

@@ -11,5 +11,8 @@ void route_runs_samples(http_request *req, void *ctx);
 /* POST /v1/models/{name}/samples: the same request and replies, from an
  * imported model (models). */
 void route_models_samples(http_request *req, void *ctx);
+/* POST /v1/runs/{id}/samples on a sampling replica: served by the model
+ * exported from run {id} (404 when none is, 409 when several are). */
+void route_replica_runs_samples(http_request *req, void *ctx);
 
 #endif

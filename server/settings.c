@@ -68,6 +68,10 @@ static const set_def defs[] = {
     INT(rate_limit,         0, 1000000,     "600",      "requests a minute one token may send (token bucket); past it 429 with Retry-After (0 = no limit)"),
     INT(rate_burst,         1, 1000000,     "120",      "requests one token may send at once before --rate-limit paces it"),
     INT(max_queued_runs_per_token, 0, 1000000, "16",    "runs one token may have queued; a submission past it gets 429 with Retry-After (0 = no limit)"),
+    STR(role,      "ROLE", "trainer",        "trainer (the whole service) | sampler (a stateless sampling replica: serves the models in --models, no database file)"),
+    STR(models,    "DIR", "",                "sampler: the directory whose *.giant model files it loads at start (each served under its file name)"),
+    STR(model_url, "URL", "",                "sampler: a model file fetched from a trainer at start (http://HOST:PORT/v1/models/NAME/file, served as NAME, or /v1/runs/ID/model), beside or instead of --models"),
+    STR(model_token, "TOKEN", "",            "the bearer token --model-url is fetched with (a reader's; prefer GIANT_MODEL_TOKEN: flags show in ps)"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 
@@ -326,6 +330,17 @@ int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "db: must not be empty");
     if (!s->data_dir[0])
         return gt_error_set(err, GT_EINVAL, "data_dir: must not be empty");
+    if (strcmp(s->role, "trainer") != 0 && strcmp(s->role, "sampler") != 0)
+        return gt_error_set(err, GT_EINVAL, "role: '%s' is not trainer|sampler", s->role);
+    /* A replica without models would pass health checks and serve nothing;
+     * a trainer given --models would silently ignore them. */
+    if (strcmp(s->role, "sampler") == 0 && !s->models[0] && !s->model_url[0])
+        return gt_error_set(err, GT_EINVAL, "role sampler: --models DIR or --model-url URL is"
+                            " required");
+    if (strcmp(s->role, "trainer") == 0 && (s->models[0] || s->model_url[0]))
+        return gt_error_set(err, GT_EINVAL, "%s: only a sampler loads models at start"
+                            " (--role sampler); a trainer imports them (POST /v1/models)",
+                            s->models[0] ? "models" : "model_url");
     return GT_OK;
 }
 

@@ -30,7 +30,7 @@ int main(void)
     const char *vars[] = { "GIANT_LISTEN", "GIANT_DB", "GIANT_DATA_DIR", "GIANT_CONFIG",
                            "GIANT_THREADS", "GIANT_MAX_BODY_BYTES", "GIANT_LOG_LEVEL",
                            "GIANT_REQUIRE_TOKENS", "GIANT_PUBLIC_METRICS", "GIANT_RATE_LIMIT",
-                           "GIANT_RATE_BURST", "GIANT_MAX_QUEUED_RUNS_PER_TOKEN" };
+                           "GIANT_RATE_BURST", "GIANT_MAX_QUEUED_RUNS_PER_TOKEN", "GIANT_ROLE", "GIANT_MODELS" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 
@@ -111,6 +111,28 @@ int main(void)
     char *header_bad[] = { "--max-header-bytes", "65536", "--connection-memory", "131072" };
     CHECK_EQ_INT(load(&s, &err, 4, header_bad), GT_EINVAL);
     CHECK_MSG(strstr(err.message, "max_header_bytes") != NULL, "%s", err.message);
+    /* The role: trainer by default; a sampler needs its models directory,
+     * from any source; a trainer refuses one. */
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_OK);
+    CHECK(strcmp(s.role, "trainer") == 0 && s.models[0] == '\0');
+    char *sampler_bare[] = { "--role", "sampler" };
+    CHECK_EQ_INT(load(&s, &err, 2, sampler_bare), GT_EINVAL);
+    CHECK(strstr(err.message, "--models") != NULL);
+    setenv("GIANT_MODELS", "env-models", 1);
+    CHECK_EQ_INT(load(&s, &err, 2, sampler_bare), GT_OK);
+    CHECK(strcmp(s.role, "sampler") == 0 && strcmp(s.models, "env-models") == 0);
+    char *sampler_flag[] = { "--role", "sampler", "--models", "flag-models" };
+    CHECK_EQ_INT(load(&s, &err, 4, sampler_flag), GT_OK);
+    CHECK(strcmp(s.models, "flag-models") == 0);
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_EINVAL);      /* a trainer with --models */
+    unsetenv("GIANT_MODELS");
+    char *sampler_url[] = { "--role", "sampler", "--model-url",
+                            "http://127.0.0.1:1/v1/runs/1/model" };
+    CHECK_EQ_INT(load(&s, &err, 4, sampler_url), GT_OK);
+    char *trainer_url[] = { "--model-url", "http://127.0.0.1:1/v1/runs/1/model" };
+    CHECK_EQ_INT(load(&s, &err, 2, trainer_url), GT_EINVAL);
+    char *role_bad[] = { "--role", "replica" };
+    CHECK_EQ_INT(load(&s, &err, 2, role_bad), GT_EINVAL);
 
     /* GIANT_CONFIG names the file too. */
     unsetenv("GIANT_THREADS");

@@ -1,0 +1,30 @@
+/* replica_fixture: what the replica tests share: a tiny run trained on a
+ * trainer (a started svc) and its model file written into a directory, a
+ * replica started on it, and the bytes of one sample request. */
+#ifndef REPLICA_FIXTURE_H
+#define REPLICA_FIXTURE_H
+
+#include <stddef.h>
+
+#include "giant_client.h"
+#include "svc_harness.h"
+
+/* Trains a tiny run on the trainer c speaks to and writes its model file
+ * (GET /v1/runs/{id}/model) to path.  The run's id, or 0 on failure. */
+long long replica_fixture_train(gc_client *c, const char *path);
+
+/* Starts `giant serve --role sampler --models dir` on listen (e.g.
+ * "127.0.0.1:0") with --db db and --data-dir data_dir, which a replica
+ * must leave alone (the tests check they stay absent); 0 when it listens. */
+int replica_fixture_start(svc *s, const char *dir, const char *listen, const char *db,
+                          const char *data_dir);
+
+/* POSTs body to path with Accept: accept; the status (0: no reply) and
+ * the reply's bytes in *out (malloc'ed) and *len. */
+long replica_fixture_post(gc_client *c, const char *path, const char *body, const char *accept,
+                          void **out, size_t *len);
+
+/* Polls GET /readyz until 200 or ms pass; the last reply (new reference). */
+json_t *replica_fixture_ready(gc_client *c, long ms);
+
+#endif
