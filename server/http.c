@@ -349,40 +349,43 @@ int http_reply_error(http_request *req, unsigned status, const char *code, const
     return http_reply_json(req, status, error_body(code, field, msg));
 }
 
-int http_reply_error_retry(http_request *req, unsigned status, const char *code,
-                           int retry_after_s, const char *fmt, ...)
+/* An error reply with extra headers (a NULL-terminated name, value list). */
+__attribute__((format(printf, 5, 0)))
+static int reply_error_va(http_request *req, unsigned status, const char *code,
+                          const char *const *headers, const char *fmt, va_list ap)
 {
-    char msg[1024], after[16];
-    va_list ap;
-    va_start(ap, fmt);
+    char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     json_t *body = error_body(code, NULL, msg);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text)
         return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
     count_error(req->srv, code);
+    return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
+}
+
+int http_reply_error_retry(http_request *req, unsigned status, const char *code,
+                           int retry_after_s, const char *fmt, ...)
+{
+    char after[16];
     snprintf(after, sizeof after, "%d", retry_after_s > 0 ? retry_after_s : 1);
     const char *const headers[] = {"Retry-After", after, NULL};
-    return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = reply_error_va(req, status, code, headers, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int http_reply_error_headers(http_request *req, unsigned status, const char *code,
                              const char *const *headers, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = reply_error_va(req, status, code, headers, fmt, ap);
     va_end(ap);
-    json_t *body = error_body(code, NULL, msg);
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!text)
-        return http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-    count_error(req->srv, code);
-    return http_reply_buffer(req, status, "application/json", text, strlen(text), headers);
+    return rc;
 }
 
 int http_reply_static(http_request *req, unsigned status, const char *content_type,
