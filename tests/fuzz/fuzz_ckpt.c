@@ -11,35 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_fixup.h"
 #include "geo.h"
-#include "gt_le.h"
 #include "model_ckpt.h"
 #include "model_data.h"
-
-static uint64_t fnv1a(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-/* The transforms' layout (model_data.c): 8-byte header, then three blocks
- * of u64 length + blob, each blob ending in its checksum. */
-static void fix_checksums(uint8_t *b, size_t len)
-{
-    size_t off = 8;
-    for (int i = 0; i < 3 && len >= off + 8; i++) {
-        uint64_t n = gt_le_get_u64(b + off);
-        if (n < 16 || n > len - off - 8)
-            return;
-        uint8_t *blob = b + off + 8;
-        gt_le_put_u64(blob + n - 8, fnv1a(blob, (size_t)n - 8));
-        off += 8 + (size_t)n;
-    }
-}
 
 static const geo_geometry *geometry_once(float *threshold)
 {
@@ -71,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!repr)
         return 0;
     memcpy(repr, v.repr, v.repr_len);
-    fix_checksums(repr, v.repr_len);
+    fuzz_fix_repr(repr, v.repr_len);
     model_repr r;
     if (model_repr_from_bytes(&r, g, threshold, repr, v.repr_len, &err) == GT_OK)
         model_repr_free(&r);

@@ -21,8 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *spec_json = json_object_get(root, "energy");
     if (!spec_json)
         spec_json = root;
+    /* row0 as the sample route takes it: [0, 2^40] (SAMPLES_MAX_ROW0 in
+     * routes_samples.c), so that row0 + n never overflows */
     json_t *row0 = json_object_get(root, "row0");
-    int64_t first = json_is_integer(row0) && json_integer_value(row0) >= 0
+    int64_t first = json_is_integer(row0) && json_integer_value(row0) >= 0 &&
+                            json_integer_value(row0) <= (1LL << 40)
                         ? (int64_t)json_integer_value(row0) : 0;
     model_energy spec;
     model_energy_default(&spec);
