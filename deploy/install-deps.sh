@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the Debian 12 packages giant needs to build, test and run.
 # Idempotent: packages already present are left alone. Needs root (or sudo).
+# clang and libclang-rt-14-dev build the libFuzzer targets (tests/fuzz/);
+# the project itself builds with gcc.
 #
 # Then the deploy tests' Python tools, which Debian does not package, into a
 # virtualenv beside the checkout (.venv-deploy, ignored by git):
@@ -15,7 +17,8 @@ libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3
 libopenblas-dev libdnnl-dev libhdf5-dev libxml2-dev libcurl4-openssl-dev libssl-dev zlib1g-dev
 python3 python3-numpy python3-torch python3-h5py
 python3-yaml python3-venv yamllint shellcheck
-chromium haproxy"
+chromium haproxy
+clang libclang-rt-14-dev"
 
 # the deploy tests' tools from PyPI, pinned (tests/deploy/README.md)
 VENV_PKGS="kubernetes-validate==1.37.0 dockerfile-parse==2.0.1"

@@ -231,8 +231,9 @@ static int geo_from_doc(geo_geometry *g, xmlDocPtr doc, gt_error *err)
             return gt_error_set(err, GT_EFORMAT, "layer %d: r_edges must start at 0", l->id);
         l->n_voxels = l->n_r * l->n_alpha;
         l->offset = offset;
-        if (offset > 100000000 - l->n_voxels)
-            return gt_error_set(err, GT_EFORMAT, "too many voxels");
+        if (offset > GEO_MAX_VOXELS - l->n_voxels)
+            return gt_error_set(err, GT_EFORMAT, "too many voxels (at most %d)",
+                                GEO_MAX_VOXELS);
         offset += l->n_voxels;
         l->uniform_r = 1;
         for (int k = 1; k < l->n_r; k++) {

@@ -14,6 +14,11 @@
 #define GEO_MAX_LAYERS 256
 #define GEO_MAX_R_BINS 1024
 #define GEO_MAX_ALPHA_BINS 4096
+/* Voxels of a whole geometry: 26 times CaloChallenge's largest (dataset 3,
+ * 40 500).  An imported model's geometry.xml is parsed before anything
+ * else bounds it, and 100 KB of XML can declare 10^8 voxels: 2.4 GB of
+ * per-voxel arrays filled with a cos and a sin each. */
+#define GEO_MAX_VOXELS (1 << 20)
 
 typedef struct geo_layer {
     int id;           /* the XML id                                       */

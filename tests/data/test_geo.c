@@ -145,6 +145,32 @@ static void test_bad(void)
                "n_bin_alpha=\"1\"/></Bin></Bins>", GT_EFORMAT, "bad r_edges");
     expect_bad("", GT_EINVAL, "empty");
 
+    /* 257 radial by 4096 angular bins, 4096 voxels over GEO_MAX_VOXELS:
+     * refused before any per-voxel array is made (the limit was 10^8, and
+     * 93 KB of XML took 2.4 GB and over 30 s in a sanitizer build) */
+    char edges[8 * 1024];
+    size_t used = (size_t)snprintf(edges, sizeof edges, "0");
+    for (int i = 1; i <= 257 && used < sizeof edges; i++)
+        used += (size_t)snprintf(edges + used, sizeof edges - used, ",%d", i);
+    static char big[20 * 1024];
+    snprintf(big, sizeof big,
+             "<Bins><Bin pid=\"11\" name=\"e\"><Layer id=\"0\" r_edges=\"%s\" "
+             "n_bin_alpha=\"4096\"/></Bin></Bins>", edges);
+    expect_bad(big, GT_EFORMAT, "too many voxels");
+    /* 256 radial bins: exactly at the limit, accepted */
+    snprintf(big, sizeof big,
+             "<Bins><Bin pid=\"11\" name=\"e\"><Layer id=\"0\" r_edges=\"%s\" "
+             "n_bin_alpha=\"4096\"/></Bin></Bins>", edges);
+    char *cut = strstr(big, ",257\"");
+    CHECK(cut != NULL);
+    if (cut)
+        memmove(cut, cut + 4, strlen(cut + 4) + 1);
+    geo_geometry at;
+    gt_error aerr = {0};
+    CHECK_EQ_INT(geo_load_memory(&at, big, (int)strlen(big), &aerr), GT_OK);
+    CHECK_EQ_INT(at.n_voxels, GEO_MAX_VOXELS);
+    geo_free(&at);
+
     geo_geometry g;
     gt_error err = {0};
     CHECK_EQ_INT(geo_load_file(&g, "no/such/file.xml", &err), GT_EIO);
