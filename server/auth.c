@@ -236,6 +236,57 @@ int auth_token_create(store *s, const char *name, const char *role, const char *
     return rc;
 }
 
+int auth_token_well_formed(const char *token)
+{
+    return token && strlen(token) == AUTH_TOKEN_LEN && strncmp(token, "gt_", 3) == 0;
+}
+
+int auth_token_register(store *s, const char *token, const char *name, const char *role,
+                        int64_t *id, gt_error *err)
+{
+    int64_t unused;
+    if (!id)
+        id = &unused;
+    *id = 0;
+    if (!auth_token_well_formed(token))
+        return gt_error_set(err, GT_EINVAL, "not a token: a token is 'gt_' and %d more"
+                            " characters", AUTH_TOKEN_LEN - 3);
+    if (!name_ok(name))
+        return gt_error_set(err, GT_EINVAL, "a token's name is 1 to %d letters, digits, '.', '_'"
+                            " or '-', not only digits", AUTH_NAME_MAX);
+    if (!auth_role_parse(role))
+        return gt_error_set(err, GT_EINVAL, "role '%s' is not admin, trainer, sampler or reader",
+                            role ? role : "");
+    int64_t other = 0;
+    int rc = usable_by_name(s, name, &other, err);
+    if (rc == GT_OK)
+        return gt_error_set(err, GT_EINVAL, "token '%s' exists (id %lld): pick another name",
+                            name, (long long)other);
+    if (rc != GT_ENOTFOUND)
+        return rc;
+    char hash[65], prefix[AUTH_PREFIX_LEN + 1];
+    if (sha256_hex(token, hash) != 0)
+        return gt_error_set(err, GT_EIO, "SHA-256 failed");
+    snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
+    char *taken = NULL;
+    rc = store_string(s, "finding a token", "SELECT name FROM api_tokens WHERE token_hash = ?",
+                      STORE_ARGS(STORE_TEXT(hash)), &taken, err);
+    if (rc == GT_OK) {
+        rc = gt_error_set(err, GT_EINVAL, "the same token is registered already, as '%s'",
+                          taken ? taken : "");
+        free(taken);
+        return rc;
+    }
+    if (rc != GT_ENOTFOUND)
+        return rc;
+    return store_int64(s, "registering a token",
+                       "INSERT INTO api_tokens (name, prefix, token_hash, role)"
+                       " VALUES (?, ?, ?, ?) RETURNING id",
+                       STORE_ARGS(STORE_TEXT(name), STORE_TEXT(prefix), STORE_TEXT(hash),
+                                  STORE_TEXT(role)),
+                       id, err);
+}
+
 int auth_token_revoke(store *s, const char *which, int64_t *id, gt_error *err)
 {
     *id = 0;
@@ -265,7 +316,7 @@ int auth_token_verify(store *s, const char *token, auth_verdict *verdict, auth_i
 {
     *verdict = AUTH_UNKNOWN;
     memset(who, 0, sizeof *who);
-    if (!token || strlen(token) != AUTH_TOKEN_LEN || strncmp(token, "gt_", 3) != 0)
+    if (!auth_token_well_formed(token))
         return GT_OK;
     char hash[65], prefix[AUTH_PREFIX_LEN + 1];
     if (sha256_hex(token, hash) != 0)

@@ -91,6 +91,19 @@ int auth_token_list(store *s, json_t **rows, gt_error *err);
  * GT_ENOTFOUND when there is none. */
 int auth_token_revoke(store *s, const char *which, int64_t *id, gt_error *err);
 
+/* 1 when token has the form a presented token must have to be looked up
+ * ("gt_" and 72 more characters, AUTH_TOKEN_LEN in all), else 0. */
+int auth_token_well_formed(const char *token);
+
+/* Registers a token made elsewhere (a sampling replica's --token-file):
+ * its hash and prefix are stored as auth_token_create stores a new one's,
+ * under name (as auth_token_create's) with role by name.  GT_EINVAL, with a
+ * message that never holds the token, when it is not well formed
+ * (auth_token_well_formed), the name is bad or taken, the role unknown,
+ * or the same token is registered already; *id (may be NULL) gets its id. */
+int auth_token_register(store *s, const char *token, const char *name, const char *role,
+                        int64_t *id, gt_error *err);
+
 /* Tokens neither revoked nor expired. */
 int auth_token_count_usable(store *s, long long *n, gt_error *err);
 

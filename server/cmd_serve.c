@@ -8,7 +8,9 @@
  *
  * With --role sampler (a stateless sampling replica, replica.h) the
  * database is an in-memory one, no data directory is made, only the
- * sampling worker runs (no scheduler, datasets or evaluations), the routes
+ * sampling worker runs (no scheduler, datasets or evaluations), its tokens
+ * are those of --token-file (with them it requires tokens and may listen
+ * on any address; without, loopback only), the routes
  * that need a trainer answer 404 not_on_sampler, and the models of
  * --models are loaded after HTTP starts, so /healthz answers at once and
  * /readyz turns ready when they are in. */
@@ -103,12 +105,13 @@ static int token_policy(app *a, const char *host, auth_guard **guard)
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         return 0;
     }
-    /* A replica's in-memory database never holds a token, and the trainer's
-     * advice (create one in --db) would not help it. */
-    if (a->replica && !auth_listen_allowed(host, 0, a->cfg.db, why, sizeof why)) {
+    /* A replica's in-memory database holds only the tokens of its
+     * --token-file, and the trainer's advice (create one in --db) would
+     * not help it. */
+    if (a->replica && !auth_listen_allowed(host, usable, a->cfg.db, why, sizeof why)) {
         log_msg(LOG_ERROR, "startup", "error=\"a sampling replica has no tokens to check:"
-                " listen on a loopback address, behind a balancer on the same host (not '%s')\"",
-                host);
+                " give it --token-file FILE, or listen on a loopback address, behind a balancer"
+                " on the same host (not '%s')\"", host);
         return 0;
     }
     if (!auth_listen_allowed(host, usable, a->cfg.db, why, sizeof why)) {
@@ -244,6 +247,18 @@ int cmd_serve(int argc, char **argv)
         store_migrate(a.db, list, n, &applied, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
+    }
+    /* A replica's tokens come from its --token-file, and with them every
+     * request needs one, loopback ones too (as --require-tokens 1). */
+    if (sampler && a.cfg.token_file[0]) {
+        long long ntok = 0;
+        if (replica_token_file(a.db, a.cfg.token_file, &ntok, &err) != GT_OK) {
+            log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
+            goto out;
+        }
+        a.cfg.require_tokens = 1;
+        log_msg(LOG_INFO, "auth", "token_file=%s tokens=%lld require_tokens=1",
+                a.cfg.token_file, ntok);
     }
     a.schema_latest = n ? list[n - 1].version : 0;
     log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d role=%s", db_path,

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
+#include "auth.h"
 #include "giant_client.h"
 #include "log.h"
 #include "models.h"
@@ -244,6 +247,92 @@ json_t *replica_models_json(const replica *r)
     }
     return json_pack("{s:s, s:i, s:o}", "state", states[atomic_load(&((replica *)r)->state)],
                      "files", r->n, "loaded", names ? names : json_array());
+}
+
+/* Wipes a buffer that held a secret (a plain memset may be dropped). */
+static void wipe(char *p, size_t n)
+{
+    volatile char *v = p;
+    while (n--)
+        *v++ = 0;
+}
+
+/* Registers the token of one line (text, without its newline), named
+ * after the line; GT_EINVAL naming the line, never its text. */
+static int token_line(store *db, const char *path, int lineno, char *text, gt_error *err)
+{
+    char *save = NULL;
+    char *tok = strtok_r(text, " \t\r", &save);
+    char *role = tok ? strtok_r(NULL, " \t\r", &save) : NULL;
+    char *more = role ? strtok_r(NULL, " \t\r", &save) : NULL;
+    if (!tok || tok[0] == '#')
+        return GT_OK;
+    if (more)
+        return gt_error_set(err, GT_EINVAL, "token file %s line %d: more than TOKEN ROLE",
+                            path, lineno);
+    if (!auth_token_well_formed(tok))
+        return gt_error_set(err, GT_EINVAL, "token file %s line %d: not a token (a token is"
+                            " 'gt_' and %d more characters, as giant token create prints it)",
+                            path, lineno, AUTH_TOKEN_LEN - 3);
+    if (!role)
+        role = "sampler";
+    if (strcmp(role, "sampler") != 0 && strcmp(role, "reader") != 0)
+        return gt_error_set(err, GT_EINVAL, "token file %s line %d: role '%.16s' is not sampler"
+                            " or reader", path, lineno, role);
+    char name[32];
+    snprintf(name, sizeof name, "token-file-line-%d", lineno);
+    gt_error e = {0};
+    if (auth_token_register(db, tok, name, role, NULL, &e) != GT_OK)
+        return gt_error_set(err, e.code ? e.code : GT_EINVAL, "token file %s line %d: %s",
+                            path, lineno, e.message);
+    return GT_OK;
+}
+
+int replica_token_file(store *db, const char *path, long long *n, gt_error *err)
+{
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        if (f)
+            fclose(f);
+        return gt_error_set(err, GT_EIO, "token file %s: %s", path, strerror(e));
+    }
+    unsigned mode = (unsigned)st.st_mode & 0777;
+    unsigned bad = st.st_uid == 0 && geteuid() != 0 ? 037u : 077u;
+    if (!S_ISREG(st.st_mode) || (mode & bad)) {
+        fclose(f);
+        if (!S_ISREG(st.st_mode))
+            return gt_error_set(err, GT_EINVAL, "token file %s is not a regular file", path);
+        return gt_error_set(err, GT_EINVAL, "token file %s has mode 0%03o: it must not be"
+                            " readable or writable by %s (chmod 600 %s)", path, mode,
+                            bad == 077u ? "its group or others" : "others", path);
+    }
+    char line[512];
+    int lineno = 0, rc = GT_OK;
+    while (rc == GT_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
+            rc = gt_error_set(err, GT_EINVAL, "token file %s line %d: too long", path, lineno);
+            break;
+        }
+        if (len && line[len - 1] == '\n')
+            line[--len] = '\0';
+        char *p = line + strspn(line, " \t\r");
+        int blank = !*p || *p == '#';
+        rc = token_line(db, path, lineno, line, err);
+        if (rc == GT_OK && !blank)
+            (*n)++;
+    }
+    if (rc == GT_OK && ferror(f))
+        rc = gt_error_set(err, GT_EIO, "token file %s: cannot read it", path);
+    wipe(line, sizeof line);
+    fclose(f);
+    if (rc == GT_OK && *n == 0)
+        rc = gt_error_set(err, GT_EINVAL, "token file %s holds no token", path);
+    return rc;
 }
 
 void replica_free(replica *r)

@@ -47,6 +47,16 @@ int replica_ready(const replica *r);
  * "files": N, "loaded": [the names registered so far]}. */
 json_t *replica_models_json(const replica *r);
 
+/* Registers in db (auth_token_register) every token of the file at path
+ * (--token-file): one a line, "TOKEN" or "TOKEN ROLE" (sampler, the
+ * default, or reader); blank lines and lines starting with '#' are
+ * skipped.  The file must be readable by its owner only (mode & 077 == 0);
+ * owned by root, as a Kubernetes Secret mounted with fsGroup is, it may be
+ * readable by its group too (mode & 037 == 0).  A malformed line stops it
+ * with the line's number and never its text; a file without a token too.
+ * *n gets how many were registered. */
+int replica_token_file(store *db, const char *path, long long *n, gt_error *err);
+
 void replica_free(replica *r);
 
 #endif

@@ -72,6 +72,7 @@ static const set_def defs[] = {
     STR(models,    "DIR", "",                "sampler: the directory whose *.giant model files it loads at start (each served under its file name)"),
     STR(model_url, "URL", "",                "sampler: a model file fetched from a trainer at start (http://HOST:PORT/v1/models/NAME/file, served as NAME, or /v1/runs/ID/model), beside or instead of --models"),
     STR(model_token, "TOKEN", "",            "the bearer token --model-url is fetched with (a reader's; prefer GIANT_MODEL_TOKEN: flags show in ps)"),
+    STR(token_file, "FILE", "",              "sampler: bearer tokens it accepts, one a line (TOKEN or TOKEN ROLE, role sampler or reader; '#' comments); with one it may listen on any address and requires tokens; the file must not be readable by group or others"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 
@@ -341,6 +342,10 @@ int settings_load(settings *s, int argc, char **argv, int *help, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "%s: only a sampler loads models at start"
                             " (--role sampler); a trainer imports them (POST /v1/models)",
                             s->models[0] ? "models" : "model_url");
+    if (strcmp(s->role, "trainer") == 0 && s->token_file[0])
+        return gt_error_set(err, GT_EINVAL, "token_file: only a sampler reads a token file"
+                            " (--role sampler); a trainer's tokens are in its database (giant"
+                            " token create)");
     return GT_OK;
 }
 

@@ -56,6 +56,7 @@ typedef struct settings {
     char models[1024];         /* sampler: the directory of *.giant files     */
     char model_url[1024];      /* sampler: a model file fetched at start      */
     char model_token[512];     /* the bearer token model_url is fetched with  */
+    char token_file[1024];     /* sampler: the bearer tokens it accepts       */
 } settings;
 
 /* Loads defaults, then the config file (--config or GIANT_CONFIG), then

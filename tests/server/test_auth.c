@@ -140,6 +140,83 @@ static void test_tokens(store *s)
     json_decref(rows);
 }
 
+/* A token made elsewhere (a replica's --token-file), registered as given. */
+static void test_register(store *s)
+{
+    gt_error err = {0};
+    char tok[AUTH_TOKEN_LEN + 1];
+    CHECK_EQ_INT(auth_token_create(s, "elsewhere", "sampler", "", tok, NULL, NULL, &err), GT_OK);
+    /* the same secret in another database: the replica's in-memory one */
+    store *m = NULL;
+    store_migration list[STORE_MAX_MIGRATIONS];
+    int n = 0;
+    CHECK_EQ_INT(store_builtin_migrations(list, &n, &err), GT_OK);
+    CHECK_EQ_INT(store_open(&m, ":memory:", &err), GT_OK);
+    CHECK_EQ_INT(store_migrate(m, list, n, NULL, &err), GT_OK);
+    if (!m)
+        return;
+    CHECK(auth_token_well_formed(tok));
+    int64_t id = 0;
+    CHECK_EQ_INT(auth_token_register(m, tok, "file-1", "sampler", &id, &err), GT_OK);
+    CHECK(id > 0);
+    auth_verdict v;
+    auth_identity who;
+    CHECK_EQ_INT(auth_token_verify(m, tok, &v, &who, &err), GT_OK);
+    CHECK_EQ_INT(v, AUTH_VALID);
+    CHECK_EQ_INT(who.role, AUTH_SAMPLER);
+    CHECK_EQ_INT(who.id, id);
+    CHECK(strcmp(who.name, "file-1") == 0);
+    json_t *row = NULL;
+    CHECK_EQ_INT(auth_token_get(m, id, &row, &err), GT_OK);
+    CHECK(strncmp(json_string_value(json_object_get(row, "prefix")), tok, AUTH_PREFIX_LEN) == 0);
+    json_decref(row);
+    long long usable = 0;
+    CHECK_EQ_INT(auth_token_count_usable(m, &usable, &err), GT_OK);
+    CHECK_EQ_INT(usable, 1);
+    /* a reader's */
+    char tok2[AUTH_TOKEN_LEN + 1];
+    memcpy(tok2, tok, sizeof tok2);
+    tok2[5] = tok2[5] == 'a' ? 'b' : 'a';
+    CHECK_EQ_INT(auth_token_register(m, tok2, "file-2", "reader", NULL, &err), GT_OK);
+    CHECK_EQ_INT(auth_token_verify(m, tok2, &v, &who, &err), GT_OK);
+    CHECK(v == AUTH_VALID && who.role == AUTH_READER);
+    /* refused: the same token twice, a taken name, a bad name or role,
+     * and every form a presented token may not have; the message never
+     * holds the token */
+    CHECK_EQ_INT(auth_token_register(m, tok, "file-3", "sampler", NULL, &err), GT_EINVAL);
+    CHECK_MSG(strstr(err.message, "registered already") && !strstr(err.message, tok + 3),
+              "%s", err.message);
+    char tok3[AUTH_TOKEN_LEN + 1];
+    memcpy(tok3, tok, sizeof tok3);
+    tok3[6] = tok3[6] == 'a' ? 'b' : 'a';
+    CHECK_EQ_INT(auth_token_register(m, tok3, "file-1", "sampler", NULL, &err), GT_EINVAL);
+    CHECK(strstr(err.message, "exists") != NULL);
+    CHECK_EQ_INT(auth_token_register(m, tok3, "a b", "sampler", NULL, &err), GT_EINVAL);
+    CHECK_EQ_INT(auth_token_register(m, tok3, "x", "write", NULL, &err), GT_EINVAL);
+    char longer[AUTH_TOKEN_LEN + 2];
+    snprintf(longer, sizeof longer, "%sa", tok);
+    char other[AUTH_TOKEN_LEN + 1];
+    memcpy(other, tok, sizeof other);
+    other[0] = 'G';
+    const char *junk[] = {"", "gt_", "gt_zz", tok + 1, longer, other, NULL};
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+        CHECK_MSG(!auth_token_well_formed(junk[i]), "junk %zu is well formed", i);
+        CHECK_EQ_INT(auth_token_register(m, junk[i], "junk", "sampler", NULL, &err), GT_EINVAL);
+        CHECK_MSG(strstr(err.message, "not a token") &&
+                  (!junk[i] || strlen(junk[i]) < 8 || !strstr(err.message, junk[i] + 3)),
+                  "%s", err.message);
+        /* what register refuses, verify never finds */
+        if (junk[i]) {
+            CHECK_EQ_INT(auth_token_verify(m, junk[i], &v, &who, &err), GT_OK);
+            CHECK_EQ_INT(v, AUTH_UNKNOWN);
+        }
+    }
+    CHECK_EQ_INT(auth_token_count_usable(m, &usable, &err), GT_OK);
+    CHECK_EQ_INT(usable, 2);
+    CHECK_EQ_INT(store_close(m, &err), GT_OK);
+    CHECK_EQ_INT(auth_token_revoke(s, "elsewhere", &id, &err), GT_OK);
+}
+
 static void test_bucket(store *s)
 {
     gt_error err = {0};
@@ -188,6 +265,7 @@ int main(void)
         return check_finish();
     test_expiry(s);
     test_tokens(s);
+    test_register(s);
     test_bucket(s);
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
     char cmd[128];

@@ -10,7 +10,10 @@
  * the trainer and serves the same bytes; a directory with a damaged file, a
  * badly named file or no file at all, a URL the trainer refuses, and a
  * non-loopback address (a replica has no tokens to check) stop it with the
- * reason. */
+ * reason; a replica given --token-file may listen on 0.0.0.0 and requires
+ * tokens (none: 401, a sampler's: 200, a reader's: 403 on samples), and a
+ * token file readable by others or with a malformed line stops it, the
+ * line named and its text never shown. */
 #include "check.h"
 
 #include <signal.h>
@@ -100,6 +103,40 @@ static void same_showers(gc_client *t, gc_client *r, long long run, const char *
     free(want);
     free(got);
     free(got_run);
+}
+
+#define TOK_SAMPLER "gt_0badc0de" "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define TOK_READER  "gt_5eed1e55" "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+
+/* Writes text to path with mode; the path. */
+static const char *token_file(const char *name, const char *text, mode_t mode)
+{
+    static char path[400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    chmod(path, mode);
+    return path;
+}
+
+/* A replica with a token file that must stop it: exit 1 with why. */
+static void refused_tokens(const char *models, const char *file, const char *why)
+{
+    svc s;
+    const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", models,
+                          "--token-file", file, "--listen", "0.0.0.0:0", "--device", "cpu",
+                          NULL};
+    CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
+    int rc = svc_wait_exit(&s, 60000);
+    CHECK_MSG(rc == 1 && svc_log_has(&s, why), "%s: exit %d, want 1 and '%s'", file, rc, why);
+    /* the secret never shows, not even its public prefix's neighbours */
+    CHECK(!svc_log_has(&s, "0123456789abcdef0123") && !svc_log_has(&s, "fedcba9876543210"));
+    if (check_failures_)
+        svc_dump(&s);
+    svc_free(&s);
 }
 
 /* A replica on models that must stop it: exit 1 with why in its log. */
@@ -272,6 +309,90 @@ int main(void)
         if (check_failures_)
             svc_dump(&U);
         svc_free(&U);
+    }
+
+    /* a replica with a token file: any address, tokens required */
+    {
+        svc K;
+        const char *tf = token_file("tokens", "# the replica's tokens\n\n" TOK_SAMPLER "\n"
+                                    "  " TOK_READER "  reader\n", 0600);
+        const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", models,
+                              "--token-file", tf, "--listen", "127.0.0.1:0", "--device", "cpu",
+                              "--threads", "2", NULL};
+        if (svc_spawn(&K, (char *const *)argv) == 0 && svc_await_listening(&K, 60000)) {
+            gc_client *k = NULL;
+            CHECK_EQ_INT(gc_open(&k, K.url, &err), GT_OK);
+            j = replica_fixture_ready(k, 30000);       /* /readyz needs no token */
+            json_decref(j);
+            CHECK(svc_log_has(&K, "tokens=2 require_tokens=1"));
+            const char *body = "{\"energies\": [1500, 70000], \"seed\": 8}";
+            void *got = NULL;
+            size_t lg = 0;
+            /* no token, from loopback: 401 */
+            CHECK_EQ_INT(replica_fixture_post(k, "/v1/models/tiny/samples", body,
+                                              "application/octet-stream", &got, &lg), 401);
+            free(got);
+            CHECK_EQ_INT(svc_json(k, "GET", "/v1/models", NULL, NULL, &j), 401);
+            json_decref(j);
+            /* a sampler's: the showers */
+            CHECK_EQ_INT(gc_set_token(k, TOK_SAMPLER, &err), GT_OK);
+            CHECK_EQ_INT(replica_fixture_post(k, "/v1/models/tiny/samples", body,
+                                              "application/octet-stream", &got, &lg), 200);
+            CHECK(lg > 0);
+            free(got);
+            /* a reader's: reads, does not sample */
+            CHECK_EQ_INT(gc_set_token(k, TOK_READER, &err), GT_OK);
+            CHECK_EQ_INT(svc_json(k, "GET", "/v1/models", NULL, NULL, &j), 200);
+            json_decref(j);
+            CHECK_EQ_INT(svc_json(k, "POST", "/v1/models/tiny/samples", body, NULL, &j), 403);
+            CHECK(ecode(j) && strcmp(ecode(j), "forbidden") == 0);
+            json_decref(j);
+            /* one not in the file */
+            CHECK_EQ_INT(gc_set_token(k, "gt_00000000" "0123456789abcdef0123456789abcdef"
+                                      "0123456789abcdef0123456789abcdef", &err), GT_OK);
+            CHECK_EQ_INT(svc_json(k, "POST", "/v1/models/tiny/samples", body, NULL, &j), 401);
+            json_decref(j);
+            gc_close(k);
+            CHECK_EQ_INT(svc_stop(&K, SIGTERM, 30000), 0);
+        } else {
+            CHECK_MSG(0, "the replica with --token-file did not start");
+            svc_stop(&K, SIGKILL, 1000);
+        }
+        CHECK(!svc_log_has(&K, "0123456789abcdef0123") && !svc_log_has(&K, "fedcba9876543210"));
+        if (check_failures_)
+            svc_dump(&K);
+        svc_free(&K);
+        /* and on a non-loopback address it starts (the harness talks to
+         * 127.0.0.1 only: the start is what is checked) */
+        {
+            svc W;
+            const char *wargv[] = {svc_binary(), "serve", "--role", "sampler", "--models",
+                                   models, "--token-file", tf, "--listen", "0.0.0.0:0",
+                                   "--device", "cpu", "--threads", "2", NULL};
+            CHECK_EQ_INT(svc_spawn(&W, (char *const *)wargv), 0);
+            CHECK_MSG(svc_log_wait(&W, "msg=listening addr=0.0.0.0:", 60000) &&
+                      svc_log_wait(&W, "msg=ready role=sampler", 30000),
+                      "the replica with --token-file did not start on 0.0.0.0");
+            CHECK(svc_log_has(&W, "usable_tokens=2 require_tokens=1"));
+            CHECK_EQ_INT(svc_stop(&W, SIGTERM, 30000), 0);
+            if (check_failures_)
+                svc_dump(&W);
+            svc_free(&W);
+        }
+        /* refused: readable by others or its group, a malformed line (its
+         * number, never its text), an unknown role, nothing in it */
+        refused_tokens(models, token_file("open", TOK_SAMPLER "\n", 0644),
+                       "must not be readable or writable by its group or others");
+        refused_tokens(models, token_file("group", TOK_SAMPLER "\n", 0640), "has mode 0640");
+        refused_tokens(models, token_file("bad", "# one\n" TOK_SAMPLER "\n\n"
+                                          "gt_0badc0de0123456789abcdef0123\n", 0600),
+                       "line 4: not a token");
+        refused_tokens(models, token_file("role", TOK_SAMPLER " admin\n", 0600),
+                       "line 1: role 'admin' is not sampler or reader");
+        refused_tokens(models, token_file("twice", TOK_SAMPLER "\n" TOK_SAMPLER "\n", 0600),
+                       "line 2: the same token is registered already");
+        refused_tokens(models, token_file("empty", "# none yet\n", 0600), "holds no token");
+        refused_tokens(models, "no-such-token-file", "token file no-such-token-file");
     }
 
     /* models that stop a replica, with the reason */

@@ -131,6 +131,17 @@ int main(void)
     CHECK_EQ_INT(load(&s, &err, 4, sampler_url), GT_OK);
     char *trainer_url[] = { "--model-url", "http://127.0.0.1:1/v1/runs/1/model" };
     CHECK_EQ_INT(load(&s, &err, 2, trainer_url), GT_EINVAL);
+    /* --token-file: a sampler's, flag over environment; a trainer refuses it */
+    setenv("GIANT_TOKEN_FILE", "env-tokens", 1);
+    CHECK_EQ_INT(load(&s, &err, 4, sampler_url), GT_OK);
+    CHECK(strcmp(s.token_file, "env-tokens") == 0);
+    char *sampler_tokens[] = { "--role", "sampler", "--model-url",
+                               "http://127.0.0.1:1/v1/runs/1/model", "--token-file", "flag-tokens" };
+    CHECK_EQ_INT(load(&s, &err, 6, sampler_tokens), GT_OK);
+    CHECK(strcmp(s.token_file, "flag-tokens") == 0);
+    CHECK_EQ_INT(load(&s, &err, 0, NULL), GT_EINVAL);      /* a trainer with a token file */
+    CHECK_MSG(strstr(err.message, "token_file") != NULL, "%s", err.message);
+    unsetenv("GIANT_TOKEN_FILE");
     char *role_bad[] = { "--role", "replica" };
     CHECK_EQ_INT(load(&s, &err, 2, role_bad), GT_EINVAL);
 
