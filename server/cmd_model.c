@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gt_path.h"
 #include "model_pack.h"
 #include "models.h"
 #include "routes.h"
@@ -45,37 +46,6 @@ static int write_file(const char *path, const void *buf, size_t len, gt_error *e
         remove(tmp);
         return gt_error_set(err, GT_EIO, "cannot write %s", path);
     }
-    return GT_OK;
-}
-
-static int read_file(const char *path, void **out, size_t *len, gt_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gt_error_set(err, GT_EIO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 20, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *grown = realloc(b, cap * 2);
-        if (!grown) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = grown;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
-        free(b);
-        return gt_error_set(err, b ? GT_EIO : GT_ENOMEM, "cannot read %s", path);
-    }
-    *out = b;
-    *len = n;
     return GT_OK;
 }
 
@@ -169,7 +139,7 @@ int cmd_import(int argc, char **argv)
     int created = 0, taken = 0;
     model_pack_fault fault = MODEL_PACK_FAULT_NONE;
     char part[64] = "";
-    int rc = read_file(argv[optind], &file, &len, &err);
+    int rc = gt_path_read_all(argv[optind], &file, &len, &err);
     if (!rc)
         rc = open_db(db_path, &db, &err);
     if (!rc)

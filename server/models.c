@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include "build_info.h"
+#include "gt_path.h"
 #include "model_data.h"
 #include "numfmt.h"
 #include "runs.h"
@@ -46,32 +47,11 @@ static int geometry_bytes(const char *geometry, const void **xml, size_t *len, v
     *owned = NULL;
     if (model_geometry_is_builtin(geometry))
         return model_geometry_builtin_xml(geometry, xml, len, err);
-    FILE *f = fopen(geometry, "rb");
-    if (!f)
-        return gt_error_set(err, GT_EIO, "cannot open the run's geometry '%s': %s", geometry,
-                            strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *grown = realloc(b, cap * 2);
-        if (!grown) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = grown;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
-        free(b);
-        return gt_error_set(err, b ? GT_EIO : GT_ENOMEM, "cannot read the run's geometry '%s'",
-                            geometry);
-    }
+    void *b = NULL;
+    size_t n = 0;
+    int rc = gt_path_read_all(geometry, &b, &n, err);
+    if (rc != GT_OK)
+        return rc;
     *xml = b;
     *len = n;
     *owned = b;

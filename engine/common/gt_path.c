@@ -77,3 +77,34 @@ void gt_path_scrub(char *msg, size_t cap, const char *real, const char *shown)
     out[n] = '\0';
     memcpy(msg, out, n + 1);
 }
+
+int gt_path_read_all(const char *path, void **out, size_t *len, gt_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gt_error_set(err, GT_EIO, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 20, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *grown = realloc(b, cap * 2);
+        if (!grown) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = grown;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!b || bad) {
+        free(b);
+        return gt_error_set(err, b ? GT_EIO : GT_ENOMEM, "cannot read %s", path);
+    }
+    *out = b;
+    *len = n;
+    return GT_OK;
+}

@@ -107,6 +107,28 @@ int main(void)
     gt_path_scrub(msg, sizeof msg, "/x", "y");
     CHECK(strcmp(msg, "nothing to do") == 0);
 
+    /* gt_path_read_all: the whole file, across its growth from 1 MiB; a
+     * missing one is GT_EIO naming it. */
+    {
+        static char big[(1 << 20) + 3];
+        for (size_t i = 0; i < sizeof big; i++)
+            big[i] = (char)(i * 7);
+        snprintf(p, sizeof p, "%s/big.bin", top);
+        FILE *f = fopen(p, "wb");
+        CHECK(f && fwrite(big, 1, sizeof big, f) == sizeof big);
+        if (f)
+            fclose(f);
+        void *got = NULL;
+        size_t len = 0;
+        gt_error err = {0};
+        CHECK_EQ_INT(gt_path_read_all(p, &got, &len, &err), GT_OK);
+        CHECK(len == sizeof big && got && memcmp(got, big, len) == 0);
+        free(got);
+        snprintf(p, sizeof p, "%s/none.bin", top);
+        CHECK_EQ_INT(gt_path_read_all(p, &got, &len, &err), GT_EIO);
+        CHECK(strstr(err.message, "none.bin") != NULL);
+    }
+
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
     CHECK(system(cmd) == 0);
