@@ -424,10 +424,16 @@ static int squeue_all(slurm *s, json_t *rows, seen_job *out, int max)
         }
         if (nf < 2)
             continue;
-        /* an array or het job prints 12_3 or 12+0: ours are plain */
+        /* an array or het job prints 12_3 or 12+0: ours are plain; a job
+         * not asked about (squeue may list more) takes no place */
         char *end;
         j->id = strtoll(f[0], &end, 10);
         if (*end || j->id <= 0)
+            continue;
+        int asked = 0;
+        json_array_foreach(rows, i, row)
+            asked |= json_integer_value(json_object_get(row, "job_id")) == j->id;
+        if (!asked)
             continue;
         snprintf(j->state, sizeof j->state, "%s", f[1]);
         /* "CANCELLED by 0": the state is the first word */
@@ -478,7 +484,9 @@ static void follow(slurm *s, json_t *row, const seen_job *j)
     const char *reason_or_null = reason[0] ? reason : NULL;
     if (ph == JOB_WAITING) {
         slurm_jobs_observe(db, run, state, reason_or_null, NULL, &err);
-        if (status && strcmp(status, "running") == 0) {
+        /* seen running before, waiting now: Slurm requeued it */
+        if (before && phase_of(before) == JOB_RUNNING && status &&
+            strcmp(status, "running") == 0) {
             /* Back in Slurm's queue after it ran: requeued (a node failed,
              * preemption, scontrol requeue).  The trainer will resume from
              * the last checkpoint it uploaded. */
