@@ -522,6 +522,24 @@ void route_runs_resume(http_request *req, void *ctx)
                                "retry when one has finished", queued + running);
         return;
     }
+    /* A Slurm run resumes with a new job once its last one has left Slurm's
+     * queue: the old job's end would otherwise be taken for the new one's. */
+    json_t *job = NULL;
+    int jrc = slurm_jobs_get(a->db, id, &job, &err);
+    int active = jrc == GT_OK && json_integer_value(json_object_get(job, "active")) != 0;
+    long long job_id = json_integer_value(json_object_get(job, "job_id"));
+    json_decref(job);
+    if (jrc != GT_OK && jrc != GT_ENOTFOUND) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    if (active) {
+        http_reply_error_retry(req, 409, HTTP_E_CONFLICT, 10,
+                               "run %lld's Slurm job %lld has not left Slurm's queue yet: retry"
+                               " when it has (GET /v1/runs/%lld shows executor.state)",
+                               (long long)id, job_id, (long long)id);
+        return;
+    }
     int requeued = 0;
     if (runs_requeue(a->db, id, &requeued, &err) != GT_OK) {
         routes_reply_internal(req, &err);

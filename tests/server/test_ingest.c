@@ -15,7 +15,9 @@
  *   with the same bytes 200 (a retry), other bytes at that step 409; the
  *   newest checkpoint comes back with its sha256; the end reported makes
  *   the run succeeded, a retry of that last batch is 200, anything after
- *   it 409;
+ *   it 409; a failure the trainer reports fails the run at once with its
+ *   reason, which the job's FAILED keeps, and resume waits for the job to
+ *   leave Slurm's queue (409);
  * - the run follows the job: PENDING keeps it queued, RUNNING makes it
  *   running, a cancel through the API runs scancel and CANCELLED makes it
  *   cancelled; FAILED fails it with Slurm's state and reason. */
@@ -473,6 +475,46 @@ int main(void)
     CHECK(strcmp(tok_c, tok_c2) != 0);
     snprintf(path, sizeof path, "/v1/runs/%lld/ingest/start", cc);
     CHECK_EQ_INT(as(c, tok_c, "POST", path, "{}", &j), 401);
+    json_decref(j);
+
+    /* run D: the trainer reports a failure while its job still runs; the
+     * run fails at once with the trainer's reason, may not resume before
+     * the job has left Slurm's queue, and keeps that reason when the job
+     * ends FAILED */
+    char tok_d[80];
+    long long d = submit(c, "{\"kind\": \"slurm\"}");
+    long long job_d = job_of(c, d, tok_d);
+    set_state(job_d, "RUNNING", "None");
+    json_decref(wait_for(c, d, "running", 3000));
+    snprintf(path, sizeof path, "/v1/runs/%lld/ingest", d);
+    CHECK_EQ_INT(as(c, tok_d, "POST", path, "{\"status\": \"failed\", \"error\": \"out of"
+                    " memory on the node\"}", &j), 200);
+    json_decref(j);
+    run = wait_for(c, d, "failed", 2000);
+    CHECK(strcmp(json_string_value(json_object_get(run, "error")) ?: "",
+                 "out of memory on the node") == 0);
+    json_decref(run);
+    snprintf(path, sizeof path, "/v1/runs/%lld/resume", d);
+    CHECK_EQ_INT(svc_json(c, "POST", path, NULL, NULL, &j), 409);
+    json_decref(j);
+    set_state(job_d, "FAILED", "NonZeroExitCode");
+    snprintf(path, sizeof path, "/v1/runs/%lld", d);
+    for (int t = 0; t < 60; t++) {
+        svc_json(c, "GET", path, NULL, NULL, &run);
+        int done = strcmp(json_string_value(json_object_get(json_object_get(run, "executor"),
+                                                            "state")) ?: "", "FAILED") == 0;
+        if (done)
+            break;
+        json_decref(run);
+        run = NULL;
+        svc_sleep_ms(50);
+    }
+    CHECK(strcmp(json_string_value(json_object_get(run, "error")) ?: "",
+                 "out of memory on the node") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(run, "status")) ?: "", "failed") == 0);
+    json_decref(run);
+    snprintf(path, sizeof path, "/v1/runs/%lld/resume", d);
+    CHECK_EQ_INT(svc_json(c, "POST", path, NULL, NULL, &j), 202);
     json_decref(j);
 
     /* a role token never opens the ingest routes: the guard asks for a job's */
