@@ -10,7 +10,8 @@
  * - run B's job is requeued by Slurm (scontrol requeue) once it has
  *   uploaded a checkpoint: the run goes back to queued, and when Slurm runs
  *   the job again (its requeue hold lifted with scontrol update
- *   StartTime=now) the trainer resumes from the last uploaded checkpoint;
+ *   StartTime=now) the trainer resumes from the last uploaded checkpoint
+ *   (its log names that step);
  * - run B is then cancelled through the API: scancel, job CANCELLED, run
  *   cancelled.
  * Skipped (77), with the reason, when not root, when the Slurm or munge
@@ -422,6 +423,25 @@ int main(void)
               jstr(j, "status", NULL), jint(j, "executor", "restarts"),
               jstr(j, "executor", "state"));
     json_decref(j);
+    /* the old trainer is gone: its newest upload is where the next one
+     * must start */
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints", b);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    long long newest[2] = {-1, -1};
+    json_array_foreach(json_object_get(j, "items"), i, s) {
+        int k = strcmp(jstr(s, "stage", NULL), "shower") == 0;
+        if (jint(s, "step", NULL) > newest[k])
+            newest[k] = jint(s, "step", NULL);
+    }
+    json_decref(j);
+    CHECK(newest[0] > 0);
+    char resume_line[96];
+    if (newest[1] >= 0 || newest[0] >= 200)
+        snprintf(resume_line, sizeof resume_line, "training stage 2 (shower) from step %lld",
+                 newest[1] >= 0 ? newest[1] : 0);
+    else
+        snprintf(resume_line, sizeof resume_line, "training stage 1 (energy) from step %lld",
+                 newest[0]);
     /* Slurm holds a requeued job (BeginTime) for a while: lift it */
     CHECK_EQ_INT(svc_sh("scontrol update jobid=%lld StartTime=now", job_b), 0);
     j = wait_until(c, b, running_again, NULL, 30000);
@@ -433,11 +453,12 @@ int main(void)
     snprintf(out, sizeof out, "%s/slurm/run-%lld-%lld.out", data, b, job_b);
     int resumed = 0;
     for (int t = 0; t < 300 && !resumed; t++) {
-        resumed = file_has(out, "resuming from stage 1 checkpoint");
+        resumed = file_has(out, "resuming from stage 1 checkpoint") &&
+                  file_has(out, resume_line);
         if (!resumed)
             svc_sleep_ms(100);
     }
-    CHECK_MSG(resumed, "the requeued job did not resume from its checkpoint (%s)", out);
+    CHECK_MSG(resumed, "the requeued job did not resume with '%s' (%s)", resume_line, out);
     double t_b = now_s();
     printf("run B requeued and resumed in %.1f s\n", t_b - t_a);
 
