@@ -20,8 +20,8 @@
 int slurm_jobs_submitted(store *s, int64_t run, long long job_id, const char *token_hash,
                          gt_error *err);
 
-/* What squeue showed of the run's job now.  restarts: Slurm's restart
- * count when known, else -1 (unchanged). */
+/* What squeue showed of the run's job now (state, reason may be NULL;
+ * node NULL or "" leaves the one known). */
 int slurm_jobs_observe(store *s, int64_t run, const char *state, const char *reason,
                        const char *node, gt_error *err);
 
