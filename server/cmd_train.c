@@ -17,6 +17,7 @@
 #include "log.h"
 #include "model_config.h"
 #include "progress.h"
+#include "report.h"
 #include "runs.h"
 #include "sched.h"
 #include "settings.h"
@@ -119,7 +120,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: giant train CONFIG.json [options]\n"
-            "       giant train --resume RUN_ID [options]\n\n"
+            "       giant train --resume RUN_ID [options]\n"
+            "       giant train --report URL --run RUN_ID [options]\n\n"
             "Trains both stages of a run config into a local database, printing progress.\n"
             "With no dataset in the config the built-in synthetic dataset-2 showers are used.\n\n"
             "options:\n"
@@ -131,6 +133,12 @@ static void usage(FILE *f)
             "  --allow-bf16-emulation\n"
             "                    let a bf16 config train on a CPU without AVX512-BF16\n"
             "                    (exact emulation, ~3x slower; env GIANT_ALLOW_BF16_EMULATION=1)\n"
+            "  --report URL      train run --run of the service at URL (a Slurm job's\n"
+            "                    command): config and checkpoints from it, metrics,\n"
+            "                    validations and checkpoints back to it; no database\n"
+            "  --run RUN_ID      the run --report trains\n"
+            "  --token TOKEN     the job's ingest token (default env GIANT_REPORT_TOKEN;\n"
+            "                    prefer it: flags show in ps)\n"
             "  --quiet           no progress output\n"
             "  --verbose         log records too when stderr is a terminal (they are always\n"
             "                    written to a file or pipe)\n",
@@ -143,7 +151,8 @@ int cmd_train(int argc, char **argv)
     const char *db_path = settings_env_or_default("db");
     const char *data_dir = settings_env_or_default("data_dir");
     const char *device = NULL;
-    long long resume = 0;
+    long long resume = 0, report_run = 0;
+    const char *report_url = NULL, *token = getenv("GIANT_REPORT_TOKEN");
     int quiet = 0, verbose = 0;
     int allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0;
     static const struct option opts[] = {
@@ -152,6 +161,8 @@ int cmd_train(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
         {"allow-bf16-emulation", no_argument, 0, 'E'},
         {"verbose", no_argument, 0, 'v'},
+        {"report", required_argument, 0, 'R'}, {"run", required_argument, 0, 'n'},
+        {"token", required_argument, 0, 'T'},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
@@ -163,6 +174,17 @@ int cmd_train(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'v': verbose = 1; break;
         case 'E': allow_emulation = 1; break;
+        case 'R': report_url = optarg; break;
+        case 'T': token = optarg; break;
+        case 'n': {
+            char *end;
+            report_run = strtoll(optarg, &end, 10);
+            if (*end || report_run <= 0) {
+                fprintf(stderr, "giant train: --run needs a run id\n");
+                return 2;
+            }
+            break;
+        }
         case 'r': {
             char *end;
             resume = strtoll(optarg, &end, 10);
@@ -177,6 +199,23 @@ int cmd_train(int argc, char **argv)
         }
     }
     const char *config_path = optind < argc ? argv[optind] : NULL;
+    if (report_url || report_run) {
+        if (!report_url || !report_run || config_path || resume) {
+            fprintf(stderr, "giant train: --report URL and --run ID go together, without a"
+                            " config or --resume\n");
+            return 2;
+        }
+        if (!token || !token[0]) {
+            fprintf(stderr, "giant train: --report needs the job's token (GIANT_REPORT_TOKEN"
+                            " or --token)\n");
+            return 2;
+        }
+        if (progress_logs_muted(isatty(2), verbose))
+            log_set_level(LOG_WARN);
+        report_args ra = {report_url, token, report_run, data_dir, device,
+                          allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, quiet};
+        return report_train(&ra);
+    }
     if (!config_path && !resume) {
         usage(stderr);
         return 2;
