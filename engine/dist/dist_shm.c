@@ -18,18 +18,20 @@
  * with -ffp-contract=off like the engine core (no fused adds to worry about,
  * but the rule is the same everywhere sums must not move).
  *
- * The barrier is a mutex and condition variable in the mapping
- * (PTHREAD_PROCESS_SHARED), robust: a process that dies holding the mutex
- * makes the next locker see EOWNERDEAD, which marks the group aborted.  A
- * waiter wakes every 200 ms to check the abort flag and whether a member
- * process is gone (kill(pid, 0) == ESRCH), so a rank killed outside a
- * collective is noticed too; the launcher also aborts the group when it
- * reaps a failed rank. */
+ * The barrier is a sense-reversing counter barrier on atomics in the
+ * mapping, and nothing else: no mutex or condition variable, because a
+ * process killed inside pthread_cond_wait can leave a process-shared
+ * condition variable's internal lock taken forever (seen: SIGKILL of one
+ * rank left the other stuck in __condvar_acquire_lock), while an atomic
+ * counter cannot be left half-updated.  A waiter spins with sched_yield,
+ * then sleeps in steps up to 1 ms; every 200 ms it checks whether a member
+ * process or the group's creator is gone (kill(pid, 0) == ESRCH).  The
+ * launcher also sets the abort flag when it reaps a failed rank. */
 #include "dist_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,13 +53,12 @@ struct dist_shm_group {
     size_t slot_floats;
     size_t map_bytes;
     char name[64];    /* "" = anonymous */
-    /* under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pid_t creator;    /* a named group's creator (the launcher); 0 = anonymous */
+    /* atomics (__atomic builtins, sequentially consistent) */
     unsigned long generation;
     int arrived;
     int aborted;
-    pid_t pid[DIST_MAX_RANKS]; /* 0 = not joined yet */
+    int pid[DIST_MAX_RANKS]; /* 0 = not joined yet */
 };
 
 typedef struct shm_comm {
@@ -90,20 +91,12 @@ static int map_size(int size, size_t slot_floats, size_t *bytes, gt_error *err)
 static int init_header(dist_shm_group *g, int size, size_t slot_floats, size_t bytes,
                        const char *name, gt_error *err)
 {
-    pthread_mutexattr_t ma;
-    pthread_condattr_t ca;
+    (void)err;
     g->size = size;
     g->slot_floats = slot_floats;
     g->map_bytes = bytes;
     snprintf(g->name, sizeof g->name, "%s", name ? name : "");
-    if (pthread_mutexattr_init(&ma) || pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED) ||
-        pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST) || pthread_mutex_init(&g->mu, &ma))
-        return gt_error_set(err, GT_EIO, "dist shm: cannot make a process-shared mutex");
-    pthread_mutexattr_destroy(&ma);
-    if (pthread_condattr_init(&ca) || pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED) ||
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&g->cv, &ca))
-        return gt_error_set(err, GT_EIO, "dist shm: cannot make a process-shared condition");
-    pthread_condattr_destroy(&ca);
+    g->creator = name ? getpid() : 0;
     __atomic_store_n(&g->magic, SHM_MAGIC, __ATOMIC_RELEASE);
     return GT_OK;
 }
@@ -197,15 +190,9 @@ static int join(dist_shm_group *g, int rank, nn_backend *b, int owns, dist_comm 
     shm_comm *c = calloc(1, sizeof *c);
     if (!c)
         return gt_error_set(err, GT_ENOMEM, "out of memory");
-    int lr = pthread_mutex_lock(&g->mu);
-    if (lr == EOWNERDEAD) {
-        pthread_mutex_consistent(&g->mu);
-        g->aborted = 1;
-    }
-    int taken = g->pid[rank] != 0;
-    if (!taken)
-        g->pid[rank] = getpid();
-    pthread_mutex_unlock(&g->mu);
+    int none = 0;
+    int taken = !__atomic_compare_exchange_n(&g->pid[rank], &none, (int)getpid(), 0,
+                                             __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     if (taken) {
         free(c);
         return gt_error_set(err, GT_EINVAL, "dist shm: rank %d has joined already", rank);
@@ -273,83 +260,69 @@ int dist_shm_attach(const char *name, int rank, int size, nn_backend *b, double 
     }
 }
 
-static int lock(dist_shm_group *g)
-{
-    int r = pthread_mutex_lock(&g->mu);
-    if (r == EOWNERDEAD) {
-        /* a member died inside a collective: the group cannot go on */
-        pthread_mutex_consistent(&g->mu);
-        g->aborted = 1;
-        pthread_cond_broadcast(&g->cv);
-        return 0;
-    }
-    return r;
-}
-
 static void set_aborted(dist_shm_group *g)
 {
-    if (lock(g) == 0) {
-        g->aborted = 1;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
-    } else {
-        __atomic_store_n(&g->aborted, 1, __ATOMIC_SEQ_CST);
-    }
+    __atomic_store_n(&g->aborted, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Under mu: a member process that no longer exists.  Threads of one
- * process share a pid, which is this one. */
+static int gone(pid_t p)
+{
+    return p > 0 && p != getpid() && kill(p, 0) != 0 && errno == ESRCH;
+}
+
+/* 1 + the rank of a member process that no longer exists, -1 when the
+ * group's creator is gone, else 0.  Threads of one process share a pid,
+ * which is this one. */
 static int member_gone(const dist_shm_group *g)
 {
-    pid_t self = getpid();
     for (int r = 0; r < g->size; r++)
-        if (g->pid[r] > 0 && g->pid[r] != self && kill(g->pid[r], 0) != 0 && errno == ESRCH)
+        if (gone(__atomic_load_n(&g->pid[r], __ATOMIC_SEQ_CST)))
             return r + 1;
-    return 0;
+    return gone(g->creator) ? -1 : 0;
 }
 
 static int barrier(shm_comm *c, gt_error *err)
 {
     dist_shm_group *g = c->g;
-    if (lock(g) != 0)
-        return gt_error_set(err, GT_EIO, "dist shm: lock failed");
-    if (g->aborted) {
-        pthread_mutex_unlock(&g->mu);
+    if (__atomic_load_n(&g->aborted, __ATOMIC_SEQ_CST))
         return gt_error_set(err, GT_ECANCELLED, "dist: another rank failed (group aborted)");
-    }
-    unsigned long gen = g->generation;
-    if (++g->arrived == g->size) {
-        g->arrived = 0;
-        g->generation++;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
+    unsigned long gen = __atomic_load_n(&g->generation, __ATOMIC_SEQ_CST);
+    if (__atomic_add_fetch(&g->arrived, 1, __ATOMIC_SEQ_CST) == g->size) {
+        /* the last one in: reset the count before releasing the others, so
+         * that a rank racing into the next barrier counts from 0 */
+        __atomic_store_n(&g->arrived, 0, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&g->generation, 1, __ATOMIC_SEQ_CST);
         return GT_OK;
     }
-    int gone = 0;
-    while (g->generation == gen && !g->aborted) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 200 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+    long spins = 0, sleep_ns = 1000;
+    double next_check = 0;
+    int why = 0;
+    while (__atomic_load_n(&g->generation, __ATOMIC_SEQ_CST) == gen) {
+        if (__atomic_load_n(&g->aborted, __ATOMIC_SEQ_CST))
+            return gt_error_set(err, GT_ECANCELLED, "dist: another rank failed (group aborted)");
+        if (spins < 2000) {
+            spins++;
+            sched_yield();
+            continue;
         }
-        int r = pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-        if (r == EOWNERDEAD) {
-            pthread_mutex_consistent(&g->mu);
-            g->aborted = 1;
-        } else if (r == ETIMEDOUT && (gone = member_gone(g)) != 0) {
-            g->aborted = 1;
-            pthread_cond_broadcast(&g->cv);
+        struct timespec d = {0, sleep_ns};
+        nanosleep(&d, NULL);
+        if (sleep_ns < 1000 * 1000)
+            sleep_ns *= 2;
+        double t = mono_s();
+        if (t >= next_check) {
+            next_check = t + 0.2;
+            if ((why = member_gone(g)) != 0) {
+                set_aborted(g);
+                if (why > 0)
+                    return gt_error_set(err, GT_ECANCELLED, "dist: rank %d's process is gone",
+                                        why - 1);
+                return gt_error_set(err, GT_ECANCELLED,
+                                    "dist: the process that started the ranks is gone");
+            }
         }
     }
-    int ok = g->generation != gen;
-    pthread_mutex_unlock(&g->mu);
-    if (ok)
-        return GT_OK;
-    if (gone)
-        return gt_error_set(err, GT_ECANCELLED, "dist: rank %d's process is gone", gone - 1);
-    return gt_error_set(err, GT_ECANCELLED, "dist: another rank failed (group aborted)");
+    return GT_OK;
 }
 
 static int shm_barrier(dist_comm *base, gt_error *err)
@@ -429,8 +402,6 @@ void dist_shm_group_destroy(dist_shm_group *g)
         return;
     char name[64];
     snprintf(name, sizeof name, "%s", g->name);
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->mu);
     munmap(g, g->map_bytes);
     if (name[0])
         shm_unlink(name);
