@@ -235,13 +235,18 @@ int cmd_train_spawn_ranks(const cmd_train_spawn *t)
         rmdir(dir);
     }
     int rank0_exited = started > 0 && WIFEXITED(st[0]);
-    if (started > 0 && !rank0_exited) {
-        /* rank 0 could not record its end: the launcher does */
+    if (started > 0 && (!rank0_exited || first_bad > 0)) {
+        /* rank 0 could not record its end, or recorded only that the group
+         * was aborted: the launcher knows which rank failed first */
         store *db = NULL;
-        char msg[160];
-        snprintf(msg, sizeof msg, "rank 0 of %d was killed (signal %d)%s", t->n,
-                 WIFSIGNALED(st[0]) ? WTERMSIG(st[0]) : 0,
-                 first_bad > 0 ? " after another rank failed" : "");
+        char msg[200];
+        int r = first_bad > 0 ? first_bad : 0, s0 = st[r];
+        if (WIFEXITED(s0))
+            snprintf(msg, sizeof msg, "rank %d of %d exited with status %d%s", r, t->n,
+                     WEXITSTATUS(s0), r ? "; the others were stopped" : "");
+        else
+            snprintf(msg, sizeof msg, "rank %d of %d was killed by signal %d%s", r, t->n,
+                     WIFSIGNALED(s0) ? WTERMSIG(s0) : 0, r ? "; the others were stopped" : "");
         if (store_open(&db, t->db_path, &err) == GT_OK)
             runs_set_status(db, t->run, "failed", msg, NULL, NULL);
         store_close(db, NULL);
