@@ -114,7 +114,7 @@ int dist_shm_group_create(int size, size_t slot_floats, dist_shm_group **out, gt
     GT_TRY(check_size(size, err));
     if (!slot_floats)
         slot_floats = SHM_DEFAULT_SLOT;
-    size_t bytes;
+    size_t bytes = 0;
     GT_TRY(map_size(size, slot_floats, &bytes, err));
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -148,7 +148,7 @@ int dist_shm_group_create_named(const char *name, int size, size_t slot_floats,
     GT_TRY(check_name(name, err));
     if (!slot_floats)
         slot_floats = SHM_DEFAULT_SLOT;
-    size_t bytes;
+    size_t bytes = 0;
     GT_TRY(map_size(size, slot_floats, &bytes, err));
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
