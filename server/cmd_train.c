@@ -259,7 +259,10 @@ int cmd_train(int argc, char **argv)
     int nranks = gpus > 1 ? gpus : ranks > 1 ? ranks : 1;
     if (ranks > 1 && !device)
         device = "cpu";
-    dist_spec spec = {getenv("GIANT_DIST"), dist_id, de.rank, de.size, 300.0};
+    /* Slurm's tasks may be on several nodes: only NCCL reaches them (the
+     * shared-memory group is for the ranks --ranks starts on one machine) */
+    dist_spec spec = {strcmp(de.from, "slurm") == 0 ? "nccl" : getenv("GIANT_DIST"), dist_id,
+                      de.rank, de.size, 300.0};
     char rank_dev[32] = "";
     if (de.size > 1 && de.rank > 0) {
         model_config wcfg;
