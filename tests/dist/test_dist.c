@@ -389,6 +389,26 @@ static void test_bad_arguments(void)
     CHECK(strstr(err.message, "not a multiple of the 3 ranks") != NULL);
     CHECK_EQ_INT(dist_shard(128, 4, 4, &lo, &n, &err), GT_EINVAL);
 
+    /* dist_open: one rank is the local communicator; a group needs an id
+     * and a known kind; nccl needs a CUDA backend */
+    dist_spec sp = {"shm", NULL, 0, 1, 0.1};
+    CHECK_EQ_INT(dist_open(&sp, b, &c, &err), GT_OK);
+    CHECK(strcmp(dist_kind(c), "local") == 0);
+    dist_destroy(c);
+    sp.size = 2;
+    CHECK_EQ_INT(dist_open(&sp, b, &c, &err), GT_EINVAL);
+    CHECK(strstr(err.message, "GIANT_DIST_ID") != NULL);
+    sp.id = "/giant-test-no-such-group";
+    CHECK_EQ_INT(dist_open(&sp, b, &c, &err), GT_ENOTFOUND);
+    sp.kind = "mpi";
+    CHECK_EQ_INT(dist_open(&sp, b, &c, &err), GT_EINVAL);
+    CHECK(strstr(err.message, "unknown kind 'mpi'") != NULL);
+    sp.kind = "nccl";
+    CHECK_EQ_INT(dist_open(&sp, b, &c, &err), GT_EINVAL);
+    CHECK(strstr(err.message, "CUDA") != NULL);
+    sp.rank = 2;
+    CHECK_EQ_INT(dist_open(&sp, b, &c, &err), GT_EINVAL);
+
     /* NCCL: not in this build, or not on a CPU backend */
     CHECK_EQ_INT(dist_nccl_create(b, 0, 1, "/nonexistent/id", 1.0, &c, &err),
                  dist_nccl_available() ? GT_EINVAL : GT_EUNSUPPORTED);
