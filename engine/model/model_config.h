@@ -105,6 +105,9 @@ typedef struct model_stage_config {
                              * readout threshold (default on) */
     double dequantize_top;  /* stage 2 only: that noise stays under this
                              * share of the threshold (default 1e-4) */
+    int skip_spent_layers;  /* stage 2 autoregressive: training leaves out
+                             * the layers after a shower's energy is spent,
+                             * as the sampler does (model_data.c) */
     double voxel_alpha;     /* stage 2 only: alpha of the voxel fractions'
                              * logit-map (default 1e-10) */
     int rings;              /* stage 2 only: each layer's energy split over

@@ -286,12 +286,14 @@ void model_arrays_free(model_arrays *a)
         free(bufs[i]);
     free(a->tv_train);
     free(a->tv_val);
+    free(a->edep_train);
+    free(a->edep_val);
     memset(a, 0, sizeof *a);
 }
 
 /* Encodes the listed rows: x2 [n, dim], c1 [n] (log10 E), x1 [n] (ln ratio). */
 static int encode_rows(const model_repr *r, const model_dataset *ds, const int64_t *rows,
-                       int64_t n, float *x2, float *c1, float *x1, gt_error *err)
+                       int64_t n, float *x2, float *c1, float *x1, float *edep, gt_error *err)
 {
     const int V = ds->geo.n_voxels, dim = r->layout.dim;
     for (int64_t i = 0; i < n; i++) {
@@ -305,6 +307,7 @@ static int encode_rows(const model_repr *r, const model_dataset *ds, const int64
             return gt_error_wrap(err, "shower %lld", (long long)k);
         c1[i] = prep_condition_energy(ds->e_inc[k]);
         x1[i] = ln_ratio(e_dep, ds->e_inc[k]);
+        edep[i] = e_dep;
     }
     return GT_OK;
 }
@@ -376,7 +379,44 @@ void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int6
     }
 }
 
-static int build_tokens(model_arrays *a, gt_error *err)
+/* Keeps the token rows (n showers of L, shower-major) whose shower still
+ * has energy that can reach the threshold before the layer: E_dep * r_l at
+ * or over the sampler's cut, with r_l computed as model_ar_tokens and the
+ * sampler compute it.  Returns the rows kept, moved to the front. */
+static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, const float *x2,
+                                const float *edep, int64_t n, float *tok, float *cond,
+                                float *ctx, int32_t *valid)
+{
+    const prep_layout *p = &r->layout;
+    const int L = d->n_tokens, D = d->dim, P = d->n_ctx;
+    const double cut = (double)p->threshold_mev * (1.0 - 1e-6);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = x2 + (size_t)i * p->dim;
+        double rem = edep[i] > 0 ? (double)edep[i] : 0.0;
+        for (int l = 0; l < L; l++) {
+            size_t row = (size_t)i * L + l;
+            if (rem >= cut) {
+                if ((size_t)kept != row) {
+                    memmove(tok + (size_t)kept * D, tok + row * D, (size_t)D * sizeof *tok);
+                    memmove(cond + (size_t)kept * 4, cond + row * 4, 4 * sizeof *cond);
+                    memmove(ctx + (size_t)kept * P, ctx + row * P, (size_t)P * sizeof *ctx);
+                    memmove(valid + 2 * kept, valid + 2 * row, 2 * sizeof *valid);
+                }
+                kept++;
+            }
+            if (l < L - 1) {
+                float xs = (float)(x[l] * r->shower.std[l] + r->shower.mean[l]);
+                double u = prep_logit_unmap(xs);
+                u = u < 0 ? 0 : u > 1 ? 1 : u;
+                rem -= u * rem;
+            }
+        }
+    }
+    return kept;
+}
+
+static int build_tokens(model_arrays *a, int skip_spent, gt_error *err)
 {
     model_ar_dims_of(&a->repr.layout, &a->ar_dims);
     const model_ar_dims *d = &a->ar_dims;
@@ -398,6 +438,22 @@ static int build_tokens(model_arrays *a, gt_error *err)
                     a->tx_train, a->tv_train);
     model_ar_tokens(&a->repr, a->x2_val, a->c2_val, a->n_val, a->t2_val, a->tc_val, a->tx_val,
                     a->tv_val);
+    a->n_tok_train = (int64_t)ntr;
+    a->n_tok_val = (int64_t)nva;
+    /* model.stage2.skip_spent_layers: the sampler never calls the network
+     * for a layer once the shower's remaining energy is under the threshold
+     * (model_sampler.c, run_ar), so those rows teach nothing it uses, and
+     * they taught harm: a spent shower's layers all read "place nothing"
+     * (u = 0), which a generated shower with a small leftover then copied
+     * down to its last layer */
+    if (skip_spent) {
+        a->n_tok_train = keep_live_tokens(&a->repr, d, a->x2_train, a->edep_train, a->n_train,
+                                          a->t2_train, a->tc_train, a->tx_train, a->tv_train);
+        a->n_tok_val = keep_live_tokens(&a->repr, d, a->x2_val, a->edep_val, a->n_val, a->t2_val,
+                                        a->tc_val, a->tx_val, a->tv_val);
+        if (a->n_tok_train < 1 || a->n_tok_val < 1)
+            return gt_error_set(err, GT_EINVAL, "no shower has energy over the threshold");
+    }
     return GT_OK;
 }
 
@@ -442,8 +498,17 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
                           (long long)ds->n);
         goto fail;
     }
-    if ((rc = encode_rows(&a->repr, ds, tr, ntr, a->x2_train, a->c1_train, a->x1_train, err)) ||
-        (rc = encode_rows(&a->repr, ds, va, nva, a->x2_val, a->c1_val, a->x1_val, err)))
+    a->edep_train = malloc((size_t)ntr * sizeof(float));
+    a->edep_val = malloc((size_t)nva * sizeof(float));
+    if (!a->edep_train || !a->edep_val) {
+        rc = gt_error_set(err, GT_ENOMEM, "out of memory encoding %lld showers",
+                          (long long)ds->n);
+        goto fail;
+    }
+    if ((rc = encode_rows(&a->repr, ds, tr, ntr, a->x2_train, a->c1_train, a->x1_train,
+                          a->edep_train, err)) ||
+        (rc = encode_rows(&a->repr, ds, va, nva, a->x2_val, a->c1_val, a->x1_val, a->edep_val,
+                          err)))
         goto fail;
     /* Statistics from the training split only. */
     if ((rc = prep_stats_fit(&a->repr.cond, a->c1_train, ntr, 1, NULL, ntr, err)) ||
@@ -480,8 +545,12 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
         a->c2_val[2 * i] = a->c1_val[i];
         a->c2_val[2 * i + 1] = a->x1_val[i];
     }
-    if (cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE && (rc = build_tokens(a, err)))
+    if (cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE &&
+        (rc = build_tokens(a, cfg->stage2.skip_spent_layers, err)))
         goto fail;
+    free(a->edep_train);
+    free(a->edep_val);
+    a->edep_train = a->edep_val = NULL;
     free(tr);
     free(va);
     return GT_OK;
@@ -508,8 +577,8 @@ model_stage_data model_arrays_stage(const model_arrays *a, int stage)
         d.c_val = a->c1_val;
     } else if (a->ar) {
         const model_ar_dims *ad = &a->ar_dims;
-        d.n_train = (int)(a->n_train * ad->n_tokens);
-        d.n_val = (int)(a->n_val * ad->n_tokens);
+        d.n_train = (int)a->n_tok_train;
+        d.n_val = (int)a->n_tok_val;
         d.dim = ad->dim;
         d.n_cond = ad->n_cond;
         d.x_train = a->t2_train;
@@ -521,7 +590,8 @@ model_stage_data model_arrays_stage(const model_arrays *a, int stage)
         d.ctx_val = a->tx_val;
         d.valid_train = a->tv_train;
         d.valid_val = a->tv_val;
-        d.rows_per_item = ad->n_tokens;
+        /* val_size counts showers: their mean number of rows */
+        d.rows_per_item = (int)((a->n_tok_val + a->n_val - 1) / a->n_val);
     } else {
         d.dim = a->dim2;
         d.n_cond = 2;

@@ -121,6 +121,10 @@ typedef struct model_arrays {
     model_ar_dims ar_dims;
     float *t2_train, *tc_train, *tx_train, *t2_val, *tc_val, *tx_val;
     int32_t *tv_train, *tv_val;
+    /* token rows of each split: n * L, or fewer with
+     * model.stage2.skip_spent_layers (the rows the sampler never makes) */
+    int64_t n_tok_train, n_tok_val;
+    float *edep_train, *edep_val; /* E_dep (MeV) per shower, while building */
 } model_arrays;
 
 /* Splits (dataset.val_fraction, dataset.split_seed), encodes, fits the

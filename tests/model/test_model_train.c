@@ -191,6 +191,65 @@ static void test_objective(nn_backend *b, const char *objective)
     capture_free(&c);
 }
 
+/* model.stage2.skip_spent_layers: the autoregressive training rows are those
+ * of the full token set, in order, less the layers after each shower's
+ * energy is spent (a suffix of the shower's layers; the sampler never makes
+ * them), and only those. */
+static void test_spent_layers(void)
+{
+    model_config cfg;
+    tiny_config(&cfg, "flow");
+    cfg.stage2.mode = MODEL_MODE_AUTOREGRESSIVE;
+    gt_error err;
+    model_dataset ds;
+    CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
+    model_arrays all, live;
+    cfg.stage2.skip_spent_layers = 0;
+    CHECK(model_arrays_build(&cfg, &ds, &all, &err) == GT_OK);
+    cfg.stage2.skip_spent_layers = 1;
+    CHECK(model_arrays_build(&cfg, &ds, &live, &err) == GT_OK);
+    const int L = all.ar_dims.n_tokens, D = all.ar_dims.dim, P = all.ar_dims.n_ctx;
+    CHECK(all.n_tok_train == all.n_train * L && all.n_tok_val == all.n_val * L);
+    CHECK(live.n_tok_train > 0 && live.n_tok_train < all.n_tok_train);
+    CHECK(live.n_tok_val > 0 && live.n_tok_val < all.n_tok_val);
+    model_stage_data d = model_arrays_stage(&live, 2);
+    CHECK(d.n_train == live.n_tok_train && d.n_val == live.n_tok_val);
+    CHECK(d.rows_per_item >= 1 && d.rows_per_item <= L);
+    /* each shower keeps a prefix of its layers, rows identical to the full
+     * set's; the first layer is always kept (a shower has energy) */
+    int64_t k = 0;
+    int bad = 0, cut = 0;
+    for (int64_t i = 0; i < all.n_train; i++) {
+        int kept = 0;
+        for (int l = 0; l < L; l++) {
+            size_t row = (size_t)i * L + l;
+            if (k < live.n_tok_train &&
+                memcmp(live.t2_train + (size_t)k * D, all.t2_train + row * D,
+                       (size_t)D * sizeof(float)) == 0 &&
+                memcmp(live.tc_train + (size_t)k * 4, all.tc_train + row * 4,
+                       4 * sizeof(float)) == 0 &&
+                memcmp(live.tx_train + (size_t)k * P, all.tx_train + row * P,
+                       (size_t)P * sizeof(float)) == 0 &&
+                memcmp(live.tv_train + 2 * k, all.tv_train + 2 * row, 2 * sizeof(int32_t)) == 0) {
+                bad += kept != l; /* a gap: not a prefix */
+                kept++;
+                k++;
+            }
+        }
+        bad += kept == 0;
+        cut += kept < L;
+    }
+    CHECK_MSG(bad == 0 && k == live.n_tok_train, "spent layers: %d showers off, %lld of %lld "
+              "rows matched", bad, (long long)k, (long long)live.n_tok_train);
+    CHECK(cut > 0);
+    printf("skip_spent_layers: %lld of %lld training rows kept, %d of %lld showers lose "
+           "layers\n", (long long)live.n_tok_train, (long long)all.n_tok_train, cut,
+           (long long)all.n_train);
+    model_arrays_free(&all);
+    model_arrays_free(&live);
+    model_dataset_free(&ds);
+}
+
 int main(void)
 {
     gt_error err;
@@ -201,6 +260,7 @@ int main(void)
     }
     test_objective(b, "flow");
     test_objective(b, "ddpm");
+    test_spent_layers();
 
     /* Bad inputs to the trainer. */
     model_config cfg;
