@@ -11,6 +11,7 @@
 #include "embed.h"
 #include "evaluations.h"
 #include "metrics.h"
+#include "query_args.h"
 #include "replica.h"
 #include "routes_datasets.h"
 #include "routes_evaluations.h"
@@ -30,29 +31,13 @@
 
 int64_t routes_parse_id(const char *s)
 {
-    if (!s || !*s || strlen(s) > 18)
-        return 0;
-    int64_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return 0;
-        v = v * 10 + (*p - '0');
-    }
-    return v;
+    return query_args_id(s);
 }
 
 long long routes_query_ll(http_request *req, const char *name, long long def, long long lo,
                           long long hi)
 {
-    const char *v = http_query(req, name);
-    if (!v)
-        return def;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return -1;
-    return x;
+    return query_args_ll(http_query(req, name), def, lo, hi);
 }
 
 int64_t routes_path_run(http_request *req, store *db)
