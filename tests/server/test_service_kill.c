@@ -28,9 +28,9 @@
 #include "runs.h"
 #include "svc_harness.h"
 
-#define STEPS 1500         /* per stage: long enough for several kills */
+#define STEPS 800          /* per stage: long enough for several kills */
 #define LOG_EVERY 5
-#define CKPT_EVERY 50
+#define CKPT_EVERY 40
 #define MAX_RUNS 32
 
 static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
