@@ -36,7 +36,7 @@
 #   GIANT_GPU_JOBS       parallel compiles (nproc)
 #   GIANT_GPU_BUDGET     seconds for the whole script (540; 3600 for --dry-run)
 #   GIANT_GPU_CTEST_JOBS tests at once (a quarter of the cores; all for --dry-run)
-#   GIANT_GPU_TESTS      all (default), or cuda: only the CUDA tests (CI, whose
+#   GIANT_GPU_TESTS      all (default), or cuda: only the CUDA and NCCL tests (CI, whose
 #                        main pass has run all the others already)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -217,10 +217,10 @@ if [ "$ok_build" = 1 ]; then
     # quarter of the cores' worth of tests, here (2 cores) both
     if [ "$dry" = 1 ]; then cj=$jobs; else cj=$(((jobs + 3) / 4)); fi
     cj=${GIANT_GPU_CTEST_JOBS:-$cj}
-    # the CUDA tests first, so that a slow suite cannot cost their answer;
-    # then all the others
+    # the CUDA tests first (test_dist_nccl among them: NCCL on the GPUs),
+    # so that a slow suite cannot cost their answer; then all the others
     for part in cuda rest; do
-        if [ $part = cuda ]; then sel="-R cuda" lim=120; else sel="-E cuda" lim=200; fi
+        if [ $part = cuda ]; then sel="-R cuda|nccl" lim=120; else sel="-E cuda|nccl" lim=200; fi
         if [ $part = rest ] && [ "${GIANT_GPU_TESTS:-all}" = cuda ]; then
             row ctest-rest skipped 0 "GIANT_GPU_TESTS=cuda"
             continue

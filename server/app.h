@@ -18,6 +18,8 @@ struct datasets;
 struct evaluations;
 struct http_server;
 struct replica;
+struct slurm;
+struct ingest;
 
 #define APP_MAX_DEVICES 17     /* the CPU and up to 16 GPUs */
 
@@ -38,6 +40,11 @@ typedef struct app {
     struct http_server *srv;   /* for /metrics counters                        */
     struct replica *replica;   /* --role sampler: its models (replica.h);
                                   NULL on a trainer                           */
+    struct slurm *slurm;       /* Slurm runs' thread (own locking); NULL when
+                                  sbatch, squeue or scancel are missing       */
+    char slurm_why[256];       /* why there is none, for a slurm run's 422    */
+    struct ingest *ingest;     /* what Slurm jobs report (own connection and
+                                  lock)                                        */
     atomic_int stopping;       /* set at shutdown: event streams end          */
     atomic_llong sample_bytes; /* held by the sample requests in flight
                                   (routes_samples; --sample-memory-mb)       */

@@ -15,6 +15,8 @@
 #include <openssl/rand.h>
 
 #include "log.h"
+#include "runs.h"
+#include "slurm_jobs.h"
 
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
@@ -537,11 +539,56 @@ static const char *bearer(const char *h)
     return *h ? h : NULL;
 }
 
+/* A Slurm job's token (AUTH_JOB_BIT): "gtj_" and 64 hex digits, found by
+ * its hash (the secret has 256 bits: the lookup's timing tells nothing
+ * usable), valid for the run of the path's {id} only. */
+static int job_token_check(auth_guard *g, http_request *req)
+{
+    const char *h = http_header(req, "Authorization");
+    char msg[256];
+    if (!h) {
+        snprintf(msg, sizeof msg, "%s %s needs the ingest token of the run's Slurm job: send"
+                 " 'Authorization: Bearer gtj_...'", http_method(req), http_path(req));
+        return reply_401(req, 0, msg);
+    }
+    const char *token = bearer(h);
+    int ok = token && strlen(token) == 68 && strncmp(token, "gtj_", 4) == 0;
+    for (int i = 4; ok && i < 68; i++)
+        ok = isxdigit((unsigned char)token[i]) != 0;
+    if (!ok)
+        return reply_401(req, 1, "the ingest token must be 'Bearer gtj_' and 64 hex digits");
+    char hash[65];
+    runs_sha256_hex(token, strlen(token), hash);
+    int64_t run = 0;
+    gt_error err = {0};
+    int rc = slurm_jobs_run_of_token(g->db, hash, &run, &err);
+    if (rc == GT_ENOTFOUND)
+        return reply_401(req, 1, "no Slurm job of this service holds this token (the run may"
+                                 " have been submitted again since)");
+    if (rc) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err.message);
+        return 0;
+    }
+    const char *id = http_param(req, "id");
+    char want[32];
+    snprintf(want, sizeof want, "%lld", (long long)run);
+    if (!id || strcmp(id, want) != 0) {
+        http_reply_error(req, 403, HTTP_E_FORBIDDEN, NULL,
+                         "this token belongs to the Slurm job of run %lld and writes to that run"
+                         " only", (long long)run);
+        return 0;
+    }
+    http_set_principal(req, 0, 0);
+    return 1;
+}
+
 int auth_http_check(http_request *req, unsigned access, void *ctx)
 {
     auth_guard *g = ctx;
     if (access & AUTH_OPEN_BIT)
         return 1;
+    if (access & AUTH_JOB_BIT)
+        return job_token_check(g, req);
     if ((access & AUTH_SCRAPE_BIT) && g->cfg.public_metrics)
         return 1;
     unsigned allowed = (access & AUTH_ALL_ROLES) | AUTH_ADMIN;

@@ -15,7 +15,7 @@
  * token is let through only from a loopback address and only when tokens
  * are not required; a request with one is checked wherever it comes from.
  *
- * Depends on store, http, log, OpenSSL's libcrypto. */
+ * Depends on store, http, log, slurm_jobs, OpenSSL's libcrypto. */
 #ifndef AUTH_H
 #define AUTH_H
 
@@ -35,6 +35,8 @@ enum {
     AUTH_SAMPLER = 1u << 2,
     AUTH_READER = 1u << 3,
     AUTH_ALL_ROLES = AUTH_ADMIN | AUTH_TRAINER | AUTH_SAMPLER | AUTH_READER,
+    AUTH_JOB_BIT = 1u << 5,      /* a Slurm job's own ingest token, for its run
+                                    only (the {id} of the path): no role token */
     AUTH_SCRAPE_BIT = 1u << 6,   /* /metrics: open unless --public-metrics 0 */
     AUTH_OPEN_BIT = 1u << 7,     /* no token ever (health checks)           */
 };
@@ -47,6 +49,7 @@ enum {
 #define AUTH_TO_SAMPLE   HTTP_ACCESS(AUTH_SAMPLER | AUTH_TRAINER)
 #define AUTH_TO_TRAIN    HTTP_ACCESS(AUTH_TRAINER)
 #define AUTH_ADMIN_ONLY  HTTP_ACCESS(AUTH_ADMIN)
+#define AUTH_JOB_TOKEN   HTTP_ACCESS(AUTH_JOB_BIT)
 
 #define AUTH_TOKEN_LEN 75          /* "gt_" + 8 + 64 hex digits            */
 #define AUTH_PREFIX_LEN 11         /* "gt_" + 8 hex digits                  */
@@ -163,7 +166,11 @@ void auth_guard_free(auth_guard *g);
 /* The http_authorize_fn of the service (ctx is the guard): 401
  * unauthorized with WWW-Authenticate: Bearer, 403 forbidden naming the
  * roles the route takes, 429 rate_limited with Retry-After.  Touches the
- * token's last_used_at at most once a minute. */
+ * token's last_used_at at most once a minute.  A route flagged
+ * AUTH_JOB_TOKEN (the ingest routes) takes only the ingest token of the
+ * run's current Slurm job (slurm_jobs), from anywhere, whatever
+ * --require-tokens says: 401 without one or with one no job holds, 403
+ * with another run's. */
 int auth_http_check(http_request *req, unsigned access, void *ctx);
 
 /* The token bucket alone, for tests: may a request of token id go now

@@ -15,12 +15,15 @@
  * --models are loaded after HTTP starts, so /healthz answers at once and
  * /readyz turns ready when they are in. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app.h"
 #include "auth.h"
@@ -30,12 +33,14 @@
 #include "sampling.h"
 #include "sched.h"
 #include "http.h"
+#include "ingest.h"
 #include "log.h"
 #include "model_backend.h"
 #include "nn_backend.h"
 #include "replica.h"
 #include "routes.h"
 #include "settings.h"
+#include "slurm.h"
 #include "store.h"
 #ifdef GIANT_HAVE_CUDA
 #include "cuda_devices.h"
@@ -203,6 +208,55 @@ static int drain(http_server *srv, const sigset_t *sigs, long grace_s)
     }
 }
 
+/* The Slurm thread's settings, with the defaults that need the running
+ * service filled: its bound port, its own binary, absolute directories. */
+static void slurm_settings(const app *a, const char *host, int port, slurm_config *sc)
+{
+    const settings *c = &a->cfg;
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->bin_dir, sizeof sc->bin_dir, "%s", c->slurm_bin);
+    snprintf(sc->partition, sizeof sc->partition, "%s", c->slurm_partition);
+    sc->time_limit_min = c->slurm_time_limit;
+    snprintf(sc->gres, sizeof sc->gres, "%s", c->slurm_gres);
+    snprintf(sc->options, sizeof sc->options, "%s", c->slurm_options);
+    sc->poll_ms = c->slurm_poll_ms;
+    if (c->slurm_report_url[0]) {
+        snprintf(sc->report_url, sizeof sc->report_url, "%s", c->slurm_report_url);
+    } else {
+        /* a wildcard address is reached by this host's name */
+        char name[256];
+        const char *h = host;
+        if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || !host[0]) {
+            if (gethostname(name, sizeof name - 1) == 0) {
+                name[sizeof name - 1] = '\0';
+                h = name;
+            }
+        }
+        int v6 = strchr(h, ':') != NULL;
+        snprintf(sc->report_url, sizeof sc->report_url, "http://%s%s%s:%d", v6 ? "[" : "", h,
+                 v6 ? "]" : "", port);
+    }
+    if (c->slurm_giant[0]) {
+        snprintf(sc->giant, sizeof sc->giant, "%s", c->slurm_giant);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", sc->giant, sizeof sc->giant - 1);
+        sc->giant[n > 0 ? n : 0] = '\0';
+        if (n <= 0)
+            snprintf(sc->giant, sizeof sc->giant, "giant");
+    }
+    char data[PATH_MAX];
+    if (!realpath(c->data_dir, data))
+        snprintf(data, sizeof data, "%s", c->data_dir);
+    if (c->slurm_data_dir[0])
+        snprintf(sc->node_data_dir, sizeof sc->node_data_dir, "%s", c->slurm_data_dir);
+    else
+        snprintf(sc->node_data_dir, sizeof sc->node_data_dir, "%.1000s", data);
+    if (c->slurm_job_dir[0])
+        snprintf(sc->job_dir, sizeof sc->job_dir, "%s", c->slurm_job_dir);
+    else
+        snprintf(sc->job_dir, sizeof sc->job_dir, "%.1000s/slurm", data);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     static const char usage[] = "usage: giant serve [options]\n\n"
@@ -282,9 +336,19 @@ int cmd_serve(int argc, char **argv)
         sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
                        (int)a.cfg.batch_delay_ms, &err) != GT_OK ||
         (!sampler &&
-         evaluations_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK)) {
+         evaluations_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK) ||
+        (!sampler && (slurm_options_check(a.cfg.slurm_options, &err) != GT_OK ||
+                      ingest_open(&a.ingest, a.cfg.db, &err) != GT_OK))) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
+    }
+    slurm_config sc;
+    if (!sampler) {
+        /* Whether runs may name executor slurm is known before HTTP
+         * starts; the thread itself needs the bound port (below). */
+        slurm_settings(&a, host, port, &sc);
+        if (!slurm_available(&sc, a.slurm_why, sizeof a.slurm_why))
+            log_msg(LOG_INFO, "slurm", "available=0 why=\"%s\"", a.slurm_why);
     }
 
     router = http_router_new();
@@ -323,6 +387,17 @@ int cmd_serve(int argc, char **argv)
     log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld role=%s",
             v6 ? "[" : "", host, v6 ? "]" : "", http_server_port(srv), a.cfg.threads,
             a.cfg.max_body_bytes, a.cfg.role);
+    if (!sampler && !a.slurm_why[0]) {
+        if (!a.cfg.slurm_report_url[0])
+            slurm_settings(&a, host, http_server_port(srv), &sc);
+        if (slurm_start(&a.slurm, a.cfg.db, &sc, &err) != GT_OK) {
+            log_msg(LOG_ERROR, "startup", "error=\"slurm: %s\"", err.message);
+            http_server_quiesce(srv);
+            goto out;
+        }
+        log_msg(LOG_INFO, "slurm", "available=1 report_url=%s job_dir=%s", sc.report_url,
+                sc.job_dir);
+    }
     /* A replica loads its models while HTTP answers (/readyz: 503 and how
      * far it is); a file that fails the checks stops it, as giant import
      * would refuse it: a replica never serves part of what it was given. */
@@ -349,6 +424,9 @@ int cmd_serve(int argc, char **argv)
      * queued sample requests still get their showers while draining. */
     sched_stop(a.sched);
     a.sched = NULL;
+    /* Slurm jobs go on on the cluster; the next start follows them. */
+    slurm_stop(a.slurm);
+    a.slurm = NULL;
     /* An evaluation stops at its next chunk and goes back to the queue. */
     evaluations_stop(a.evaluations);
     a.evaluations = NULL;
@@ -365,6 +443,8 @@ out:
     http_server_free(srv);         /* joins the pool: no handler runs past here */
     http_server_free(admin);
     sched_stop(a.sched);
+    slurm_stop(a.slurm);
+    ingest_close(a.ingest);
     datasets_stop(a.datasets);
     http_router_free(router);
     http_router_free(admin_router);

@@ -13,10 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd_train.h"
 #include "commands.h"
 #include "log.h"
 #include "model_config.h"
 #include "progress.h"
+#include "report.h"
 #include "runs.h"
 #include "sched.h"
 #include "settings.h"
@@ -119,7 +121,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: giant train CONFIG.json [options]\n"
-            "       giant train --resume RUN_ID [options]\n\n"
+            "       giant train --resume RUN_ID [options]\n"
+            "       giant train --report URL --run RUN_ID [options]\n\n"
             "Trains both stages of a run config into a local database, printing progress.\n"
             "With no dataset in the config the built-in synthetic dataset-2 showers are used.\n\n"
             "options:\n"
@@ -131,9 +134,23 @@ static void usage(FILE *f)
             "  --allow-bf16-emulation\n"
             "                    let a bf16 config train on a CPU without AVX512-BF16\n"
             "                    (exact emulation, ~3x slower; env GIANT_ALLOW_BF16_EMULATION=1)\n"
+            "  --report URL      train run --run of the service at URL (a Slurm job's\n"
+            "                    command): config and checkpoints from it, metrics,\n"
+            "                    validations and checkpoints back to it; no database\n"
+            "  --run RUN_ID      the run --report trains\n"
+            "  --token TOKEN     the job's ingest token (default env GIANT_REPORT_TOKEN;\n"
+            "                    prefer it: flags show in ps)\n"
             "  --quiet           no progress output\n"
             "  --verbose         log records too when stderr is a terminal (they are always\n"
-            "                    written to a file or pipe)\n",
+            "                    written to a file or pipe)\n\n"
+            "data parallel (train.batch is the global batch, a multiple of N):\n"
+            "  --gpus N          one process per GPU, cuda:0 .. cuda:N-1, gradients all-reduced\n"
+            "                    over NCCL; refused when N GPUs are not present\n"
+            "  --ranks N         N CPU processes on this machine over shared memory (each with\n"
+            "                    its share of the cores)\n"
+            "  --dist-id PATH    under Slurm (srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID):\n"
+            "                    a file on a folder every node sees, where rank 0 leaves NCCL's\n"
+            "                    unique id (env GIANT_DIST_ID); rank 0 records the run\n",
             settings_default("db"), settings_default("data_dir"));
 }
 
@@ -143,15 +160,22 @@ int cmd_train(int argc, char **argv)
     const char *db_path = settings_env_or_default("db");
     const char *data_dir = settings_env_or_default("data_dir");
     const char *device = NULL;
-    long long resume = 0;
+    long long resume = 0, report_run = 0;
+    const char *report_url = NULL, *token = getenv("GIANT_REPORT_TOKEN");
     int quiet = 0, verbose = 0;
     int allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0;
+    int ranks = 0, gpus = 0;
+    const char *dist_id = getenv("GIANT_DIST_ID");
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},     {"data-dir", required_argument, 0, 'D'},
         {"resume", required_argument, 0, 'r'}, {"device", required_argument, 0, 'x'},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
         {"allow-bf16-emulation", no_argument, 0, 'E'},
         {"verbose", no_argument, 0, 'v'},
+        {"report", required_argument, 0, 'R'}, {"run", required_argument, 0, 'n'},
+        {"token", required_argument, 0, 'T'},
+        {"ranks", required_argument, 0, 'K'}, {"gpus", required_argument, 0, 'G'},
+        {"dist-id", required_argument, 0, 'I'},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
@@ -163,6 +187,30 @@ int cmd_train(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'v': verbose = 1; break;
         case 'E': allow_emulation = 1; break;
+        case 'R': report_url = optarg; break;
+        case 'T': token = optarg; break;
+        case 'n': {
+            char *end;
+            report_run = strtoll(optarg, &end, 10);
+            if (*end || report_run <= 0) {
+                fprintf(stderr, "giant train: --run needs a run id\n");
+                return 2;
+            }
+            break;
+        }
+        case 'I': dist_id = optarg; break;
+        case 'K':
+        case 'G': {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || !optarg[0] || n < 1 || n > DIST_MAX_RANKS) {
+                fprintf(stderr, "giant train: --%s needs a count from 1 to %d\n",
+                        o == 'K' ? "ranks" : "gpus", DIST_MAX_RANKS);
+                return 2;
+            }
+            *(o == 'K' ? &ranks : &gpus) = (int)n;
+            break;
+        }
         case 'r': {
             char *end;
             resume = strtoll(optarg, &end, 10);
@@ -177,16 +225,110 @@ int cmd_train(int argc, char **argv)
         }
     }
     const char *config_path = optind < argc ? argv[optind] : NULL;
+    if (report_url || report_run) {
+        if (!report_url || !report_run || config_path || resume) {
+            fprintf(stderr, "giant train: --report URL and --run ID go together, without a"
+                            " config or --resume\n");
+            return 2;
+        }
+        if (ranks > 1 || gpus > 1) {
+            /* a reporting job is one process: its checkpoints and metrics
+             * go to the service from it alone */
+            fprintf(stderr, "giant train: --report trains in one process, not with --ranks or"
+                            " --gpus\n");
+            return 2;
+        }
+        if (!token || !token[0]) {
+            fprintf(stderr, "giant train: --report needs the job's token (GIANT_REPORT_TOKEN"
+                            " or --token)\n");
+            return 2;
+        }
+        if (progress_logs_muted(isatty(2), verbose))
+            log_set_level(LOG_WARN);
+        report_args ra = {report_url, token, report_run, data_dir, device,
+                          allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, quiet};
+        return report_train(&ra);
+    }
     if (!config_path && !resume) {
         usage(stderr);
         return 2;
+    }
+    /* Data parallel: this process may be a rank already (started by
+     * --ranks/--gpus below, or by srun), or be asked to start them. */
+    gt_error err = {0};
+    dist_env de;
+    if (dist_env_read(&de, &err)) {
+        fprintf(stderr, "giant train: %s\n", err.message);
+        return 2;
+    }
+    if (ranks && gpus) {
+        fprintf(stderr, "giant train: --ranks (CPU processes) or --gpus (one per GPU), not both\n");
+        return 2;
+    }
+    if ((ranks || gpus) && de.size > 1) {
+        fprintf(stderr, "giant train: this process is rank %d of %d already (%s variables): "
+                "--ranks/--gpus start ranks, they are not given to one\n",
+                de.rank, de.size, de.from);
+        return 2;
+    }
+    if (gpus) {
+        int have = cmd_train_gpu_count();
+        if (have < gpus) {
+            fprintf(stderr, "giant train: --gpus %d needs %d CUDA devices; this machine has %d%s\n",
+                    gpus, gpus, have,
+#ifdef GIANT_HAVE_CUDA
+                    ""
+#else
+                    " (this build has no CUDA backend)"
+#endif
+            );
+            return 2;
+        }
+        if (gpus > 1 && !dist_nccl_available()) {
+            fprintf(stderr, "giant train: --gpus %d needs NCCL, which this build lacks "
+                    "(a CUDA build that finds nccl.h and libnccl: engine/dist/README.md)\n", gpus);
+            return 2;
+        }
+        if (device && strncmp(device, "cuda", 4) != 0) {
+            fprintf(stderr, "giant train: --gpus trains on cuda:0 .. cuda:%d, not --device %s\n",
+                    gpus - 1, device);
+            return 2;
+        }
+        if (gpus == 1 && !device)
+            device = "cuda:0";
+    }
+    if (ranks && device && strcmp(device, "cpu") != 0) {
+        fprintf(stderr, "giant train: --ranks runs CPU processes; use --gpus for GPUs\n");
+        return 2;
+    }
+    int launch = gpus > 1 || ranks > 1;
+    int nranks = gpus > 1 ? gpus : ranks > 1 ? ranks : 1;
+    if (ranks > 1 && !device)
+        device = "cpu";
+    /* Slurm's tasks may be on several nodes: only NCCL reaches them (the
+     * shared-memory group is for the ranks --ranks starts on one machine) */
+    dist_spec spec = {strcmp(de.from, "slurm") == 0 ? "nccl" : getenv("GIANT_DIST"), dist_id,
+                      de.rank, de.size, 300.0};
+    char rank_dev[32] = "";
+    if (de.size > 1 && de.rank > 0) {
+        model_config wcfg;
+        char wfield[128];
+        /* the device of this rank: --device, else from the local rank */
+        if (!device && config_path &&
+            model_config_load(config_path, &wcfg, wfield, sizeof wfield, &err) == GT_OK) {
+            cmd_train_rank_device(&wcfg, &de, rank_dev, sizeof rank_dev);
+            device = rank_dev[0] ? rank_dev : NULL;
+        }
+        cmd_train_worker_args wa = {config_path, resume, db_path, data_dir, device,
+                                    allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
+                                    &spec};
+        return cmd_train_worker(&wa);
     }
 
     /* Log records (migrations, the run's status) go to stderr too: on a
      * terminal they are muted under the bar unless --verbose. */
     if (progress_logs_muted(isatty(2), verbose))
         log_set_level(LOG_WARN);
-    gt_error err = {0};
     char field[128] = "";
     model_config cfg;
     store *db = NULL;
@@ -211,8 +353,20 @@ int cmd_train(int argc, char **argv)
     } else if (model_config_load(config_path, &cfg, field, sizeof field, &err)) {
         goto out;
     }
+    if (de.size > 1 && !device) {
+        cmd_train_rank_device(&cfg, &de, rank_dev, sizeof rank_dev);
+        device = rank_dev[0] ? rank_dev : NULL;
+    }
     if (device)
         snprintf(cfg.device, sizeof cfg.device, "%s", device);
+    if (launch || de.size > 1) {
+        int lo, n;
+        if (dist_shard(cfg.batch, 0, launch ? nranks : de.size, &lo, &n, &err)) {
+            status = 2;
+            fprintf(stderr, "giant train: %s\n", err.message);
+            goto out;
+        }
+    }
     const char *precision = cfg.bf16 ? "bf16" : "fp32";
     model_bf16_policy bf16 = allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE;
     {
@@ -241,6 +395,17 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "run %lld: %s, %s, stage 1 %lld steps, stage 2 %lld steps\n",
                 (long long)run, cfg.name, precision, (long long)cfg.steps1,
                 (long long)cfg.steps2);
+    if (launch) {
+        /* the ranks open the database themselves: no connection crosses
+         * the fork */
+        store_close(db, NULL);
+        db = NULL;
+        cmd_train_spawn sp = {run, nranks, gpus > 1, db_path, data_dir, gpus > 1 ? NULL : device,
+                              allow_emulation, quiet, verbose};
+        status = cmd_train_spawn_ranks(&sp); /* rank 0 prints the run id */
+        free(config_text);
+        return status; /* the ranks said why */
+    }
 
     /* The same training loop as the service's scheduler. */
     train_view view = {.cfg = &cfg, .tty = isatty(2), .quiet = quiet};
@@ -253,7 +418,8 @@ int cmd_train(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    int rc = sched_train_run(db, run, data_dir, device, bf16, &obs, &err);
+    int rc = sched_train_run_dist(db, run, data_dir, device, bf16, &obs,
+                                  de.size > 1 ? &spec : NULL, &err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     log_set_hook(NULL, NULL);
@@ -268,6 +434,17 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "run %lld interrupted; continue it with: giant train --resume %lld\n",
                 (long long)run, (long long)run);
         status = 130;
+    } else if (rc == GT_ECANCELLED && de.size > 1) {
+        /* the group stopped because another rank asked (its signal), or
+         * was aborted because another rank failed */
+        int aborted = strstr(err.message, "another rank failed") ||
+                      strstr(err.message, "process is gone");
+        runs_set_status(db, run, aborted ? "failed" : "cancelled",
+                        aborted ? err.message : "interrupted", NULL, NULL);
+        if (!aborted) {
+            fprintf(stderr, "run %lld interrupted by another rank\n", (long long)run);
+            status = 130;
+        }
     }
 out:
     if (status == 1)

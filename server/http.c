@@ -162,7 +162,7 @@ static const char *const error_codes[] = {
     "not_found", "method_not_allowed", "uri_too_long", "headers_too_large", "length_required",
     "body_too_large", "unsupported_media_type", "malformed_json", "validation_failed",
     "conflict", "rate_limited", "unavailable", "internal", "not_acceptable",
-    "too_many_showers", "unauthorized", "forbidden", "other",
+    "too_many_showers", "unauthorized", "forbidden", "checksum_mismatch", "other",
 };
 #define N_ERROR_CODES (int)(sizeof error_codes / sizeof error_codes[0])
 

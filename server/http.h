@@ -47,6 +47,8 @@
 #define HTTP_E_RATE_LIMITED       "rate_limited"
 #define HTTP_E_UNAVAILABLE        "unavailable"
 #define HTTP_E_INTERNAL           "internal"
+/* An upload whose bytes do not hash to the X-Checksum-SHA256 it came with. */
+#define HTTP_E_CHECKSUM           "checksum_mismatch"
 
 typedef struct http_request http_request;
 typedef struct http_router http_router;

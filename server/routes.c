@@ -16,6 +16,7 @@
 #include "routes_datasets.h"
 #include "routes_evaluations.h"
 #include "routes_events.h"
+#include "routes_ingest.h"
 #include "routes_models.h"
 #include "routes_runs.h"
 #include "routes_samples.h"
@@ -432,7 +433,8 @@ static void route_not_on_sampler(http_request *req, void *ctx)
  * AUTH_SCRAPE none unless --public-metrics 0, AUTH_TO_READ a reader or a
  * trainer, AUTH_TO_TRAIN a trainer, AUTH_TO_SAMPLE a sampler or a trainer,
  * AUTH_ANY_ROLE any token; admins may call everything, and a route with no
- * AUTH_ flag only they.
+ * AUTH_ flag only they.  AUTH_JOB_TOKEN: only the ingest token of the
+ * run's Slurm job (no role token, admin's neither).
  * ------------------------------------------------------------------------- */
 
 /* The last column is what a sampling replica (--role sampler) answers with:
@@ -461,6 +463,11 @@ static const struct {
     { "POST", "/v1/runs/{id}/cancel",             route_runs_cancel,      AUTH_TO_TRAIN, NOT_SAMPLER },
     { "POST", "/v1/runs/{id}/resume",             route_runs_resume,      AUTH_TO_TRAIN, NOT_SAMPLER },
     { "GET",  "/v1/runs/{id}/metrics",            route_runs_metrics,     AUTH_TO_READ, NOT_SAMPLER },
+    /* routes_ingest.c: a Slurm job's trainer, with its own token */
+    { "POST", "/v1/runs/{id}/ingest/start",       route_ingest_start,     HTTP_JSON_BODY | AUTH_JOB_TOKEN, NOT_SAMPLER },
+    { "POST", "/v1/runs/{id}/ingest",             route_ingest_batch,     HTTP_JSON_BODY | AUTH_JOB_TOKEN, NOT_SAMPLER },
+    { "GET",  "/v1/runs/{id}/ingest/checkpoints/{stage}", route_ingest_checkpoint_get, AUTH_JOB_TOKEN, NOT_SAMPLER },
+    { "PUT",  "/v1/runs/{id}/ingest/checkpoints/{stage}/{step}", route_ingest_checkpoint_put, HTTP_FILE_BODY | AUTH_JOB_TOKEN, NOT_SAMPLER },
     /* routes_events.c */
     { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ, NOT_SAMPLER },
     /* routes_runs.c */

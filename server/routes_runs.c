@@ -21,6 +21,8 @@
 #include "routes.h"
 #include "runs.h"
 #include "sched.h"
+#include "slurm.h"
+#include "slurm_jobs.h"
 
 /* ---------------------------------------------------------------------------
  * A run as JSON
@@ -73,6 +75,29 @@ static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err
     json_object_set_new(o, "cancel_requested",
                         json_boolean(json_integer_value(json_object_get(row, "cancel_requested"))));
     keep(o, row, "attempts");
+    /* where it trains; a Slurm run with its job as last seen */
+    const char *exec = json_string_value(json_object_get(row, "executor"));
+    json_t *ex = json_pack("{s:s}", "kind", exec ? exec : "local");
+    if (exec && strcmp(exec, "slurm") == 0) {
+        json_t *job = NULL;
+        gt_error jerr = {0};
+        int rc = slurm_jobs_get(db, id, &job, &jerr);
+        if (rc && rc != GT_ENOTFOUND) {
+            *err = jerr;
+            json_decref(ex);
+            json_decref(o);
+            json_decref(best);
+            return NULL;
+        }
+        const char *const keys[] = {"job_id", "state", "reason", "node", "submissions",
+                                    "restarts", "submitted_at"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            json_t *v = json_object_get(job, keys[k]);
+            json_object_set(ex, keys[k], v ? v : json_null());
+        }
+        json_decref(job);
+    }
+    json_object_set_new(o, "executor", ex);
     keep(o, row, "created_at");
     keep(o, row, "started_at");
     keep(o, row, "finished_at");
@@ -299,10 +324,19 @@ void route_runs_create(http_request *req, void *ctx)
         http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
         return;
     }
+    int on_slurm = cfg.executor.kind == MODEL_EXEC_SLURM;
+    if (on_slurm && a->slurm_why[0]) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "executor.kind",
+                         "this server cannot submit Slurm jobs: %s", a->slurm_why);
+        return;
+    }
     if (!files_allowed(req, a, &cfg) || !within_quotas(req, a, &cfg))
         return;
-    char why[512];
-    bf16_refusal(a, &cfg, why, sizeof why);
+    char why[512] = "";
+    /* a Slurm run trains on a node the service knows nothing of: the
+     * trainer there refuses bf16 without it, as the run's failure */
+    if (!on_slurm)
+        bf16_refusal(a, &cfg, why, sizeof why);
     if (why[0]) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "train.precision", "%s", why);
         return;
@@ -358,8 +392,10 @@ void route_runs_create(http_request *req, void *ctx)
         }
     }
     free(text);
-    log_msg(LOG_INFO, "run", "id=%lld status=queued name=\"%s\"", (long long)id, cfg.name);
+    log_msg(LOG_INFO, "run", "id=%lld status=queued name=\"%s\" executor=%s", (long long)id,
+            cfg.name, model_executor_name(cfg.executor.kind));
     sched_kick(a->sched);
+    slurm_kick(a->slurm);
     reply_run(req, a->db, id, 201);
 }
 
@@ -454,6 +490,7 @@ void route_runs_cancel(http_request *req, void *ctx)
                          status);
         return;
     }
+    slurm_kick(a->slurm);      /* a Slurm run's job gets its scancel */
     reply_run(req, a->db, id, 202);
 }
 
@@ -485,6 +522,24 @@ void route_runs_resume(http_request *req, void *ctx)
                                "retry when one has finished", queued + running);
         return;
     }
+    /* A Slurm run resumes with a new job once its last one has left Slurm's
+     * queue: the old job's end would otherwise be taken for the new one's. */
+    json_t *job = NULL;
+    int jrc = slurm_jobs_get(a->db, id, &job, &err);
+    int active = jrc == GT_OK && json_integer_value(json_object_get(job, "active")) != 0;
+    long long job_id = json_integer_value(json_object_get(job, "job_id"));
+    json_decref(job);
+    if (jrc != GT_OK && jrc != GT_ENOTFOUND) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    if (active) {
+        http_reply_error_retry(req, 409, HTTP_E_CONFLICT, 10,
+                               "run %lld's Slurm job %lld has not left Slurm's queue yet: retry"
+                               " when it has (GET /v1/runs/%lld shows executor.state)",
+                               (long long)id, job_id, (long long)id);
+        return;
+    }
     int requeued = 0;
     if (runs_requeue(a->db, id, &requeued, &err) != GT_OK) {
         routes_reply_internal(req, &err);
@@ -497,6 +552,7 @@ void route_runs_resume(http_request *req, void *ctx)
     }
     log_msg(LOG_INFO, "run", "id=%lld status=queued reason=resume", (long long)id);
     sched_kick(a->sched);
+    slurm_kick(a->slurm);
     reply_run(req, a->db, id, 202);
 }
 

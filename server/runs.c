@@ -15,7 +15,7 @@
 /* The columns of a run row (runs_get, runs_list). */
 #define RUN_COLUMNS                                                                          \
     "id, name, status, config, stage, device, precision, progress, step, total_steps, error," \
-    " cancel_requested, attempts, created_at, started_at, finished_at, updated_at,"          \
+    " cancel_requested, attempts, created_at, started_at, finished_at, updated_at, executor," \
     " (julianday('now') - julianday(started_at)) * 86400.0 AS elapsed_s"
 
 const char *runs_stage_name(int stage) { return stage == 1 ? "energy" : "shower"; }
@@ -71,7 +71,8 @@ int runs_create_by(store *s, int64_t token_id, const char *name, const char *con
      * the shared connection meanwhile. */
     int rc = store_int64(s, "creating a run",
                          "INSERT INTO runs (name, config, precision, idempotency_key, total_steps,"
-                         " token_id) VALUES (?, ?, ?, ?, ?, NULLIF(?, 0)) RETURNING id",
+                         " token_id, executor) VALUES (?1, ?2, ?3, ?4, ?5, NULLIF(?6, 0),"
+                         " COALESCE(json_extract(?2, '$.executor.kind'), 'local')) RETURNING id",
                          STORE_ARGS(STORE_TEXT(name), STORE_TEXT(config_json),
                                     STORE_TEXT(precision), STORE_TEXT(idempotency_key),
                                     STORE_INT(total_steps), STORE_INT(token_id)),
@@ -121,6 +122,41 @@ int runs_set_status(store *s, int64_t id, const char *status, const char *error,
         return rc;
     }
     return store_commit(s, err);
+}
+
+int runs_transition(store *s, int64_t id, const char *from, const char *status,
+                    const char *error, const char *device, int *changed, gt_error *err)
+{
+    int64_t one;
+    *changed = 0;
+    int rc = store_int64(
+        s, "updating a run",
+        "UPDATE runs SET status = ?1, error = ?2, device = COALESCE(?3, device),"
+        " attempts = attempts + (?1 = 'running'),"
+        " started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL"
+        "   THEN " NOW " ELSE started_at END,"
+        " finished_at = CASE WHEN ?1 IN ('succeeded', 'failed', 'cancelled')"
+        "   THEN " NOW " ELSE NULL END,"
+        " updated_at = " NOW " WHERE id = ?4 AND status != ?1"
+        " AND (?5 IS NULL AND status IN ('queued', 'running') OR status = ?5) RETURNING id",
+        STORE_ARGS(STORE_TEXT(status), STORE_TEXT(error), STORE_TEXT(device), STORE_INT(id),
+                   STORE_TEXT(from)),
+        &one, err);
+    if (rc == GT_ENOTFOUND)
+        return GT_OK;
+    if (rc)
+        return rc;
+    *changed = 1;
+    json_t *data = json_pack("{s:s}", "status", status);
+    if (error)
+        json_object_set_new(data, "error", json_string(error));
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    /* The status is changed even if its event could not be written. */
+    if (text)
+        event(s, id, "status", text, NULL);
+    free(text);
+    return GT_OK;
 }
 
 int runs_set_progress(store *s, int64_t id, int stage, long long step, long long done_steps,
@@ -306,6 +342,55 @@ fail:
     return rc;
 }
 
+int runs_append_metric(store *s, int64_t id, const char *stage, const char *name,
+                       long long step, double value, double time, int *inserted, gt_error *err)
+{
+    int64_t one = 0;
+    int rc = store_int64(s, "appending a metric",
+                         "INSERT INTO metrics (run_id, stage, name, step, value, time)"
+                         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
+                         STORE_ARGS(STORE_INT(id), STORE_TEXT(stage), STORE_TEXT(name),
+                                    STORE_INT(step), STORE_REAL(value),
+                                    STORE_REAL(time > 0 ? time : unix_now())),
+                         &one, err);
+    *inserted = rc == GT_OK;
+    return rc == GT_ENOTFOUND ? GT_OK : rc;
+}
+
+int runs_append_validation(store *s, int64_t id, const char *stage, long long step,
+                           double loss, int n_samples, double time, int *inserted,
+                           gt_error *err)
+{
+    int64_t one = 0;
+    int rc = store_int64(s, "appending a val loss",
+                         "INSERT INTO val_losses (run_id, stage, step, loss, n_samples, time)"
+                         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
+                         STORE_ARGS(STORE_INT(id), STORE_TEXT(stage), STORE_INT(step),
+                                    STORE_REAL(loss), STORE_INT(n_samples > 0 ? n_samples : 1),
+                                    STORE_REAL(time > 0 ? time : unix_now())),
+                         &one, err);
+    *inserted = rc == GT_OK;
+    return rc == GT_ENOTFOUND ? GT_OK : rc;
+}
+
+int runs_checkpoint_at(store *s, int64_t id, int stage, long long step, int64_t *checkpoint,
+                       char sha256[65], gt_error *err)
+{
+    json_t *row = NULL;
+    int rc = store_row_json(s, "finding a checkpoint",
+                            "SELECT id, checksum FROM checkpoints WHERE run_id = ? AND stage = ?"
+                            " AND step = ?",
+                            STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(stage)),
+                                       STORE_INT(step)),
+                            &row, err);
+    if (rc)
+        return rc;
+    *checkpoint = json_integer_value(json_object_get(row, "id"));
+    snprintf(sha256, 65, "%s", json_string_value(json_object_get(row, "checksum")) ?: "");
+    json_decref(row);
+    return GT_OK;
+}
+
 int runs_request_cancel(store *s, int64_t id, gt_error *err)
 {
     return store_exec(s, "cancelling a run",
@@ -395,7 +480,8 @@ int runs_cancel_requested(store *s, int64_t id)
 int runs_oldest(store *s, const char *status, int64_t *id, gt_error *err)
 {
     int rc = store_int64(s, "finding the oldest run",
-                         "SELECT id FROM runs WHERE status = ? ORDER BY id LIMIT 1",
+                         "SELECT id FROM runs WHERE status = ? AND executor = 'local'"
+                         " ORDER BY id LIMIT 1",
                          STORE_ARGS(STORE_TEXT(status)), id, err);
     return rc == GT_ENOTFOUND ? gt_error_set(err, GT_ENOTFOUND, "no run is %s", status) : rc;
 }

@@ -57,6 +57,14 @@ int runs_create_by(store *s, int64_t token_id, const char *name, const char *con
 int runs_set_status(store *s, int64_t id, const char *status, const char *error,
                     const char *device, gt_error *err);
 
+/* Changes the status only when the run has status `from` (NULL: queued or
+ * running), and never to the status it has: one statement, so two
+ * threads that each decide (the Slurm poller, a trainer's report) never
+ * overwrite each other's final word.  *changed says whether it did; the
+ * "status" event follows it.  Any connection. */
+int runs_transition(store *s, int64_t id, const char *from, const char *status,
+                    const char *error, const char *device, int *changed, gt_error *err);
+
 /* Step progress over both stages. */
 int runs_set_progress(store *s, int64_t id, int stage, long long step, long long done_steps,
                       long long total_steps, gt_error *err);
@@ -74,6 +82,22 @@ int runs_record_validation(store *s, int64_t id, int stage, long long step, floa
 int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, float val_loss,
                            const char *precision, const void *blob, size_t len, int keep,
                            int *is_best, gt_error *err);
+
+/* Append-only writes for what a remote trainer reports (server/ingest.c):
+ * a row already recorded for the key (run, stage, name, step) or (run,
+ * stage, step) is kept as it is and *inserted is 0, so a retried batch
+ * never duplicates nor rewrites anything.  time <= 0: now.  No
+ * transaction of their own (the caller's holds a batch together). */
+int runs_append_metric(store *s, int64_t id, const char *stage, const char *name,
+                       long long step, double value, double time, int *inserted, gt_error *err);
+int runs_append_validation(store *s, int64_t id, const char *stage, long long step,
+                           double loss, int n_samples, double time, int *inserted,
+                           gt_error *err);
+
+/* The checkpoint recorded at (stage, step): its id and checksum, or
+ * GT_ENOTFOUND (err left alone). */
+int runs_checkpoint_at(store *s, int64_t id, int stage, long long step, int64_t *checkpoint,
+                       char sha256[65], gt_error *err);
 
 /* Sets cancel_requested on a queued or running run (the worker polls it
  * between steps); a finished run is left alone. */
@@ -107,7 +131,8 @@ int runs_status(store *s, int64_t id, char status[16], gt_error *err);
 /* Whether the run asked to be cancelled (0 also when it cannot be read). */
 int runs_cancel_requested(store *s, int64_t id);
 
-/* The oldest run with this status (the queue is FIFO by id). */
+/* The oldest local run (executor 'local') with this status: the local
+ * scheduler's queue, FIFO by id; Slurm runs are server/slurm.c's. */
 int runs_oldest(store *s, const char *status, int64_t *id, gt_error *err);
 
 /* The newest run that succeeded. */
@@ -160,7 +185,7 @@ int runs_exists(store *s, int64_t id, gt_error *err);
 
 /* The run's row: id, name, status, config (text), stage, device, precision,
  * progress, step, total_steps, error, cancel_requested, attempts,
- * created_at, started_at, finished_at, updated_at, and elapsed_s (seconds
+ * created_at, started_at, finished_at, updated_at, executor, and elapsed_s (seconds
  * since started_at, null before). */
 int runs_get(store *s, int64_t id, json_t **row, gt_error *err);
 

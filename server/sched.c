@@ -83,6 +83,14 @@ static void hook_phase(void *user, const char *phase)
 int sched_train_run(store *db, int64_t run, const char *data_dir, const char *device,
                     model_bf16_policy bf16, const sched_observer *obs, gt_error *err)
 {
+    return sched_train_run_dist(db, run, data_dir, device, bf16, obs, NULL, err);
+}
+
+int sched_train_run_dist(store *db, int64_t run, const char *data_dir, const char *device,
+                         model_bf16_policy bf16, const sched_observer *obs,
+                         const dist_spec *spec, gt_error *err)
+{
+    dist_comm *comm = NULL;
     char *config_text = NULL;
     char field[128] = "";
     model_config cfg;
@@ -112,6 +120,15 @@ int sched_train_run(store *db, int64_t run, const char *data_dir, const char *de
         snprintf(devname, sizeof devname, "cpu");
     else
         snprintf(devname, sizeof devname, "%s:%d", b->name, b->device);
+    if (spec && (rc = dist_open(spec, b, &comm, err))) {
+        gt_error_wrap(err, "joining the %d ranks", spec->size);
+        runs_set_status(db, run, "failed", err->message, NULL, NULL);
+        goto out;
+    }
+    if (spec && spec->size > 1) {
+        size_t n = strlen(devname);
+        snprintf(devname + n, sizeof devname - n, " x%d", spec->size);
+    }
     if ((rc = runs_set_status(db, run, "running", NULL, devname, err)))
         goto out;
     log_msg(LOG_INFO, "run", "id=%lld status=running device=%s resume=%d", (long long)run,
@@ -121,7 +138,7 @@ int sched_train_run(store *db, int64_t run, const char *data_dir, const char *de
     model_run_hooks hooks = {&ctx, hook_step, hook_validation, hook_checkpoint, hook_stop,
                              hook_phase};
     model_resume rs = {ck1, l1, ck2, l2};
-    rc = model_run_train(&cfg, b, data_dir, &hooks, &rs, err);
+    rc = model_run_train_dist(&cfg, b, data_dir, &hooks, &rs, comm, err);
     if (ctx.failed) {
         *err = ctx.err;
         rc = ctx.err.code ? ctx.err.code : GT_EIO;
@@ -134,6 +151,7 @@ int sched_train_run(store *db, int64_t run, const char *data_dir, const char *de
         runs_set_status(db, run, "failed", err->message, NULL, NULL);
     }
 out:
+    dist_destroy(comm);
     free(ck1);
     free(ck2);
     free(config_text);

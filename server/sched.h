@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "dist.h"
 #include "gt_error.h"
 #include "metrics.h"
 #include "model_run.h"
@@ -51,6 +52,14 @@ typedef struct sched_observer {
  * for the caller to decide (cancelled or queued again). */
 int sched_train_run(store *db, int64_t run, const char *data_dir, const char *device,
                     model_bf16_policy bf16, const sched_observer *obs, gt_error *err);
+
+/* The same as rank 0 of a data-parallel group (`giant train --ranks/--gpus`,
+ * Slurm): joins the group described by spec once the backend is open, and
+ * records the run as sched_train_run does (the other ranks record nothing;
+ * cmd_train.c runs them).  spec NULL: sched_train_run. */
+int sched_train_run_dist(store *db, int64_t run, const char *data_dir, const char *device,
+                         model_bf16_policy bf16, const sched_observer *obs,
+                         const dist_spec *spec, gt_error *err);
 
 /* Opens its own connection to the database at db_path, re-queues
  * interrupted runs and starts the worker. device: as above. */

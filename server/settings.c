@@ -72,6 +72,16 @@ static const set_def defs[] = {
     STR(models,    "DIR", "",                "sampler: the directory whose *.giant model files it loads at start (each served under its file name)"),
     STR(model_url, "URL", "",                "sampler: a model file fetched from a trainer at start (http://HOST:PORT/v1/models/NAME/file, served as NAME, or /v1/runs/ID/model), beside or instead of --models"),
     STR(model_token, "TOKEN", "",            "the bearer token --model-url is fetched with (a reader's; prefer GIANT_MODEL_TOKEN: flags show in ps)"),
+    STR(slurm_bin, "DIR", "",                "runs with executor slurm: the directory of sbatch, squeue and scancel (\"\" = PATH); without them such runs are refused"),
+    STR(slurm_partition, "NAME", "",         "slurm: the partition of runs whose executor names none (\"\" = the cluster's default)"),
+    INT(slurm_time_limit,   0, 525600,      "0",        "slurm: the time limit of runs whose executor names none (minutes; 0 = the partition's)"),
+    STR(slurm_gres, "GRES", "",              "slurm: the gres of runs whose executor names none, e.g. gpu:1 (\"\" = none)"),
+    STR(slurm_options, "OPTS", "",           "slurm: extra sbatch options for every job, whitespace-separated --name=value words (e.g. --account=calo --qos=normal)"),
+    STR(slurm_report_url, "URL", "",         "slurm: the URL the nodes reach this service at (\"\" = http://LISTEN: only right when the nodes are this host)"),
+    STR(slurm_giant, "PATH", "",             "slurm: the giant binary on the nodes (\"\" = this binary's path)"),
+    STR(slurm_job_dir, "DIR", "",            "slurm: job scripts and job output (\"\" = DATA_DIR/slurm); the nodes write the output there, so a shared directory"),
+    STR(slurm_data_dir, "DIR", "",           "slurm: the data directory as the nodes see it (\"\" = --data-dir made absolute)"),
+    INT(slurm_poll_ms,      100, 600000,    "5000",     "slurm: milliseconds between two squeue calls that follow the jobs"),
     STR(token_file, "FILE", "",              "sampler: bearer tokens it accepts, one a line (TOKEN or TOKEN ROLE, role sampler or reader; '#' comments); with one it may listen on any address and requires tokens; the file must not be readable by group or others"),
 };
 #define NDEFS (sizeof defs / sizeof defs[0])

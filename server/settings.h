@@ -57,6 +57,18 @@ typedef struct settings {
     char model_url[1024];      /* sampler: a model file fetched at start      */
     char model_token[512];     /* the bearer token model_url is fetched with  */
     char token_file[1024];     /* sampler: the bearer tokens it accepts       */
+    /* Runs with executor "slurm" (slurm.h) */
+    char slurm_bin[1024];      /* where sbatch, squeue, scancel are ("" = PATH) */
+    char slurm_partition[65];  /* partition of runs that name none            */
+    long slurm_time_limit;     /* minutes, of runs that name none (0 = the
+                                  partition's)                               */
+    char slurm_gres[129];      /* gres of runs that name none                 */
+    char slurm_options[1024];  /* extra sbatch options (--account=..., ...)   */
+    char slurm_report_url[512];/* the URL nodes reach the service at          */
+    char slurm_giant[1024];    /* the giant binary on the nodes               */
+    char slurm_job_dir[1024];  /* job scripts and output (shared with nodes)  */
+    char slurm_data_dir[1024]; /* the data directory as the nodes see it      */
+    long slurm_poll_ms;        /* between two squeue calls                    */
 } settings;
 
 /* Loads defaults, then the config file (--config or GIANT_CONFIG), then

@@ -24,11 +24,21 @@ void worker_thread_kick(worker_thread *w)
 
 void worker_thread_nap(worker_thread *w, int seconds)
 {
+    worker_thread_nap_ms(w, 1000L * seconds);
+}
+
+void worker_thread_nap_ms(worker_thread *w, long ms)
+{
     pthread_mutex_lock(&w->mu);
     if (!w->kicked && !atomic_load(&w->stopping)) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += seconds;
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
         pthread_cond_timedwait(&w->cv, &w->mu, &until);
     }
     w->kicked = 0;

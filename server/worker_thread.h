@@ -34,6 +34,8 @@ void worker_thread_kick(worker_thread *w);
 /* On the worker: sleeps until kicked, stopping, or `seconds` have passed,
  * and clears the kick.  The timeout is a safety net for a missed kick. */
 void worker_thread_nap(worker_thread *w, int seconds);
+/* The same in milliseconds (the Slurm poller's interval). */
+void worker_thread_nap_ms(worker_thread *w, long ms);
 
 /* Sets stopping, wakes the worker, waits for its thread to end and
  * releases the lock and condition.  The owner then frees its own state. */

@@ -82,10 +82,11 @@ if [ -s "$tmp/system" ] && command -v dpkg >/dev/null; then
     fi
 fi
 
-# the libraries the built programs load: the prefix's, the CUDA toolkit's,
+# the libraries the built programs load: the prefix's, the CUDA toolkit's (NCCL
+# among them, wherever the machine keeps it),
 # or the C and compiler runtime (CUDA's by name too: a machine may keep them
 # outside the toolkit's folder)
-base='^(libc|libm|libpthread|libdl|librt|libresolv|ld-linux-x86-64|libgcc_s|libstdc\+\+|libgomp|libquadmath|liblzma|libzstd|libcudart|libcublas|libcublasLt|libcuda|libnvrtc|libnvJitLink)\.so'
+base='^(libc|libm|libpthread|libdl|librt|libresolv|ld-linux-x86-64|libgcc_s|libstdc\+\+|libgomp|libquadmath|liblzma|libzstd|libcudart|libcublas|libcublasLt|libcuda|libnvrtc|libnvJitLink|libnccl)\.so'
 find "$bdir" -type f -perm -u+x ! -name '*.sh' ! -path '*/CMakeFiles/*' ! -path "$prefix/*" |
     while read -r f; do
         [ "$(head -c 4 "$f" | tr -d '\177')" = ELF ] || continue

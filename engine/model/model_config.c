@@ -88,6 +88,9 @@ void model_config_defaults(model_config *cfg)
     cfg->solver = MODEL_SOLVER_HEUN;
     cfg->sample_steps = 20;
     cfg->time_power = 2;
+
+    cfg->executor.kind = MODEL_EXEC_LOCAL;
+    cfg->executor.requeue = 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -514,6 +517,51 @@ static int parse_sample(walker *w, const json_t *obj, model_config *cfg)
     return GT_OK;
 }
 
+static const char *const EXECUTORS[] = {"local", "slurm", NULL};
+
+const char *model_executor_name(model_executor_kind k) { return EXECUTORS[k ? 1 : 0]; }
+
+/* A value handed to sbatch as one argv element (never through a shell):
+ * still only the characters Slurm's partition and gres names use, so the
+ * job script and the logs never carry anything else. */
+static int slurm_word_ok(const char *s, const char *extra)
+{
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-' || *p == '.' || strchr(extra, *p)))
+            return 0;
+    return 1;
+}
+
+static int parse_executor(walker *w, const json_t *obj, model_config *cfg)
+{
+    static const char *const keys[] = {"kind", "partition", "time_limit_min", "gres", "requeue",
+                                       NULL};
+    model_executor *e = &cfg->executor;
+    int rc, kind = (int)e->kind;
+    if ((rc = check_keys(w, obj, "executor", keys)) ||
+        (rc = get_enum(w, obj, "executor", "kind", EXECUTORS, &kind)) ||
+        (rc = get_string(w, obj, "executor", "partition", e->partition, sizeof e->partition)) ||
+        (rc = get_int32(w, obj, "executor", "time_limit_min", 0, 525600, &e->time_limit_min)) ||
+        (rc = get_string(w, obj, "executor", "gres", e->gres, sizeof e->gres)) ||
+        (rc = get_bool(w, obj, "executor", "requeue", &e->requeue)))
+        return rc;
+    e->kind = (model_executor_kind)kind;
+    if (!slurm_word_ok(e->partition, ""))
+        return fail(w, "executor.partition", "only letters, digits, '_', '-' and '.'%s", "");
+    if (!slurm_word_ok(e->gres, ":,="))
+        return fail(w, "executor.gres",
+                    "only letters, digits and _ - . : , = (e.g. \"gpu:1\")%s", "");
+    if (e->kind == MODEL_EXEC_LOCAL) {
+        static const char *const slurm_only[] = {"partition", "time_limit_min", "gres",
+                                                 "requeue", NULL};
+        for (const char *const *k = slurm_only; *k; k++)
+            if (json_object_get(obj, *k))
+                return fail_key(w, "executor", *k, "only with kind \"slurm\"%s", "");
+    }
+    return GT_OK;
+}
+
 int model_config_from_json(const json_t *root, model_config *cfg, char *field,
                            size_t field_len, gt_error *err)
 {
@@ -523,7 +571,8 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
     model_config_defaults(cfg);
     if (!json_is_object(root))
         return fail(&w, "", "the config must be a JSON object%s", "");
-    static const char *const keys[] = {"name", "dataset", "model", "train", "sample", NULL};
+    static const char *const keys[] = {"name", "dataset", "model", "train", "sample",
+                                       "executor", NULL};
     static const char *const mkeys[] = {"stage1", "stage2", NULL};
     int rc;
     const json_t *sec;
@@ -549,6 +598,9 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
         return rc;
     if ((rc = get_object(&w, root, "", "sample", &sec)) ||
         (sec && (rc = parse_sample(&w, sec, cfg))))
+        return rc;
+    if ((rc = get_object(&w, root, "", "executor", &sec)) ||
+        (sec && (rc = parse_executor(&w, sec, cfg))))
         return rc;
 
     /* Cross-field rules. */
@@ -718,6 +770,14 @@ json_t *model_config_to_json(const model_config *c)
         c->keep_checkpoints);
     json_t *sample = json_pack("{s:s, s:i, s:i}", "solver", SOLVERS[c->solver], "steps",
                                c->sample_steps, "time_power", c->time_power);
-    return json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", c->name, "dataset", dataset, "model",
-                     model, "train", train, "sample", sample);
+    json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", c->name, "dataset", dataset,
+                             "model", model, "train", train, "sample", sample);
+    if (root && c->executor.kind != MODEL_EXEC_LOCAL)
+        json_object_set_new(root, "executor",
+                            json_pack("{s:s, s:s, s:i, s:s, s:b}", "kind",
+                                      model_executor_name(c->executor.kind), "partition",
+                                      c->executor.partition, "time_limit_min",
+                                      c->executor.time_limit_min, "gres", c->executor.gres,
+                                      "requeue", c->executor.requeue));
+    return root;
 }

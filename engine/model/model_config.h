@@ -18,7 +18,8 @@
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
  *                  "beta1", "beta2", "adam_eps", "grad_clip", "log_every",
  *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
- *     "sample":  { "solver", "steps", "time_power" } }
+ *     "sample":  { "solver", "steps", "time_power" },
+ *     "executor": { "kind", "partition", "time_limit_min", "gres", "requeue" } }
  *
  * Validation is strict: an unknown key, a wrong type or a value out of range
  * is an error that names the field by its dotted path ("train.lr"), so the
@@ -53,6 +54,22 @@ typedef enum model_trunk_skip {
     MODEL_SKIP_NONE = 0,  /* output from the last hidden state only           */
     MODEL_SKIP_GATED = 1, /* + g(conditions) * input, per output coordinate    */
 } model_trunk_skip;
+
+/* Where a run trains: on the service's own scheduler, or as a Slurm batch
+ * job that reports back over the API (server/slurm.c).  The engine only
+ * carries and validates the section; what it means is the service's. */
+typedef enum model_executor_kind {
+    MODEL_EXEC_LOCAL = 0,
+    MODEL_EXEC_SLURM = 1,
+} model_executor_kind;
+
+typedef struct model_executor {
+    model_executor_kind kind;
+    char partition[65];        /* "" = the service's default                */
+    int time_limit_min;        /* 0 = the service's default                 */
+    char gres[129];            /* "" = the service's default ("gpu:1")      */
+    int requeue;               /* Slurm may requeue the job (default 1)     */
+} model_executor;
 
 typedef enum model_solver {
     MODEL_SOLVER_EULER = 0, /* flow */
@@ -145,6 +162,10 @@ typedef struct model_config {
                          * (t = 0 is the noise): p > 1 puts the short steps
                          * where the velocity turns fastest, near the noise;
                          * 1 for ddim (its own grid) */
+
+    /* executor: written back only when it is not "local", so the configs
+     * of local runs keep the bytes they had before it existed */
+    model_executor executor;
 } model_config;
 
 /* Fills cfg with every default (the quickstart-sized model on synthetic
@@ -172,5 +193,6 @@ const char *model_objective_name(model_objective o);
 const char *model_solver_name(model_solver s);
 const char *model_trunk_kind_name(model_trunk_kind k);
 const char *model_mode_name(model_stage2_mode m);
+const char *model_executor_name(model_executor_kind k);
 
 #endif

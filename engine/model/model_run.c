@@ -125,14 +125,15 @@ static void phase(const model_run_hooks *h, const char *fmt, long long a)
 }
 
 static int train_stage(const model_config *cfg, nn_backend *b, const model_arrays *a, int stage,
-                       const void *ckpt, size_t ckpt_len, run_ctx *ctx, gt_error *err)
+                       const void *ckpt, size_t ckpt_len, dist_comm *comm, run_ctx *ctx,
+                       gt_error *err)
 {
     long long total = stage == 1 ? cfg->steps1 : cfg->steps2;
     if (total == 0)
         return GT_OK;
     model_stage_data d = model_arrays_stage(a, stage);
     model_stage *s = NULL;
-    int rc = model_stage_create(b, cfg, stage, &d, &s, err);
+    int rc = model_stage_create_dist(b, cfg, stage, &d, comm, &s, err);
     if (rc)
         return rc;
     if (ckpt) {
@@ -147,6 +148,11 @@ static int train_stage(const model_config *cfg, nn_backend *b, const model_array
             return gt_error_set(err, GT_EFORMAT, "resume checkpoint is for stage %d, not %d",
                                 v.stage, stage);
         }
+    }
+    /* ranks > 1: rank 0 resumed (the others were given no checkpoint) */
+    if ((rc = model_stage_sync(s, err))) {
+        model_stage_destroy(s);
+        return rc;
     }
     if (model_stage_step(s) >= total) {
         model_stage_destroy(s);
@@ -164,6 +170,29 @@ static int train_stage(const model_config *cfg, nn_backend *b, const model_array
 
 int model_run_train(const model_config *cfg, nn_backend *b, const char *data_dir,
                     const model_run_hooks *hooks, const model_resume *resume, gt_error *err)
+{
+    return model_run_train_dist(cfg, b, data_dir, hooks, resume, NULL, err);
+}
+
+static int run_train(const model_config *cfg, nn_backend *b, const char *data_dir,
+                     const model_run_hooks *hooks, const model_resume *resume, dist_comm *comm,
+                     gt_error *err);
+
+int model_run_train_dist(const model_config *cfg, nn_backend *b, const char *data_dir,
+                         const model_run_hooks *hooks, const model_resume *resume,
+                         dist_comm *comm, gt_error *err)
+{
+    int rc = run_train(cfg, b, data_dir, hooks, resume, comm, err);
+    /* a rank that fails before or between the stages' collectives (its
+     * dataset, say) must not leave the others waiting in them */
+    if (rc && rc != GT_ECANCELLED)
+        dist_abort(comm);
+    return rc;
+}
+
+static int run_train(const model_config *cfg, nn_backend *b, const char *data_dir,
+                     const model_run_hooks *hooks, const model_resume *resume, dist_comm *comm,
+                     gt_error *err)
 {
     model_run_hooks none;
     memset(&none, 0, sizeof none);
@@ -199,8 +228,8 @@ int model_run_train(const model_config *cfg, nn_backend *b, const char *data_dir
     if ((rc = model_repr_to_bytes(&a.repr, repr, rlen, &got, err)))
         goto done;
     run_ctx ctx = {hooks, repr, got};
-    if ((rc = train_stage(cfg, b, &a, 1, resume->stage1, resume->len1, &ctx, err)) ||
-        (rc = train_stage(cfg, b, &a, 2, resume->stage2, resume->len2, &ctx, err)))
+    if ((rc = train_stage(cfg, b, &a, 1, resume->stage1, resume->len1, comm, &ctx, err)) ||
+        (rc = train_stage(cfg, b, &a, 2, resume->stage2, resume->len2, comm, &ctx, err)))
         goto done;
     phase(hooks, "done after %lld steps", (long long)(cfg->steps1 + cfg->steps2));
 done:

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "dist.h"
 #include "gt_error.h"
 #include "model_config.h"
 #include "model_stage.h"
@@ -62,5 +63,16 @@ void model_bf16_refusal(const model_config *cfg, const char *device_kind,
 
 int model_run_train(const model_config *cfg, nn_backend *b, const char *data_dir,
                     const model_run_hooks *hooks, const model_resume *resume, gt_error *err);
+
+/* The same as one rank of a data-parallel group (engine/dist; NULL = one
+ * rank, exactly model_run_train).  Every rank loads the same data and
+ * builds the same arrays; rank 0 is given the resume checkpoints and the
+ * hooks that record, the others need neither (each stage starts from rank
+ * 0's state, model_stage_sync) and usually pass only should_stop.  A rank
+ * that fails aborts the group, so the others fail too instead of waiting.
+ * The config's batch is the global batch (a multiple of the ranks). */
+int model_run_train_dist(const model_config *cfg, nn_backend *b, const char *data_dir,
+                         const model_run_hooks *hooks, const model_resume *resume,
+                         dist_comm *comm, gt_error *err);
 
 #endif

@@ -77,13 +77,15 @@ int model_stage_alloc(model_stage *s, float **p, size_t n, gt_error *err)
 
 int model_stage_real_batch(model_stage *s, gt_error *err)
 {
-    const int B = s->batch, D = s->dim, C = s->n_cond;
-    model_stage_uniforms(&s->rng, s->u_h, B);
-    for (int i = 0; i < B; i++) {
+    const int B = s->batch, D = s->dim, C = s->n_cond, G = s->gbatch;
+    /* the whole batch's indices (the generator's stream does not depend on
+     * the ranks), this rank's share to the device */
+    model_stage_uniforms(&s->rng, s->u_h, G);
+    for (int i = 0; i < G; i++) {
         int k = (int)(s->u_h[i] * (float)s->n_train);
         s->idx_h[i] = k < s->n_train ? k : s->n_train - 1;
     }
-    GT_TRY(nn_copy_h2d(s->b, s->idx, s->idx_h, (size_t)B * sizeof(int32_t), err));
+    GT_TRY(nn_copy_h2d(s->b, s->idx, s->idx_h + s->lo, (size_t)B * sizeof(int32_t), err));
     GT_TRY(nn_gather_rows(s->b, nn_f32(s->x1, B, D), nn_f32(s->x_train, s->n_train, D), s->idx,
                           NULL, err));
     if (C)
@@ -94,10 +96,26 @@ int model_stage_real_batch(model_stage *s, gt_error *err)
 
 int model_stage_batch_noise(model_stage *s, gt_error *err)
 {
-    size_t n = (size_t)s->batch * s->dim;
+    size_t n = (size_t)s->gbatch * s->dim;
     uint64_t off = nn_rng_take(&s->rng, n);
-    return nn_rand_fill(s->b, s->x0, n, NN_DIST_NORMAL, 0.0f, 1.0f, s->rng.seed, s->rng.stream,
-                        off, err);
+    if (!s->noise_part)
+        return nn_rand_fill(s->b, s->x0, n, NN_DIST_NORMAL, 0.0f, 1.0f, s->rng.seed,
+                            s->rng.stream, off, err);
+    /* A shard: element e of the whole fill is lane e % 4 of block off + e / 4
+     * (nn_rng.h), so the shard's elements [e0, e1) are a fill from the block
+     * holding e0, less the e0 % 4 elements before it. */
+    size_t e0 = (size_t)s->lo * s->dim, e1 = e0 + (size_t)s->batch * s->dim;
+    size_t a = e0 - e0 % 4;
+    GT_TRY(nn_rand_fill(s->b, s->noise_part, e1 - a, NN_DIST_NORMAL, 0.0f, 1.0f, s->rng.seed,
+                        s->rng.stream, off + a / 4, err));
+    return nn_copy_d2d(s->b, s->x0, s->noise_part + (e0 - a), (e1 - e0) * sizeof(float), err);
+}
+
+int model_stage_allreduce_grads(model_stage *s, nn_params *p, gt_error *err)
+{
+    if (dist_size(s->comm) == 1)
+        return GT_OK;
+    return dist_allreduce_sum(s->comm, p->grad, p->count, err);
 }
 
 /* One memset per padded range: cheap next to a trunk pass, and it keeps the
@@ -125,7 +143,7 @@ void model_stage_destroy(model_stage *s)
                       &s->xt, &s->target, &s->pred, &s->dpred, &s->cdata, &s->cond,
                       &s->t, &s->alpha, &s->beta, &s->ones, &s->mones, &s->loss,
                       &s->val_noise, &s->val_t, &s->ctx_train, &s->ctx_val, &s->ctxb,
-                      &s->xin};
+                      &s->xin, &s->noise_part, &s->flag};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(s->b, *bufs[i]);
     nn_free(s->b, s->idx);
@@ -213,9 +231,12 @@ static nn_adamw_config stage_adamw_config(const model_config *cfg, long long tot
 /* Everything model_stage_create makes, into a zeroed s; on failure the
  * caller destroys the partial stage. */
 static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, int stage,
-                       const model_stage_data *data, gt_error *err)
+                       const model_stage_data *data, dist_comm *comm, gt_error *err)
 {
     s->b = b;
+    s->comm = comm;
+    s->gbatch = cfg->batch;
+    s->lo = 0;
     s->cfg = *cfg;
     s->stage = stage;
     s->objective = stage == 1 ? cfg->stage1.objective : cfg->stage2.objective;
@@ -224,6 +245,8 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
     s->n_train = data->n_train;
     s->n_val = data->n_val;
     s->batch = cfg->batch;
+    if (dist_size(comm) > 1)
+        GT_TRY(dist_shard(cfg->batch, dist_rank(comm), dist_size(comm), &s->lo, &s->batch, err));
     s->n_ctx = data->n_ctx;
     {
         /* val_size counts showers; an autoregressive shower is L rows */
@@ -251,6 +274,14 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
     s->opt_ready = 1;
     if (s->objective == MODEL_OBJ_WGAN)
         GT_TRY(model_stage_gan_create(s, data, &oc, wg, err));
+    if (dist_size(comm) > 1) {
+        /* the ranks' gradients are summed: the optimizers take the mean */
+        s->opt.grad_scale = 1.0f / (float)dist_size(comm);
+        if (s->copt_ready)
+            s->copt.grad_scale = s->opt.grad_scale;
+        GT_TRY(model_stage_alloc(s, &s->noise_part, (size_t)B * D + 4, err));
+        GT_TRY(model_stage_alloc(s, &s->flag, 16, err));
+    }
 
     size_t ntr = (size_t)s->n_train, nva = (size_t)s->n_val, V = (size_t)s->n_valset;
     int rc;
@@ -293,11 +324,13 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
         memcpy(s->valid_train_h, data->valid_train, ntr * 2 * sizeof(int32_t));
         memcpy(s->valid_val_h, data->valid_val, nva * 2 * sizeof(int32_t));
     }
-    s->idx_h = malloc((size_t)B * sizeof *s->idx_h);
-    s->t_h = malloc((size_t)(B > (int)V ? B : (int)V) * sizeof(float));
-    s->alpha_h = malloc((size_t)B * sizeof(float));
-    s->beta_h = malloc((size_t)B * sizeof(float));
-    s->u_h = malloc((size_t)B * sizeof(float));
+    /* host draws cover the whole batch (G), device buffers the shard (B) */
+    const int G = s->gbatch;
+    s->idx_h = malloc((size_t)G * sizeof *s->idx_h);
+    s->t_h = malloc((size_t)(G > (int)V ? G : (int)V) * sizeof(float));
+    s->alpha_h = malloc((size_t)G * sizeof(float));
+    s->beta_h = malloc((size_t)G * sizeof(float));
+    s->u_h = malloc((size_t)G * sizeof(float));
     if (!s->idx_h || !s->t_h || !s->alpha_h || !s->beta_h || !s->u_h)
         return gt_error_set(err, GT_ENOMEM, "out of memory");
     GT_TRY(nn_copy_h2d(b, s->x_train, data->x_train, ntr * D * sizeof(float), err));
@@ -327,6 +360,13 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
 int model_stage_create(nn_backend *b, const model_config *cfg, int stage,
                        const model_stage_data *data, model_stage **out, gt_error *err)
 {
+    return model_stage_create_dist(b, cfg, stage, data, NULL, out, err);
+}
+
+int model_stage_create_dist(nn_backend *b, const model_config *cfg, int stage,
+                            const model_stage_data *data, dist_comm *comm, model_stage **out,
+                            gt_error *err)
+{
     *out = NULL;
     if (stage != 1 && stage != 2)
         return gt_error_set(err, GT_EINVAL, "stage must be 1 or 2, not %d", stage);
@@ -334,7 +374,7 @@ int model_stage_create(nn_backend *b, const model_config *cfg, int stage,
     model_stage *s = calloc(1, sizeof *s);
     if (!s)
         return gt_error_set(err, GT_ENOMEM, "out of memory");
-    int rc = stage_build(s, b, cfg, stage, data, err);
+    int rc = stage_build(s, b, cfg, stage, data, comm, err);
     if (rc) {
         model_stage_destroy(s);
         return rc;
@@ -456,15 +496,89 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Data parallel: the sum over ranks of one float v of each rank (the
+ * should_stop votes; the reported loss), through the stage's flag buffer. */
+static int allreduce_scalar(model_stage *s, float *v, gt_error *err)
+{
+    GT_TRY(nn_copy_h2d(s->b, s->flag, v, sizeof *v, err));
+    GT_TRY(dist_allreduce_sum(s->comm, s->flag, 1, err));
+    return nn_copy_d2h(s->b, v, s->flag, sizeof *v, err);
+}
+
+/* Broadcasts n host bytes from rank 0 through backend memory. */
+static int broadcast_host(model_stage *s, void *host, size_t n, gt_error *err)
+{
+    void *d = NULL;
+    int rc = nn_alloc(s->b, n, &d, err);
+    if (!rc)
+        rc = nn_copy_h2d(s->b, d, host, n, err);
+    if (!rc)
+        rc = dist_broadcast(s->comm, d, n, 0, err);
+    if (!rc)
+        rc = nn_copy_d2h(s->b, host, d, n, err);
+    nn_free(s->b, d);
+    return rc;
+}
+
+static int sync_params(model_stage *s, nn_params *p, nn_adamw_opt *o, gt_error *err)
+{
+    size_t bytes = p->count * sizeof(float);
+    GT_TRY(dist_broadcast(s->comm, p->value, bytes, 0, err));
+    GT_TRY(dist_broadcast(s->comm, o->m, bytes, 0, err));
+    GT_TRY(dist_broadcast(s->comm, o->v, bytes, 0, err));
+    return p->value_bf16 ? nn_params_sync_bf16(p, err) : GT_OK;
+}
+
+int model_stage_sync(model_stage *s, gt_error *err)
+{
+    if (dist_size(s->comm) == 1)
+        return GT_OK;
+    int rc = sync_params(s, nn_trunk_params(s->trunk), &s->opt, err);
+    if (!rc && s->critic)
+        rc = sync_params(s, model_critic_params(s->critic), &s->copt, err);
+    /* the counters: optimizer steps and the generator's next block */
+    long long st[3] = {s->opt.step, s->critic ? s->copt.step : 0, (long long)s->rng.offset};
+    if (!rc)
+        rc = broadcast_host(s, st, sizeof st, err);
+    if (rc) {
+        dist_abort(s->comm);
+        return gt_error_wrap(err, "stage %d: taking rank 0's state", s->stage);
+    }
+    s->opt.step = st[0];
+    if (s->critic)
+        s->copt.step = st[1];
+    s->rng.offset = (uint64_t)st[2];
+    return GT_OK;
+}
+
+static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err);
+
 int model_stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err)
+{
+    int rc = stage_train(s, h, err);
+    /* a rank that stops for any reason but the group's agreed stop (which
+     * every rank sees at the same step) must not leave the others waiting */
+    if (rc && dist_size(s->comm) > 1 && !(rc == GT_ECANCELLED && s->group_stopped))
+        dist_abort(s->comm);
+    return rc;
+}
+
+static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err)
 {
     model_stage_hooks none = {0};
     if (!h)
         h = &none;
+    const int ranks = dist_size(s->comm), rank0 = dist_rank(s->comm) == 0;
     double t_last = now_s();
     long long step_last = s->opt.step;
     while (s->opt.step < s->total) {
-        if (h->should_stop && h->should_stop(h->user))
+        float stop = h->should_stop && h->should_stop(h->user) ? 1.0f : 0.0f;
+        if (ranks > 1) {
+            /* every rank stops at the same step when any one asks */
+            GT_TRY(allreduce_scalar(s, &stop, err));
+            s->group_stopped = stop > 0.0f;
+        }
+        if (stop > 0.0f)
             return gt_error_set(err, GT_ECANCELLED, "stopped at stage %d step %lld", s->stage,
                                 s->opt.step);
         float lr = nn_adamw_lr(&s->opt.cfg, s->opt.step);
@@ -475,7 +589,8 @@ int model_stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err)
             return gt_error_wrap(err, "stage %d step %lld", s->stage, s->opt.step + 1);
         long long step = s->opt.step;
         int last = step == s->total;
-        if (h->on_step && (step % s->cfg.log_every == 0 || last)) {
+        /* a report step is the same on every rank (the loss all-reduce) */
+        if ((h->on_step || ranks > 1) && (step % s->cfg.log_every == 0 || last)) {
             model_step_report r;
             memset(&r, 0, sizeof r);
             r.stage = s->stage;
@@ -485,8 +600,14 @@ int model_stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err)
             r.lr = lr;
             if ((rc = nn_copy_d2h(s->b, &r.loss, s->loss, sizeof r.loss, err)))
                 return rc;
+            if (ranks > 1) {
+                /* the mean of the shards' losses: the whole batch's loss */
+                if ((rc = allreduce_scalar(s, &r.loss, err)))
+                    return rc;
+                r.loss *= 1.0f / (float)ranks;
+            }
             double t = now_s();
-            r.samples_per_s = (double)(step - step_last) * s->batch / (t - t_last + 1e-12);
+            r.samples_per_s = (double)(step - step_last) * s->gbatch / (t - t_last + 1e-12);
             t_last = t;
             step_last = step;
             nn_router_stats rs;
@@ -497,11 +618,13 @@ int model_stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err)
                 r.n_experts = rs.n_experts;
                 memcpy(r.load, rs.load, sizeof r.load);
             }
-            if ((rc = h->on_step(h->user, &r)))
+            if (h->on_step && (rc = h->on_step(h->user, &r)))
                 return gt_error_set(err, GT_ECANCELLED, "stopped by the step hook");
         }
-        int do_ckpt = step % s->cfg.ckpt_every == 0 || last;
-        int do_val = step % s->cfg.val_every == 0 || do_ckpt;
+        /* rank 0 alone validates and checkpoints: the weights are the same
+         * bits on every rank */
+        int do_ckpt = rank0 && (step % s->cfg.ckpt_every == 0 || last);
+        int do_val = rank0 && (step % s->cfg.val_every == 0 || do_ckpt);
         float val = NAN;
         if (do_val) {
             if ((rc = model_stage_validate(s, &val, err)))

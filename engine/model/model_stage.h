@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dist.h"
 #include "gt_error.h"
 #include "model_config.h"
 #include "nn_adamw.h"
@@ -104,6 +105,23 @@ typedef struct model_stage model_stage;
  * the device copies of the data.  stage is 1 or 2. */
 int model_stage_create(nn_backend *b, const model_config *cfg, int stage,
                        const model_stage_data *data, model_stage **out, gt_error *err);
+
+/* The same as one rank of a data-parallel group (engine/dist; NULL = one
+ * rank, exactly model_stage_create).  cfg->batch is the global batch and
+ * must be a multiple of the ranks: every rank draws the whole batch from
+ * the same generator and computes its contiguous share, the gradients are
+ * summed over the ranks in fp32 (bit-identical on all) and the optimizer
+ * takes their mean.  Only rank 0 validates and calls the validation and
+ * checkpoint hooks; the should_stop hooks of all ranks are or-ed every step,
+ * so any rank can stop the group.  comm is borrowed and must outlive s. */
+int model_stage_create_dist(nn_backend *b, const model_config *cfg, int stage,
+                            const model_stage_data *data, dist_comm *comm, model_stage **out,
+                            gt_error *err);
+
+/* Data parallel: rank 0's weights, optimizer state and generator position
+ * to every rank (after rank 0 resumed from a checkpoint; the other ranks
+ * need none).  No-op for one rank. */
+int model_stage_sync(model_stage *s, gt_error *err);
 void model_stage_destroy(model_stage *s);
 
 /* Restores weights, optimizer and generator state from a checkpoint buffer

@@ -109,16 +109,18 @@ int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
     /* one fixed order of draws (rows, times, noise), the same number of
      * generator blocks every step: a resumed run continues the stream */
     GT_TRY(model_stage_real_batch(s, err));
-    model_stage_uniforms(&s->rng, s->t_h, B);
-    times_from_uniforms(s->objective, s->t_h, B);
-    coefficients(s->objective, s->t_h, B, s->alpha_h, s->beta_h);
+    /* the whole batch's times (gbatch draws), this rank's share of them */
+    model_stage_uniforms(&s->rng, s->t_h, s->gbatch);
+    float *th = s->t_h + s->lo;
+    times_from_uniforms(s->objective, th, B);
+    coefficients(s->objective, th, B, s->alpha_h, s->beta_h);
     GT_TRY(model_stage_batch_noise(s, err));
 
     nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
     nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);
-    GT_TRY(nn_copy_h2d(s->b, s->t, s->t_h, (size_t)B * sizeof(float), err));
+    GT_TRY(nn_copy_h2d(s->b, s->t, th, (size_t)B * sizeof(float), err));
     if (s->valid_train_h)
-        GT_TRY(model_stage_zero_padding(s, s->x0, s->valid_train_h, s->idx_h, B, err));
+        GT_TRY(model_stage_zero_padding(s, s->x0, s->valid_train_h, s->idx_h + s->lo, B, err));
     GT_TRY(build_inputs(s, B, x1, x0, cd, s->t, err));
     if (s->n_ctx)
         GT_TRY(nn_gather_rows(s->b, nn_f32(s->ctxb, B, s->n_ctx),
@@ -133,5 +135,6 @@ int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
     GT_TRY(nn_mse_bwd(s->b, dpred, 1.0f, pred, target, 0, err));
     GT_TRY(nn_params_zero_grad(nn_trunk_params(s->trunk), err));
     GT_TRY(nn_trunk_backward(s->trunk, dpred, none, err));
+    GT_TRY(model_stage_allreduce_grads(s, nn_trunk_params(s->trunk), err));
     return nn_adamw_step(&s->opt, grad_norm, err);
 }

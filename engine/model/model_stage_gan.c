@@ -208,12 +208,14 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
     for (int k = 0; k < wg->critic_steps; k++) {
         GT_TRY(model_stage_real_batch(s, err));
         GT_TRY(model_stage_batch_noise(s, err));
-        model_stage_uniforms(&s->rng, s->u_h, B); /* interpolation weights */
+        /* interpolation weights: the whole batch's, this rank's share */
+        model_stage_uniforms(&s->rng, s->u_h, s->gbatch);
+        const float *uh = s->u_h + s->lo;
         for (int i = 0; i < B; i++)
-            s->beta_h[i] = 1.0f - s->u_h[i];
+            s->beta_h[i] = 1.0f - uh[i];
         double mr, mf;
         float pen = 0;
-        GT_TRY(nn_copy_h2d(s->b, s->alpha, s->u_h, (size_t)B * sizeof(float), err));
+        GT_TRY(nn_copy_h2d(s->b, s->alpha, uh, (size_t)B * sizeof(float), err));
         GT_TRY(nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)B * sizeof(float), err));
         GT_TRY(nn_trunk_forward(s->trunk, z, cd, fake, 0, err));
         GT_TRY(gan_skip(s, s->pred, s->x0, B, err));
@@ -229,6 +231,7 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
         GT_TRY(nn_axpby_rows(s->b, hmix, s->alpha, hr, s->beta, hf, err));
         GT_TRY(model_critic_forward(s->critic, hmix, cd, s->score, err));
         GT_TRY(model_critic_penalty(s->critic, (float)wg->gp_lambda, &pen, NULL, err));
+        GT_TRY(model_stage_allreduce_grads(s, cp, err));
         GT_TRY(nn_adamw_step(&s->copt, NULL, err));
         closs = mf - mr + pen;
     }
@@ -245,6 +248,7 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
         GT_TRY(model_head_backward(s->head, nn_f32(s->dh, B, W), nn_f32(s->dpred, B, D), err));
     GT_TRY(nn_params_zero_grad(nn_trunk_params(s->trunk), err));
     GT_TRY(nn_trunk_backward(s->trunk, nn_f32(s->dpred, B, D), nn_f32(NULL, B, D), err));
+    GT_TRY(model_stage_allreduce_grads(s, nn_trunk_params(s->trunk), err));
     GT_TRY(nn_adamw_step(&s->opt, grad_norm, err));
     /* the reported loss: the critic's, -W estimate + penalty, of the last critic step */
     s->gan_loss = (float)closs;

@@ -17,6 +17,7 @@
 #ifndef MODEL_STAGE_INTERNAL_H
 #define MODEL_STAGE_INTERNAL_H
 
+#include "dist.h"
 #include "model_critic.h"
 #include "model_head.h"
 #include "model_stage.h"
@@ -28,6 +29,15 @@ struct model_stage {
     int stage;
     model_objective objective;
     int dim, n_cond, n_train, n_val, batch, n_valset;
+    /* Data parallel (model_stage_create_dist): every rank draws the whole
+     * batch of gbatch rows from the same generator (so the stream is the
+     * one-rank run's) and computes rows [lo, lo + batch) of it; batch ==
+     * gbatch and lo == 0 for one rank. */
+    dist_comm *comm;     /* NULL = one rank */
+    int gbatch, lo;
+    float *noise_part;   /* ranks > 1: the block-aligned noise of the shard */
+    float *flag;         /* ranks > 1: one backend float for all-reduced flags */
+    int group_stopped;   /* the ranks agreed to stop (no abort needed) */
     int n_ctx;           /* extra un-noised inputs (autoregressive context) */
     int32_t *valid_train_h, *valid_val_h; /* host copies, NULL = no padding */
     long long total;
@@ -81,6 +91,10 @@ int model_stage_real_batch(model_stage *s, gt_error *err);
 
 /* Standard normal noise for the batch into x0 (batch * dim draws). */
 int model_stage_batch_noise(model_stage *s, gt_error *err);
+
+/* Data parallel: p's gradients summed over the ranks (the optimizer's
+ * grad_scale of 1 / ranks makes it the mean).  No-op for one rank. */
+int model_stage_allreduce_grads(model_stage *s, nn_params *p, gt_error *err);
 
 /* Zeroes the padding columns of `rows` rows of x [rows, dim]: row i uses
  * valid[2 * (idx ? idx[i] : i)]. */

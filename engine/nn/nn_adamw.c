@@ -66,6 +66,7 @@ int nn_adamw_create(nn_adamw_opt *opt, nn_params *p, const nn_adamw_config *cfg,
     opt->m = m;
     opt->v = v;
     opt->scratch = s;
+    opt->grad_scale = 1.0f;
     return GT_OK;
 }
 
@@ -103,6 +104,8 @@ int nn_adamw_grad_norm(nn_adamw_opt *opt, float *norm, gt_error *err)
         (rc = nn_copy_d2h(p->b, &ss, opt->scratch, sizeof ss, err)))
         return rc;
     *norm = sqrtf(ss);
+    if (opt->grad_scale != 1.0f)
+        *norm *= opt->grad_scale;
     return GT_OK;
 }
 
@@ -121,9 +124,11 @@ int nn_adamw_step(nn_adamw_opt *opt, float *norm_out, gt_error *err)
                             "adamw: gradient norm is not finite (%g) at step %lld; "
                             "parameters left unchanged",
                             norm, opt->step);
-    float scale = 1.0f;
+    /* norm is already of grad_scale * grad; the kernel's scale multiplies
+     * the raw gradient, so it carries grad_scale (x 1.0f exactly alone) */
+    float scale = opt->grad_scale;
     if (opt->cfg.clip_norm > 0.0f && norm > opt->cfg.clip_norm)
-        scale = opt->cfg.clip_norm / (norm + 1e-6f);
+        scale = opt->grad_scale * (opt->cfg.clip_norm / (norm + 1e-6f));
     float lr = nn_adamw_lr(&opt->cfg, opt->step);
     long long t = opt->step + 1;
     nn_adamw_hp hp_decay = nn_adamw_hp_make(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps,

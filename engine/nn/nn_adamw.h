@@ -24,6 +24,12 @@ typedef struct nn_adamw_opt {
     float *m, *v;           /* moments, parameter layout (backend memory) */
     float *scratch;         /* one backend float: the sum of squares */
     long long step;         /* updates done so far */
+    /* The gradient the update uses is grad_scale * p->grad (1 after
+     * create).  Data-parallel training all-reduces the ranks' gradients as a
+     * sum and sets 1 / ranks here, so the norm, the clipping and the update
+     * see the mean without another pass over the gradients; at 1 every
+     * operation is the one-rank arithmetic, bit for bit. */
+    float grad_scale;
 } nn_adamw_opt;
 
 /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, clip 1.0,
@@ -37,7 +43,8 @@ void nn_adamw_destroy(nn_adamw_opt *opt);
 /* Learning rate of update number step + 1 (steps count from 0). */
 float nn_adamw_lr(const nn_adamw_config *cfg, long long step);
 
-/* Global norm of the gradients (fp32 sum of squares, one pass). */
+/* Global norm of the gradients (fp32 sum of squares, one pass), times
+ * grad_scale. */
 int nn_adamw_grad_norm(nn_adamw_opt *opt, float *norm, gt_error *err);
 
 /* One update from p->grad: computes the global norm (returned in *norm when

@@ -597,7 +597,7 @@ def check_containerfile(src, binary):
         pkgs = set()
         cuda = []
         for so in needed:
-            if re.match(r"lib(cudart|cublas|cublasLt)\.so", so):
+            if re.match(r"lib(cudart|cublas|cublasLt|nccl)\.so", so):
                 cuda.append(so)
                 continue
             if re.match(r"lib(asan|ubsan|lsan|tsan)\.so", so):
@@ -615,7 +615,8 @@ def check_containerfile(src, binary):
                 fail(f"Containerfile: the runtime stage lacks {' or '.join(sorted(owners))} ({so}, which giant links)")
             pkgs |= owners
         for so in cuda:
-            want = "cuda-cudart-" if "cudart" in so else "libcublas-"
+            want = ("cuda-cudart-" if "cudart" in so else "libnccl2" if "nccl" in so
+                    else "libcublas-")
             if want not in run_text:
                 fail(f"Containerfile: the runtime stage lacks the package of {so} ({want}*)")
         print(f"containerfile: giant links {len(needed)} libraries; their {len(pkgs)} Debian"

@@ -3,6 +3,7 @@
 #include "check.h"
 #include "model_config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int parse(const char *text, model_config *cfg, char *field, gt_error *err)
@@ -306,5 +307,42 @@ int main(void)
     /* Missing file. */
     CHECK_EQ_INT(model_config_load("no/such/config.json", &cfg, field, sizeof field, &err),
                  GT_EIO);
+    /* executor: local by default and then not written back (local runs
+     * record the bytes they did before it); slurm with its options, written
+     * back; its values checked */
+    CHECK_EQ_INT(parse("{}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.executor.kind, MODEL_EXEC_LOCAL);
+    json_t *jback = model_config_to_json(&cfg);
+    CHECK(json_object_get(jback, "executor") == NULL);
+    json_decref(jback);
+    CHECK_EQ_INT(parse("{\"executor\":{\"kind\":\"slurm\",\"partition\":\"gpu-long\","
+                       "\"gres\":\"gpu:a100:2\",\"time_limit_min\":90,\"requeue\":false}}",
+                       &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.executor.kind, MODEL_EXEC_SLURM);
+    CHECK(strcmp(cfg.executor.partition, "gpu-long") == 0);
+    CHECK(strcmp(cfg.executor.gres, "gpu:a100:2") == 0);
+    CHECK_EQ_INT(cfg.executor.time_limit_min, 90);
+    CHECK_EQ_INT(cfg.executor.requeue, 0);
+    jback = model_config_to_json(&cfg);
+    json_t *ex = json_object_get(jback, "executor");
+    CHECK(strcmp(json_string_value(json_object_get(ex, "kind")), "slurm") == 0);
+    CHECK(json_is_false(json_object_get(ex, "requeue")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(ex, "time_limit_min")), 90);
+    char *text = json_dumps(jback, JSON_COMPACT);
+    model_config again;
+    CHECK_EQ_INT(parse(text, &again, field, &err), GT_OK);
+    CHECK(strcmp(again.executor.gres, "gpu:a100:2") == 0 && again.executor.requeue == 0);
+    free(text);
+    json_decref(jback);
+    expect_bad("{\"executor\":{\"kind\":\"pbs\"}}", "executor.kind");
+    expect_bad("{\"executor\":{\"kind\":\"local\",\"gres\":\"gpu:1\"}}", "executor.gres");
+    expect_bad("{\"executor\":{\"kind\":\"slurm\",\"partition\":\"a;b\"}}",
+               "executor.partition");
+    expect_bad("{\"executor\":{\"kind\":\"slurm\",\"gres\":\"gpu 1\"}}", "executor.gres");
+    expect_bad("{\"executor\":{\"kind\":\"slurm\",\"time_limit_min\":525601}}",
+               "executor.time_limit_min");
+    expect_bad("{\"executor\":{\"account\":\"x\"}}", "executor.account");
+    expect_bad("{\"executor\":\"slurm\"}", "executor");
     return check_finish();
 }

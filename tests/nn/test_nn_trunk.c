@@ -603,6 +603,49 @@ static void test_bad_input(void)
     nn_trunk_destroy(t);
 }
 
+/* grad_scale (what data-parallel training sets to 1 / ranks over summed
+ * gradients): a step from grad g with grad_scale 0.5 is, bit for bit, the
+ * step from g / 2 with grad_scale 1 (halving is exact), clipped or not,
+ * and reports the norm of g / 2. */
+static void test_grad_scale(void)
+{
+    for (int clip = 0; clip < 2; clip++) {
+        nn_trunk_config c;
+        small_config(&c, NN_TRUNK_EXPERT);
+        nn_trunk *t[2] = {NULL, NULL};
+        nn_adamw_opt o[2];
+        nn_adamw_config oc;
+        nn_adamw_config_default(&oc);
+        oc.clip_norm = clip ? 1e-3f : 0.0f; /* clip = 1: every step clips */
+        float norm[2];
+        for (int k = 0; k < 2; k++) {
+            OK(nn_trunk_create(B, &c, &t[k], &E));
+            OK(nn_trunk_init(t[k], 7, 0.1f, &E));
+            OK(nn_adamw_create(&o[k], nn_trunk_params(t[k]), &oc, &E));
+            CHECK(o[k].grad_scale == 1.0f);
+        }
+        o[0].grad_scale = 0.5f;
+        nn_params *p0 = nn_trunk_params(t[0]), *p1 = nn_trunk_params(t[1]);
+        for (int step = 0; step < 3; step++) {
+            for (size_t i = 0; i < p0->count; i++) {
+                float g = (float)((int)((i * 2654435761u + (unsigned)step * 97u) % 2001u) - 1000) *
+                          1e-3f;
+                p0->grad[i] = g;
+                p1->grad[i] = g * 0.5f;
+            }
+            OK(nn_adamw_step(&o[0], &norm[0], &E));
+            OK(nn_adamw_step(&o[1], &norm[1], &E));
+            CHECK(norm[0] == norm[1]);
+        }
+        CHECK_MSG(memcmp(p0->value, p1->value, p0->count * sizeof(float)) == 0,
+                  "grad_scale 0.5 differs from halved gradients (clip %d)", clip);
+        for (int k = 0; k < 2; k++) {
+            nn_adamw_destroy(&o[k]);
+            nn_trunk_destroy(t[k]);
+        }
+    }
+}
+
 static void test_schedule(void)
 {
     nn_adamw_config c;
@@ -732,6 +775,7 @@ int main(void)
     test_edge_shapes();
     test_bad_input();
     test_schedule();
+    test_grad_scale();
     CHECK_EQ_INT(B->bytes_live, live0);
     nn_backend_close(B);
     return check_finish();

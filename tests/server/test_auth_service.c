@@ -5,7 +5,8 @@
  *     refuses a missing, malformed, unknown, revoked and expired token (401
  *     unauthorized, WWW-Authenticate) and a token of a role it does not take
  *     (403 forbidden), and lets the roles it takes through
- *     (--require-tokens 1, --public-metrics 0);
+ *     (--require-tokens 1, --public-metrics 0); the ingest routes of Slurm
+ *     jobs refuse every role's token (401: they take a job's own);
  *   - /v1/tokens: an admin creates, lists and revokes tokens over HTTP;
  *     last_used_at is written; the request log names the token's id only;
  *   - a token sent on loopback is checked even when none is required;
@@ -247,6 +248,17 @@ static const struct {
     {"DELETE", "/v1/tokens/999", NULL, 0},
 };
 
+/* The ingest routes take a Slurm job's own token, never a role's
+ * (test_ingest proves the job tokens themselves). */
+static const struct {
+    const char *method, *path, *body;
+} job_routes[] = {
+    {"POST", "/v1/runs/999/ingest/start", "{}"},
+    {"POST", "/v1/runs/999/ingest", "{}"},
+    {"GET", "/v1/runs/999/ingest/checkpoints/energy", NULL},
+    {"PUT", "/v1/runs/999/ingest/checkpoints/energy/1", NULL},
+};
+
 /* Does path (with numbers) fill pattern (with {captures})? */
 static int fills(const char *pattern, const char *path)
 {
@@ -275,6 +287,8 @@ static void test_table_covers_router(void)
         int found = (http_router_flags(r, i) & AUTH_OPEN) == AUTH_OPEN;
         for (size_t k = 0; !found && k < sizeof routes / sizeof routes[0]; k++)
             found = !strcmp(routes[k].method, method) && fills(pattern, routes[k].path);
+        for (size_t k = 0; !found && k < sizeof job_routes / sizeof job_routes[0]; k++)
+            found = !strcmp(job_routes[k].method, method) && fills(pattern, job_routes[k].path);
         CHECK_MSG(found, "%s %s is not in test_auth_service's table of routes", method, pattern);
     }
     http_router_free(r);
@@ -326,6 +340,19 @@ static void test_route_table(const char *url, const tokens *t)
                               strstr(r.body, role_name[k]),
                           "%s %s as %s: %ld %s (want 403)", routes[i].method, routes[i].path,
                           role_name[k], r.status, r.body);
+        }
+    }
+    /* no role opens the ingest routes, admin's neither */
+    for (size_t i = 0; i < sizeof job_routes / sizeof job_routes[0]; i++) {
+        reply r = request(url, job_routes[i].method, job_routes[i].path, NULL,
+                          job_routes[i].body);
+        CHECK_MSG(r.status == 401 && has_code(&r, "unauthorized"), "%s %s without a token: %ld",
+                  job_routes[i].method, job_routes[i].path, r.status);
+        for (int k = 0; k < 4; k++) {
+            r = request(url, job_routes[i].method, job_routes[i].path, bearer[k],
+                        job_routes[i].body);
+            CHECK_MSG(r.status == 401 && strstr(r.body, "gtj_"), "%s %s as %s: %ld %s",
+                      job_routes[i].method, job_routes[i].path, role_name[k], r.status, r.body);
         }
     }
     /* health checks and the dashboard's files need nothing, and ignore what

@@ -2,7 +2,8 @@
  * (method, path) the service registers is documented, and every documented
  * operation exists.  Also checks each operation documents its error
  * replies, that its security and x-roles say what the route table's
- * access flags do, and that every $ref resolves. */
+ * access flags do (a Slurm job's ingest routes: the jobToken scheme and no
+ * role), and that every $ref resolves. */
 #include "check.h"
 
 #include <ctype.h>
@@ -36,6 +37,16 @@ static void check_roles(const char *method, const char *pattern, int flags, json
                   " a token", method, pattern);
         return;
     }
+    json_t *responses = json_object_get(op, "responses");
+    if (access & AUTH_JOB_BIT) {
+        /* a Slurm job's own token: no role, 401 and 403 */
+        CHECK_MSG(!roles && json_object_get(json_array_get(sec, 0), "jobToken") != NULL &&
+                      json_array_size(sec) == 1,
+                  "%s %s takes a job token only but documents otherwise", method, pattern);
+        CHECK_MSG(json_object_get(responses, "401") && json_object_get(responses, "403"),
+                  "%s %s: no 401 or 403 documented", method, pattern);
+        return;
+    }
     unsigned want = (access & AUTH_SCRAPE_BIT) ? (unsigned)AUTH_ALL_ROLES
                                                : (access & AUTH_ALL_ROLES) | AUTH_ADMIN;
     unsigned got = 0;
@@ -46,7 +57,6 @@ static void check_roles(const char *method, const char *pattern, int flags, json
               "%s %s: x-roles say %#x, the route table %#x", method, pattern, got, want);
     CHECK_MSG(json_object_get(json_array_get(sec, 0), "bearer") != NULL,
               "%s %s: no bearer security", method, pattern);
-    json_t *responses = json_object_get(op, "responses");
     const char *codes[] = {"401", "403", "429"};
     for (int k = 0; k < 3; k++)
         CHECK_MSG(json_object_get(responses, codes[k]) != NULL, "%s %s: no %s documented",

@@ -3,8 +3,9 @@
  * failing migration leaves nothing behind, a non-database is refused, the
  * first schema enforces what its README promises, 0003 writes the old
  * model defaults into the configs of runs recorded before it, 0006
- * maps the tokens' old roles to the new ones, and 0010's models table
- * holds one model per content hash and per name. */
+ * maps the tokens' old roles to the new ones, 0010's models table
+ * holds one model per content hash and per name, and 0011 makes every
+ * recorded run local and holds one Slurm job per run. */
 #include "check.h"
 
 #include <stdio.h>
@@ -303,6 +304,29 @@ int main(void)
     CHECK_EQ_INT(scalar(s, "SELECT count(*) FROM models WHERE created_at LIKE '____-__-__T%Z'"),
                  2);
 #undef MODEL_ROW
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
+    /* 0011: runs recorded before it are local; a slurm run has at most one
+     * job row, with a 64-digit token hash held by no other job */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 11 && list[10].version == 11);
+    CHECK_EQ_INT(store_migrate(s, list, 10, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(scalar(s, "SELECT count(*) FROM runs WHERE executor = 'local'"), 1);
+    CHECK(exec(s, "INSERT INTO runs(config, executor) VALUES ('{}', 'pbs')") != SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config, executor) VALUES ('{}', 'slurm')"), SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO slurm_jobs(run_id, job_id, active, token_hash) VALUES"
+                         " (2, 7, 1, '" SHA_A "')"), SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO slurm_jobs(run_id, job_id) VALUES (2, 8)") != SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO slurm_jobs(run_id, token_hash) VALUES (1, '" SHA_A "')") !=
+          SQLITE_OK);                                              /* another job's token */
+    CHECK(exec(s, "INSERT INTO slurm_jobs(run_id, token_hash) VALUES (1, 'abc')") != SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO slurm_jobs(run_id, active) VALUES (1, 2)") != SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO slurm_jobs(run_id) VALUES (99)") != SQLITE_OK); /* no such run */
+    CHECK_EQ_INT(exec(s, "DELETE FROM runs WHERE id = 2"), SQLITE_OK);
+    CHECK_EQ_INT(scalar(s, "SELECT count(*) FROM slurm_jobs"), 0);
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
     /* 0009: runs recorded before the power time grid keep the uniform one
