@@ -70,6 +70,8 @@ static void engine_init(app *a)
 {
 #ifdef GIANT_HAVE_CUDA
     gt_devices_set_gpu_query(cuda_devices_query);
+    /* /metrics reads each listed GPU's memory: the service's GPUs */
+    gt_devices_set_gpu_memory_query(cuda_devices_memory);
 #endif
     gt_error err = { 0 };
     if (gt_devices_query(a->devices, APP_MAX_DEVICES, &a->ndevices, &err) != GT_OK) {

@@ -119,22 +119,24 @@ static void set_progress(store *db, int64_t id, double progress)
                STORE_ARGS(STORE_REAL(progress), STORE_INT(id)), NULL);
 }
 
-static void set_ready(store *db, int64_t id, long long n, int voxels, long long size, double emin,
-                      double emax)
+/* Its failure is the dataset's: a dataset that could not be marked ready
+ * must not stay pending (the worker would make it again at once). */
+static int set_ready(store *db, int64_t id, long long n, int voxels, long long size, double emin,
+                     double emax, gt_error *err)
 {
-    store_exec(db, "dataset ready",
+    return store_exec(db, "recording the dataset as ready",
                "UPDATE datasets SET status = 'ready', progress = 1, n_showers = ?,"
                " n_voxels = ?, size_bytes = ?, e_min_mev = ?, e_max_mev = ? WHERE id = ?",
                STORE_ARGS(STORE_INT(n), STORE_INT(voxels), STORE_INT(size), STORE_REAL(emin),
                           STORE_REAL(emax), STORE_INT(id)),
-               NULL);
+               err);
 }
 
-static void set_failed(store *db, int64_t id, const char *error)
+static int set_failed(store *db, int64_t id, const char *error)
 {
-    store_exec(db, "dataset failed",
-               "UPDATE datasets SET status = 'failed', progress = 0, error = ? WHERE id = ?",
-               STORE_ARGS(STORE_TEXT(error), STORE_INT(id)), NULL);
+    return store_exec(db, "dataset failed",
+                      "UPDATE datasets SET status = 'failed', progress = 0, error = ? WHERE id = ?",
+                      STORE_ARGS(STORE_TEXT(error), STORE_INT(id)), NULL);
 }
 
 /* ---------------------------------------------------------------------------
@@ -228,8 +230,10 @@ static int make_one(datasets *d, int64_t id, const char *path, const char *geome
     }
     struct stat stt;
     long long size = stat(full, &stt) == 0 ? (long long)stt.st_size : 0;
-    set_ready(d->db, id, n, geo.n_voxels, size, sc.e_min_mev,
-              sc.energy_mode == SYNTH_ENERGY_FIXED ? sc.e_min_mev : sc.e_max_mev);
+    if ((rc = set_ready(d->db, id, n, geo.n_voxels, size, sc.e_min_mev,
+                        sc.energy_mode == SYNTH_ENERGY_FIXED ? sc.e_min_mev : sc.e_max_mev,
+                        err)))
+        unlink(full);          /* no file under a name no ready dataset has */
 out:
     if (have_w)
         calo_h5_finish(&w, NULL);
@@ -303,7 +307,8 @@ static int check_one(datasets *d, int64_t id, const char *path, const char *geom
         if (rc == GT_OK && stats.rows < 1)
             rc = gt_error_set(err, GT_EFORMAT, "%s: the file holds no showers", real);
         if (rc == GT_OK)
-            set_ready(d->db, id, stats.rows, r.n_voxels, size, stats.e_min, stats.e_max);
+            rc = set_ready(d->db, id, stats.rows, r.n_voxels, size, stats.e_min, stats.e_max,
+                           err);
         calo_h5_close(&r);
     }
     gt_path_scrub(err->message, sizeof err->message, real, path);
@@ -336,7 +341,12 @@ static void *worker_main(void *arg)
         if (rc == GT_ECANCELLED)
             break;
         if (rc) {
-            set_failed(d->db, id, err.message);
+            /* A full disk may refuse the failure too: the dataset would stay
+             * pending and be made again at once, in a loop.  Tried again
+             * each second until recorded or stopped (a restart checks a
+             * pending dataset again). */
+            while (set_failed(d->db, id, err.message) != GT_OK && !atomic_load(&d->w.stopping))
+                worker_thread_nap(&d->w, 1);
             log_msg(LOG_WARN, "dataset", "id=%lld status=failed error=\"%s\"", (long long)id,
                     err.message);
         } else {

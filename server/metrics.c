@@ -78,9 +78,16 @@ void metrics_family(metrics_buf *b, const char *name, const char *type, const ch
 }
 
 /* The shortest text that reads back as v (a bound's 0.0025, not
- * 0.0025000000000000001). */
+ * 0.0025000000000000001), without an exponent where a plain decimal does
+ * (le="60", not the "6e+01" that %.1g gives). */
 static void format_shortest(double v, char *out, size_t cap)
 {
+    if (v >= 1e-6 && v < 1e15)
+        for (int d = 0; d <= 17; d++) {
+            snprintf(out, cap, "%.*f", d, v);
+            if (strtod(out, NULL) == v)
+                return;
+        }
     for (int p = 1; p <= 17; p++) {
         snprintf(out, cap, "%.*g", p, v);
         if (strtod(out, NULL) == v)
@@ -127,4 +134,51 @@ void metrics_escape(const char *s, char *out, size_t cap)
         }
     }
     out[o] = '\0';
+}
+
+void metrics_keyed_init(metrics_keyed *k)
+{
+    memset(k, 0, sizeof *k);
+    atomic_flag_clear(&k->lock);
+}
+
+static void keyed_lock(metrics_keyed *k)
+{
+    while (atomic_flag_test_and_set_explicit(&k->lock, memory_order_acquire))
+        ;
+}
+
+static void keyed_unlock(metrics_keyed *k)
+{
+    atomic_flag_clear_explicit(&k->lock, memory_order_release);
+}
+
+void metrics_keyed_add(metrics_keyed *k, const char *key, const unsigned long long *add)
+{
+    keyed_lock(k);
+    int i = 0;
+    while (i < k->n && strncmp(k->keys[i], key, sizeof k->keys[i] - 1) != 0)
+        i++;
+    if (i == k->n) {
+        if (k->n < METRICS_MAX_KEYS)
+            snprintf(k->keys[k->n++], sizeof k->keys[0], "%s", key);
+        else
+            i = METRICS_MAX_KEYS;       /* "other" */
+    }
+    for (int c = 0; c < METRICS_KEYED_COLS; c++)
+        k->v[i][c] += add[c];
+    keyed_unlock(k);
+}
+
+void metrics_write_keyed(metrics_buf *b, const char *name, const char *label,
+                         metrics_keyed *k, int col)
+{
+    keyed_lock(k);
+    for (int i = 0; i < k->n; i++) {
+        char esc[100];
+        metrics_escape(k->keys[i], esc, sizeof esc);
+        metrics_printf(b, "%s{%s=\"%s\"} %llu\n", name, label, esc, k->v[i][col]);
+    }
+    metrics_printf(b, "%s{%s=\"other\"} %llu\n", name, label, k->v[METRICS_MAX_KEYS][col]);
+    keyed_unlock(k);
 }

@@ -5,7 +5,8 @@
  * threads, the sampling and training workers).  The writer appends the
  * text format (version 0.0.4) to a growing buffer: # HELP and # TYPE once
  * per metric family, then each series' cumulative _bucket{le="..."} lines
- * ending at le="+Inf", _sum and _count.  Depends on nothing. */
+ * ending at le="+Inf", _sum and _count.  Also counters by a label of
+ * bounded cardinality (metrics_keyed).  Depends on nothing. */
 #ifndef METRICS_H
 #define METRICS_H
 
@@ -35,11 +36,39 @@ extern const int metrics_seconds_nb;
 extern const double metrics_count_bounds[];
 extern const int metrics_count_nb;
 
-typedef struct metrics_buf {
+/* Counters by a label whose values come from clients' data (a run's id),
+ * with bounded cardinality: the first METRICS_MAX_KEYS distinct keys since
+ * the start get a series each, for the life of the process (a counter never
+ * goes back or moves to another series); any later key adds to the series
+ * "other".  Each key has METRICS_KEYED_COLS counters (requests, showers).
+ * Guarded by a spin lock held for a few instructions (adds are per batch,
+ * reads per scrape); not a pthread mutex, since pthread.h includes
+ * <sched.h>, which server/sched.h shadows on this include path. */
+typedef struct metrics_buf metrics_buf;
+
+#define METRICS_MAX_KEYS 32
+#define METRICS_KEYED_COLS 2
+
+typedef struct metrics_keyed {
+    atomic_flag lock;
+    int n;                                      /* keys taken               */
+    char keys[METRICS_MAX_KEYS][32];
+    unsigned long long v[METRICS_MAX_KEYS + 1][METRICS_KEYED_COLS];  /* last: other */
+} metrics_keyed;
+
+void metrics_keyed_init(metrics_keyed *k);
+/* Adds add[0..METRICS_KEYED_COLS-1] to key's counters (key cut to 31 bytes). */
+void metrics_keyed_add(metrics_keyed *k, const char *key, const unsigned long long *add);
+/* One counter series per key of column col, label="key" (escaped), then
+ * label="other" (always written, 0 until a key overflows). */
+void metrics_write_keyed(metrics_buf *b, const char *name, const char *label,
+                         metrics_keyed *k, int col);
+
+struct metrics_buf {
     char *text;                /* malloc'ed, NUL-terminated                 */
     size_t len, cap;
     int failed;                /* out of memory: the text is incomplete     */
-} metrics_buf;
+};
 
 void metrics_printf(metrics_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* # HELP and # TYPE lines of a family; type is counter, gauge or histogram. */

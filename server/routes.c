@@ -1,6 +1,7 @@
 #include "routes.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "embed.h"
 #include "evaluations.h"
 #include "metrics.h"
+#include "query_args.h"
 #include "replica.h"
 #include "routes_datasets.h"
 #include "routes_evaluations.h"
@@ -30,29 +32,13 @@
 
 int64_t routes_parse_id(const char *s)
 {
-    if (!s || !*s || strlen(s) > 18)
-        return 0;
-    int64_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return 0;
-        v = v * 10 + (*p - '0');
-    }
-    return v;
+    return query_args_id(s);
 }
 
 long long routes_query_ll(http_request *req, const char *name, long long def, long long lo,
                           long long hi)
 {
-    const char *v = http_query(req, name);
-    if (!v)
-        return def;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return -1;
-    return x;
+    return query_args_ll(http_query(req, name), def, lo, hi);
 }
 
 int64_t routes_path_run(http_request *req, store *db)
@@ -207,6 +193,110 @@ static void route_openapi(http_request *req, void *ctx)
  * Prometheus metrics
  * ------------------------------------------------------------------------- */
 
+/* giant_runs{status, device}: every status with "none" (never started) and
+ * each device the service lists, zeros included, so a series does not
+ * appear from nowhere; a device only the database names (a run trained
+ * before the database moved machines) gets its own series too, at most
+ * RUNS_EXTRA_DEVICES of them, the rest summed as "other". */
+#define RUNS_STATUSES 5
+#define RUNS_EXTRA_DEVICES 8
+#define RUNS_DEVICES (APP_MAX_DEVICES + 1 + RUNS_EXTRA_DEVICES + 1)
+
+static const char *const run_statuses[RUNS_STATUSES] = {"queued", "running", "succeeded",
+                                                        "failed", "cancelled"};
+
+typedef struct runs_table {
+    char devices[RUNS_DEVICES][32];
+    int ndev, extra;
+    long long n[RUNS_STATUSES][RUNS_DEVICES];
+} runs_table;
+
+static int runs_table_device(runs_table *t, const char *device)
+{
+    for (int i = 0; i < t->ndev; i++)
+        if (strcmp(t->devices[i], device) == 0)
+            return i;
+    if (strcmp(device, "other") != 0) {
+        if (t->extra == RUNS_EXTRA_DEVICES)
+            return runs_table_device(t, "other");
+        t->extra++;
+    }
+    snprintf(t->devices[t->ndev], sizeof t->devices[0], "%s", device);
+    return t->ndev++;
+}
+
+static void runs_table_add(void *user, const char *status, const char *device, long long n)
+{
+    runs_table *t = user;
+    for (int s = 0; s < RUNS_STATUSES; s++)
+        if (status && strcmp(status, run_statuses[s]) == 0)
+            t->n[s][runs_table_device(t, device && device[0] ? device : "none")] += n;
+}
+
+/* The label of a listed device, as runs.device writes it: "cpu", "cuda:0". */
+static void device_label(const gt_device_info *d, char *out, size_t cap)
+{
+    if (strcmp(d->kind, "cpu") == 0)
+        snprintf(out, cap, "cpu");
+    else
+        snprintf(out, cap, "%s:%d", d->kind, d->index);
+}
+
+static void metrics_runs(metrics_buf *b, app *a)
+{
+    runs_table *t = calloc(1, sizeof *t);
+    if (!t) {
+        b->failed = 1;
+        return;
+    }
+    snprintf(t->devices[t->ndev++], sizeof t->devices[0], "none");
+    for (int i = 0; i < a->ndevices && i < APP_MAX_DEVICES; i++)
+        device_label(&a->devices[i], t->devices[t->ndev++], sizeof t->devices[0]);
+    runs_count_by_device(a->db, runs_table_add, t, NULL);     /* zeros when unreadable */
+    metrics_family(b, "giant_runs", "gauge",
+                   "Runs in the database, by status and by the device they last trained on "
+                   "(none: never started).");
+    for (int s = 0; s < RUNS_STATUSES; s++)
+        for (int d = 0; d < t->ndev; d++) {
+            char esc[80];
+            metrics_escape(t->devices[d], esc, sizeof esc);
+            metrics_printf(b, "giant_runs{status=\"%s\",device=\"%s\"} %lld\n", run_statuses[s],
+                           esc, t->n[s][d]);
+        }
+    free(t);
+}
+
+/* Used and free memory of each listed device (gt_devices_memory): the CPU's
+ * is the host's; a GPU's is read where the build has CUDA; a device whose
+ * memory cannot be read has no series (no made-up zero). */
+static void metrics_device_memory(metrics_buf *b, app *a)
+{
+    size_t used[APP_MAX_DEVICES], avail[APP_MAX_DEVICES];
+    int ok[APP_MAX_DEVICES] = {0}, any = 0;
+    for (int i = 0; i < a->ndevices && i < APP_MAX_DEVICES; i++) {
+        gt_error err = {0};
+        ok[i] = gt_devices_memory(&a->devices[i], &used[i], &avail[i], &err) == GT_OK;
+        any |= ok[i];
+    }
+    if (!any)
+        return;
+    const char *names[2] = {"giant_device_memory_used_bytes", "giant_device_memory_free_bytes"};
+    const char *help[2] = {"Memory in use on each device, bytes (cpu: the host's, MemTotal - "
+                           "MemAvailable).",
+                           "Memory free on each device, bytes (cpu: the host's MemAvailable)."};
+    for (int k = 0; k < 2; k++) {
+        metrics_family(b, names[k], "gauge", help[k]);
+        for (int i = 0; i < a->ndevices && i < APP_MAX_DEVICES; i++) {
+            if (!ok[i])
+                continue;
+            char label[48];
+            device_label(&a->devices[i], label, sizeof label);
+            metrics_printf(b, "%s{device=\"%s\"} %zu\n", names[k], label,
+                           k ? avail[i] : used[i]);
+        }
+    }
+}
+
 /* Gauges read at scrape time from their owners (the database's counts, the
  * sampling worker, the HTTP layer); histograms kept by the HTTP layer, the
  * sampling worker and the scheduler.  README.md, "Metrics", documents each
@@ -221,14 +311,8 @@ static void metrics_gauges(metrics_buf *b, app *a)
                    "Requests whose headers arrived and whose reply has not ended.");
     metrics_printf(b, "giant_http_requests_in_flight %d\n",
                    a->srv ? http_server_in_flight(a->srv) : 0);
-    metrics_family(b, "giant_runs", "gauge", "Runs in the database, by status.");
-    static const char *const statuses[] = {"queued", "running", "succeeded", "failed",
-                                           "cancelled"};
-    for (size_t i = 0; i < 5; i++) {
-        long long c = 0;
-        runs_count(a->db, statuses[i], &c, NULL);      /* 0 when unreadable */
-        metrics_printf(b, "giant_runs{status=\"%s\"} %lld\n", statuses[i], c);
-    }
+    metrics_runs(b, a);
+    metrics_device_memory(b, a);
     metrics_family(b, "giant_evaluations", "gauge",
                    "Evaluations waiting or running, by status.");
     metrics_printf(b, "giant_evaluations{status=\"queued\"} %lld\n"
@@ -273,6 +357,17 @@ static void metrics_counters(metrics_buf *b, app *a)
     metrics_family(b, "giant_sampler_loads_total", "counter",
                    "Samplers loaded from checkpoints.");
     metrics_printf(b, "giant_sampler_loads_total %llu\n", ss.loads);
+    metrics_keyed *per_run = sampling_by_source(a->sampling);
+    if (per_run) {
+        metrics_family(b, "giant_sample_requests_by_run_total", "counter",
+                       "Sampling jobs by run id, or model:ID for an imported model; the first "
+                       "32 since the start, the rest as run=\"other\".");
+        metrics_write_keyed(b, "giant_sample_requests_by_run_total", "run", per_run, 0);
+        metrics_family(b, "giant_sample_showers_by_run_total", "counter",
+                       "Showers generated by run id, or model:ID for an imported model; the "
+                       "first 32 since the start, the rest as run=\"other\".");
+        metrics_write_keyed(b, "giant_sample_showers_by_run_total", "run", per_run, 1);
+    }
     metrics_family(b, "giant_train_runs_started_total", "counter", "Runs the scheduler started.");
     metrics_printf(b, "giant_train_runs_started_total %lld\n", sched_runs_started(a->sched));
 }

@@ -18,13 +18,12 @@
 #include "geo.h"
 #include "giant_client.h"
 #include "model_data.h"
-#include "model_energy.h"
 #include "models.h"
 #include "replica.h"
 #include "routes.h"
 #include "runs.h"
+#include "sample_body.h"
 #include "sampling.h"
-#include "synth.h"
 
 /* ---------------------------------------------------------------------------
  * POST /v1/runs/{id}/samples
@@ -36,10 +35,6 @@ enum { FMT_JSON, FMT_BINARY, FMT_HDF5 };
  * the limit, so a client can split the work (`giant sample --server`
  * does, with row0, into the same showers). */
 #define SAMPLES_E_TOO_MANY "too_many_showers"
-
-/* Rows a request may start at: row0 + n stays far inside an int64 and the
- * engine's per-row counters. */
-#define SAMPLES_MAX_ROW0 (1LL << 40)
 
 /* What one sample request holds (its showers and its reply), counted in
  * app.sample_bytes from admission until the request completes. */
@@ -282,131 +277,30 @@ static void reply_too_many(http_request *req, const char *field, long limit, con
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
 }
 
-/* Parses the request body into c (energies drawn for count requests);
- * replies and returns 0 on a bad request. */
+/* Parses the request body into c (sample_body.c; energies drawn for count
+ * requests); replies and returns 0 on a bad request. */
 static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c)
 {
-    if (!json_is_object(body)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
+    sample_body_limits lim = {(double)a->cfg.min_energy_mev, (double)a->cfg.max_energy_mev,
+                              a->cfg.max_showers, a->cfg.max_json_showers,
+                              c->format == FMT_JSON};
+    sample_body b;
+    sample_body_fault f;
+    if (!sample_body_parse(body, &lim, &b, &f)) {
+        if (f.too_many)
+            reply_too_many(req, f.field, f.limit, "%s", f.message);
+        else
+            http_reply_error(req, (unsigned)f.status,
+                             f.status == 422 ? HTTP_E_VALIDATION : HTTP_E_INTERNAL,
+                             f.status == 422 ? f.field : NULL, "%s", f.message);
         return 0;
     }
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        if (strcmp(key, "energies") && strcmp(key, "count") && strcmp(key, "energy") &&
-            strcmp(key, "seed") && strcmp(key, "steps") && strcmp(key, "row0")) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
-            return 0;
-        }
-    }
-    json_t *seed = json_object_get(body, "seed"), *steps = json_object_get(body, "steps");
-    json_t *energies = json_object_get(body, "energies"), *count = json_object_get(body, "count");
-    json_t *dist = json_object_get(body, "energy");
-    if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "seed",
-                         "seed must be a non-negative integer");
-        return 0;
-    }
-    if (steps && (!json_is_integer(steps) || json_integer_value(steps) < 1 ||
-                  json_integer_value(steps) > 1000)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "steps", "steps must be 1 to 1000");
-        return 0;
-    }
-    /* row0: the request's first shower is row row0 of the sample of this
-     * seed (energies drawn and noise), so requests of consecutive rows
-     * together equal one request of them all */
-    json_t *row0 = json_object_get(body, "row0");
-    if (row0 && (!json_is_integer(row0) || json_integer_value(row0) < 0 ||
-                 json_integer_value(row0) > SAMPLES_MAX_ROW0)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "row0",
-                         "row0 must be an integer in [0, %lld]", SAMPLES_MAX_ROW0);
-        return 0;
-    }
-    c->job.row0 = row0 ? (int64_t)json_integer_value(row0) : 0;
-    c->job.seed = seed ? (uint64_t)json_integer_value(seed) : 1;
-    c->job.steps = steps ? (int)json_integer_value(steps) : 0;
-    if ((energies != NULL) == (count != NULL)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "give either energies or count");
-        return 0;
-    }
-    double lo = (double)a->cfg.min_energy_mev, hi = (double)a->cfg.max_energy_mev;
-    long long n;
-    if (energies) {
-        if (!json_is_array(energies) || json_array_size(energies) == 0) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "energies",
-                             "energies must be a non-empty array of MeV");
-            return 0;
-        }
-        n = (long long)json_array_size(energies);
-        if (dist) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "energy",
-                             "energy goes with count, not with energies");
-            return 0;
-        }
-    } else {
-        if (!json_is_integer(count) || json_integer_value(count) < 1) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "count",
-                             "count must be a positive integer");
-            return 0;
-        }
-        n = json_integer_value(count);
-    }
-    if (n > a->cfg.max_showers) {
-        reply_too_many(req, energies ? "energies" : "count", a->cfg.max_showers,
-                       "%lld showers asked, at most %ld per request (ask in several with"
-                       " row0)", n, a->cfg.max_showers);
-        return 0;
-    }
-    if (c->format == FMT_JSON && n > a->cfg.max_json_showers) {
-        reply_too_many(req, energies ? "energies" : "count", a->cfg.max_json_showers,
-                       "%lld showers asked, at most %ld as JSON (ask for"
-                       " application/octet-stream or application/x-hdf5)",
-                       n, a->cfg.max_json_showers);
-        return 0;
-    }
-    c->job.n = n;
-    c->job.e_inc = malloc((size_t)n * sizeof(float));
-    if (!c->job.e_inc) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return 0;
-    }
-    if (energies) {
-        for (size_t i = 0; i < (size_t)n; i++) {
-            json_t *e = json_array_get(energies, i);
-            double x = json_number_value(e);
-            if (!json_is_number(e) || !(x >= lo && x <= hi)) {
-                char field[48];
-                snprintf(field, sizeof field, "energies[%zu]", i);
-                http_reply_error(req, 422, HTTP_E_VALIDATION, field,
-                                 "incident energies must be numbers in [%g, %g] MeV", lo, hi);
-                return 0;
-            }
-            c->job.e_inc[i] = (float)x;
-        }
-        return 1;
-    }
-    /* count + distribution: drawn as `giant sample` draws them. */
-    synth_config sc;
-    synth_config_default(&sc);
-    sc.seed = c->job.seed;
-    /* the spec run configs and datasets take, parsed by the same function */
-    model_energy spec;
-    model_energy_default(&spec);
-    char field[64] = "";
-    gt_error err = {0};
-    if (dist && model_energy_from_json(dist, "energy", lo, hi, &spec, field, sizeof field,
-                                       &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
-        return 0;
-    }
-    sc.energy_mode = spec.mode;
-    sc.e_min_mev = spec.min_mev;
-    sc.e_max_mev = spec.max_mev;
-    if (synth_config_check(&sc, &err) != GT_OK ||
-        synth_draw_energies(&sc, c->job.row0, n, c->job.e_inc, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "energy", "%s", err.message);
-        return 0;
-    }
+    /* the job owns the energies from here (sample_call_free frees them) */
+    c->job.n = b.n;
+    c->job.e_inc = b.e_inc;
+    c->job.seed = b.seed;
+    c->job.row0 = b.row0;
+    c->job.steps = b.steps;
     return 1;
 }
 

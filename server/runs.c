@@ -611,6 +611,27 @@ int runs_count(store *s, const char *status, long long *n, gt_error *err)
     return rc;
 }
 
+int runs_count_by_device(store *s,
+                         void (*fn)(void *user, const char *status, const char *device,
+                                    long long n),
+                         void *user, gt_error *err)
+{
+    static const char what[] = "counting runs by device";
+    sqlite3_stmt *st;
+    int rc = store_query(s, what,
+                         "SELECT status, COALESCE(device, ''), COUNT(*) FROM runs"
+                         " GROUP BY 1, 2 ORDER BY 1, 2",
+                         STORE_NO_ARGS, &st, err);
+    if (rc)
+        return rc;
+    int r;
+    while ((r = store_step(s, st, what, err)) == 1)
+        fn(user, (const char *)sqlite3_column_text(st, 0),
+           (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+    sqlite3_finalize(st);
+    return r < 0 ? GT_EIO : GT_OK;
+}
+
 int runs_count_queued_by_token(store *s, int64_t token_id, long long *n, gt_error *err)
 {
     int64_t c = 0;

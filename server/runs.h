@@ -164,6 +164,13 @@ int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *ou
  * GT_ENOTFOUND otherwise. */
 int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
 
+/* Runs counted by status and by the device they last trained on (device ""
+ * for runs that never started): fn is called once per pair present. */
+int runs_count_by_device(store *s,
+                         void (*fn)(void *user, const char *status, const char *device,
+                                    long long n),
+                         void *user, gt_error *err);
+
 /* Runs with this status. */
 int runs_count(store *s, const char *status, long long *n, gt_error *err);
 

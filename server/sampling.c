@@ -39,6 +39,7 @@ struct sampling {
     atomic_int in_flight;      /* jobs submitted and not yet done          */
     metrics_hist seconds;      /* submit to done: queue wait and batch     */
     metrics_hist showers;      /* per job                                   */
+    metrics_keyed by_source;   /* requests and showers per run or model     */
 };
 
 /* Every job ends here: the metrics, then the submitter's callback. */
@@ -220,6 +221,15 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
     if (rc == GT_OK)
         s->stats.showers += (unsigned long long)rows;
     pthread_mutex_unlock(&s->w.mu);
+    /* A batch is one run's or one model's: one add for all its jobs. */
+    char key[32];
+    if (ok[0]->model > 0)
+        snprintf(key, sizeof key, "model:%lld", (long long)ok[0]->model);
+    else
+        snprintf(key, sizeof key, "%lld", (long long)ok[0]->run);
+    unsigned long long add[METRICS_KEYED_COLS] = {(unsigned long long)m,
+                                                  rc == GT_OK ? (unsigned long long)rows : 0};
+    metrics_keyed_add(&s->by_source, key, add);
     log_msg(LOG_DEBUG, "sampler", "run=%lld requests=%d showers=%lld rc=%d",
             (long long)ok[0]->run, m, (long long)rows, rc);
     for (int i = 0; i < m; i++) {
@@ -289,6 +299,7 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
     atomic_init(&s->in_flight, 0);
     metrics_hist_init(&s->seconds, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
     metrics_hist_init(&s->showers, metrics_count_bounds, metrics_count_nb, 1);
+    metrics_keyed_init(&s->by_source);
     if (worker_thread_start(&s->w, worker_main, s) != 0) {
         free(s);
         return gt_error_set(err, GT_EIO, "cannot start the sampling thread: %s",
@@ -341,6 +352,7 @@ int sampling_in_flight(sampling *s)
 
 const metrics_hist *sampling_seconds(sampling *s) { return s ? &s->seconds : NULL; }
 const metrics_hist *sampling_showers(sampling *s) { return s ? &s->showers : NULL; }
+metrics_keyed *sampling_by_source(sampling *s) { return s ? &s->by_source : NULL; }
 
 void sampling_stop(sampling *s)
 {

@@ -78,6 +78,10 @@ int sampling_in_flight(sampling *s);
  * device batch), and showers per job.  NULL for a NULL s. */
 const metrics_hist *sampling_seconds(sampling *s);
 const metrics_hist *sampling_showers(sampling *s);
+/* Sample jobs (column 0) and showers generated (column 1) per run ("12") or
+ * imported model ("model:3"), the first METRICS_MAX_KEYS of them, the rest
+ * as "other" (metrics.h).  NULL for a NULL s. */
+metrics_keyed *sampling_by_source(sampling *s);
 
 /* Fails the queued jobs (GT_ECANCELLED), finishes the running batch, joins
  * the worker and frees every sampler (NULL is fine). */

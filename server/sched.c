@@ -262,11 +262,21 @@ static void *worker_main(void *arg)
             runs_set_status(s->db, run, "queued", NULL, NULL, NULL);
             log_msg(LOG_INFO, "run", "id=%lld status=queued reason=shutdown", (long long)run);
         } else if (rc != GT_OK) {
-            char st[16] = "";
-            runs_status(s->db, run, st, NULL);
-            /* A database failure may have left it running: never retried forever. */
-            if (strcmp(st, "running") == 0 || strcmp(st, "queued") == 0)
-                runs_set_status(s->db, run, "failed", err.message, NULL, NULL);
+            /* A database failure may have left it running: never retried
+             * forever.  A full disk may refuse this write too; the run would
+             * then show 'running' with nothing training it until a restart,
+             * so it is tried again each second until recorded or stopped
+             * (a restart re-queues a run left running). */
+            for (;;) {
+                char st[16] = "";
+                if (runs_status(s->db, run, st, NULL) == GT_OK && strcmp(st, "running") != 0 &&
+                    strcmp(st, "queued") != 0)
+                    break;
+                if (runs_set_status(s->db, run, "failed", err.message, NULL, NULL) == GT_OK ||
+                    atomic_load(&s->w.stopping))
+                    break;
+                worker_thread_nap(&s->w, 1);
+            }
             log_msg(LOG_WARN, "run", "id=%lld status=failed error=\"%s\"", (long long)run,
                     err.message);
         } else {

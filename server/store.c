@@ -127,6 +127,19 @@ static int first_row(store *s, const char *what, const char *sql, const store_va
     return step_failure(&mine);
 }
 
+/* Finalizes a statement stopped on its first row.  An INSERT or UPDATE ...
+ * RETURNING outside a transaction commits here, not at the step that gave
+ * the row: a commit refused by the disk (an I/O error, a full disk) shows
+ * only in finalize's code, and then the row read before was rolled back
+ * (a dataset answered 202 with an id that did not exist).  A SELECT
+ * finalizes with SQLITE_OK. */
+static int finish_first_row(store *s, sqlite3_stmt *st, const char *what, gt_error *err)
+{
+    if (sqlite3_finalize(st) == SQLITE_OK)
+        return GT_OK;
+    return sql_fail(err, s->db, what);
+}
+
 int store_int64(store *s, const char *what, const char *sql, const store_val *args, int nargs,
                 int64_t *out, gt_error *err)
 {
@@ -134,8 +147,10 @@ int store_int64(store *s, const char *what, const char *sql, const store_val *ar
     int rc = first_row(s, what, sql, args, nargs, &st, err);
     if (rc)
         return rc;
-    *out = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    int64_t v = sqlite3_column_int64(st, 0);
+    if ((rc = finish_first_row(s, st, what, err)))
+        return rc;
+    *out = v;
     return GT_OK;
 }
 
@@ -147,8 +162,12 @@ int store_string(store *s, const char *what, const char *sql, const store_val *a
     if (rc)
         return rc;
     const char *t = (const char *)sqlite3_column_text(st, 0);
-    *out = strdup(t ? t : "");
-    sqlite3_finalize(st);
+    char *v = strdup(t ? t : "");
+    if ((rc = finish_first_row(s, st, what, err))) {
+        free(v);
+        return rc;
+    }
+    *out = v;
     return *out ? GT_OK : gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
 }
 
@@ -181,8 +200,12 @@ int store_row_json(store *s, const char *what, const char *sql, const store_val 
     int rc = first_row(s, what, sql, args, nargs, &st, err);
     if (rc)
         return rc;
-    *out = row_json(st);
-    sqlite3_finalize(st);
+    json_t *row = row_json(st);
+    if ((rc = finish_first_row(s, st, what, err))) {
+        json_decref(row);
+        return rc;
+    }
+    *out = row;
     return *out ? GT_OK : gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
 }
 

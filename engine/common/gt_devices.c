@@ -6,10 +6,45 @@
 #include <unistd.h>
 
 static gt_devices_query_fn gpu_query;
+static gt_devices_memory_fn gpu_memory;
 
 void gt_devices_set_gpu_query(gt_devices_query_fn fn)
 {
     gpu_query = fn;
+}
+
+void gt_devices_set_gpu_memory_query(gt_devices_memory_fn fn)
+{
+    gpu_memory = fn;
+}
+
+int gt_devices_memory(const gt_device_info *d, size_t *used, size_t *free_bytes, gt_error *err)
+{
+    if (!d || !used || !free_bytes)
+        return gt_error_set(err, GT_EINVAL, "gt_devices_memory: bad arguments");
+    if (strcmp(d->kind, "cpu") != 0) {
+        if (!gpu_memory)
+            return GT_ENOTFOUND;
+        return gpu_memory(d->index, used, free_bytes, err);
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return GT_ENOTFOUND;
+    char line[256];
+    unsigned long long kib, total = 0, avail = 0;
+    int have = 0;
+    while (have != 3 && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+            total = kib, have |= 1;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            avail = kib, have |= 2;
+    }
+    fclose(f);
+    if (have != 3 || avail > total)
+        return GT_ENOTFOUND;   /* a kernel without MemAvailable (before 3.14) */
+    *free_bytes = (size_t)avail * 1024u;
+    *used = (size_t)(total - avail) * 1024u;
+    return GT_OK;
 }
 
 /* True when the whitespace-separated list holds word exactly (flags lines

@@ -41,6 +41,18 @@ void gt_devices_set_gpu_query(gt_devices_query_fn fn);
  * max entries (max >= 1); devices past max are dropped silently. */
 int gt_devices_query(gt_device_info *out, int max, int *count, gt_error *err);
 
+/* Memory of one device now, in bytes: used and free.  The CPU's is the
+ * host's, from /proc/meminfo (free = MemAvailable, used = MemTotal -
+ * MemAvailable): the CPU backend's tensors live there.  A GPU's comes from
+ * the registered memory query (cuda_devices_memory); without one, or for a
+ * device it cannot read, GT_ENOTFOUND, and the caller reports nothing for
+ * that device rather than a made-up zero. */
+typedef int (*gt_devices_memory_fn)(int index, size_t *used, size_t *free_bytes,
+                                    gt_error *err);
+void gt_devices_set_gpu_memory_query(gt_devices_memory_fn fn);
+int gt_devices_memory(const gt_device_info *d, size_t *used, size_t *free_bytes,
+                      gt_error *err);
+
 /* Fills one entry for the host CPU from /proc/cpuinfo and /proc/meminfo:
  * model name, online cores, MemTotal, bf16 = the avx512_bf16 flag. */
 int gt_devices_query_cpu(gt_device_info *out, gt_error *err);

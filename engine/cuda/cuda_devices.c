@@ -58,3 +58,21 @@ int cuda_devices_query(gt_device_info *out, int max, int *count, gt_error *err)
     }
     return GT_OK;
 }
+
+int cuda_devices_memory(int index, size_t *used, size_t *free_bytes, gt_error *err)
+{
+    if (!used || !free_bytes || index < 0)
+        return gt_error_set(err, GT_EINVAL, "cuda_devices_memory: bad arguments");
+    size_t fr = 0, total = 0;
+    cudaError_t e = cudaSetDevice(index);
+    if (e == cudaSuccess)
+        e = cudaMemGetInfo(&fr, &total);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();   /* leave no sticky error to the next caller */
+        return gt_error_set(err, GT_EDEVICE, "cudaMemGetInfo(%d): %s", index,
+                            cudaGetErrorString(e));
+    }
+    *free_bytes = fr;
+    *used = total >= fr ? total - fr : 0;
+    return GT_OK;
+}

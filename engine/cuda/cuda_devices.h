@@ -15,4 +15,12 @@
  * GT_EDEVICE with the runtime's message.  bf16 = compute capability >= 8.0. */
 int cuda_devices_query(gt_device_info *out, int max, int *count, gt_error *err);
 
+/* Memory of device index now (cudaMemGetInfo): used = total - free.  Make
+ * it current on the calling thread first, which creates the device's
+ * primary context the first time in this process (a few hundred MB of the
+ * GPU's memory, and a fraction of a second): register it
+ * (gt_devices_set_gpu_memory_query) only where every listed GPU is meant
+ * for the service.  GT_EDEVICE with the runtime's message on failure. */
+int cuda_devices_memory(int index, size_t *used, size_t *free_bytes, gt_error *err);
+
 #endif

@@ -1,8 +1,10 @@
 /* gt_devices: the CPU is always listed; a registered GPU lister's devices
  * follow; a failing lister's error is reported; a machine without a CUDA
- * driver or device lists none, without error. */
+ * driver or device lists none, without error; device memory (the host's for
+ * the CPU, a GPU's through its registered query). */
 #include "check.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "gt_devices.h"
@@ -43,8 +45,59 @@ static int fake_liar(gt_device_info *out, int max, int *count, gt_error *err)
     return GT_OK;
 }
 
+static int fake_memory(int index, size_t *used, size_t *free_bytes, gt_error *err)
+{
+    if (index == 1)
+        return gt_error_set(err, GT_EDEVICE, "no such device");
+    *used = (size_t)3 << 20;
+    *free_bytes = (size_t)(1021 - index) << 20;
+    return GT_OK;
+}
+
+/* Device memory: the CPU's is the host's (used + free = MemTotal, both
+ * above zero); a GPU's only through the registered query (GT_ENOTFOUND
+ * without one, the query's error for a device it cannot read). */
+static void test_memory(void)
+{
+    gt_device_info cpu, gpu = {.kind = "cuda", .index = 0};
+    gt_error err = {0};
+    size_t used = 0, avail = 0;
+    CHECK_EQ_INT(gt_devices_query_cpu(&cpu, &err), GT_OK);
+    CHECK_EQ_INT(gt_devices_memory(&cpu, &used, &avail, &err), GT_OK);
+    CHECK(used > 0 && avail > 0);
+    CHECK(used + avail == cpu.memory_bytes);
+    CHECK_EQ_INT(gt_devices_memory(&cpu, NULL, &avail, &err), GT_EINVAL);
+    gt_devices_set_gpu_memory_query(NULL);
+    CHECK_EQ_INT(gt_devices_memory(&gpu, &used, &avail, &err), GT_ENOTFOUND);
+    gt_devices_set_gpu_memory_query(fake_memory);
+    CHECK_EQ_INT(gt_devices_memory(&gpu, &used, &avail, &err), GT_OK);
+    CHECK(used == (size_t)3 << 20 && avail == (size_t)1021 << 20);
+    gpu.index = 1;
+    CHECK_EQ_INT(gt_devices_memory(&gpu, &used, &avail, &err), GT_EDEVICE);
+    gt_devices_set_gpu_memory_query(NULL);
+#ifdef GIANT_HAVE_CUDA
+    /* each GPU this machine has: used + free is its global memory */
+    gt_device_info d[8];
+    int n = 0;
+    gt_devices_set_gpu_query(cuda_devices_query);
+    gt_devices_set_gpu_memory_query(cuda_devices_memory);
+    if (gt_devices_query(d, 8, &n, &err) == GT_OK)
+        for (int i = 1; i < n; i++) {
+            int rc = gt_devices_memory(&d[i], &used, &avail, &err);
+            CHECK_MSG(rc == GT_OK, "cuda:%d: %s", d[i].index, err.message);
+            CHECK(rc != GT_OK || used + avail == d[i].memory_bytes);
+            printf("cuda:%d memory used %zu MiB, free %zu MiB\n", d[i].index, used >> 20,
+                   avail >> 20);
+        }
+    CHECK_EQ_INT(cuda_devices_memory(-1, &used, &avail, &err), GT_EINVAL);
+    gt_devices_set_gpu_memory_query(NULL);
+    gt_devices_set_gpu_query(NULL);
+#endif
+}
+
 int main(void)
 {
+    test_memory();
     gt_device_info d[8];
     gt_error err = { 0 };
     int n = -1;

@@ -13,7 +13,12 @@ manifests:
     readiness is /readyz and liveness /healthz; the model-pull script's URL
     is a GET route too;
   - the port: GIANT_LISTEN's is the default of settings.c's listen, and
-    every containerPort, probe, Service and URL names that port;
+    every containerPort, Service and URL names that port; with
+    GIANT_ADMIN_LISTEN (the admin listener, cmd_serve.c) on a reachable
+    address and another port, every probe and the prometheus.io/port
+    annotation use that port (containerPort 'admin'), each probe's path is
+    one the admin listener serves (routes_register_admin), and no Service
+    exposes it; without it, probes and scrapes use the API's port;
   - selectors, the StatefulSet's headless Service, the HPA's target, every
     ConfigMap, Secret and volume a pod refers to exist; the kustomization
     lists every manifest file;
@@ -110,6 +115,15 @@ def load_routes(src):
     if not any(r["pattern"] == "/healthz" for r in routes):
         fail("server/routes.c: its route table was not understood (no /healthz)")
     return routes, text
+
+
+def admin_paths(text):
+    """The paths routes_register_admin copies to the admin listener."""
+    m = re.search(r"routes_register_admin\(.*?admin\[\]\s*=\s*\{([^}]*)\}", text, re.S)
+    if not m:
+        fail("server/routes.c: routes_register_admin's path list was not understood")
+        return set()
+    return set(re.findall(r'"(/[^"]*)"', m.group(1)))
 
 
 def route_for(routes, method, path):
@@ -225,6 +239,17 @@ def check_manifests(src):
             fail(f"GIANT_LISTEN={listen}: port is not the service's default {port}")
         if host.startswith("127.") or host in ("localhost", "[::1]"):
             fail(f"GIANT_LISTEN={listen}: a loopback address is unreachable from other pods")
+    admin_port = None
+    admin_listen = common.get("GIANT_ADMIN_LISTEN")
+    if admin_listen:
+        host, _, aport = admin_listen.rpartition(":")
+        if not aport.isdigit() or int(aport) == port or int(aport) == 0:
+            fail(f"GIANT_ADMIN_LISTEN={admin_listen}: needs a fixed port other than the API's {port}")
+        else:
+            admin_port = int(aport)
+        if host.startswith("127.") or host in ("localhost", "[::1]"):
+            fail(f"GIANT_ADMIN_LISTEN={admin_listen}: the kubelet's probes cannot reach loopback")
+    admin_only = admin_paths(routes_text) if admin_port else set()
     if common.get("GIANT_REQUIRE_TOKENS") != "1":
         fail("ConfigMap giant-settings: GIANT_REQUIRE_TOKENS must be 1 behind Services and proxies")
 
@@ -301,6 +326,9 @@ def check_manifests(src):
             ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
             if ports.get("http") != port:
                 fail(f"{cname}: containerPort 'http' is {ports.get('http')}, the service listens on {port}")
+            if admin_port and ports.get("admin") != admin_port:
+                fail(f"{cname}: containerPort 'admin' is {ports.get('admin')}, GIANT_ADMIN_LISTEN's port is {admin_port}")
+            probe_ports = ("admin", admin_port) if admin_port else ("http", port)
             for kind, want in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"),
                                ("startupProbe", None)):
                 p = c.get(kind)
@@ -320,11 +348,13 @@ def check_manifests(src):
                     fail(f"{cname}: {kind} path {g['path']} is not a GET route of server/routes.c")
                 elif "AUTH_OPEN" not in r["flags"]:
                     fail(f"{cname}: {kind} path {g['path']} needs a token (routes.c: {' | '.join(sorted(r['flags']))}); probes send none")
-                if g["port"] not in ("http", port):
-                    fail(f"{cname}: {kind} port {g['port']} is not 'http' or {port}")
+                if g["port"] not in probe_ports:
+                    fail(f"{cname}: {kind} port {g['port']} is not {probe_ports[0]!r} or {probe_ports[1]}")
+                if admin_port and g["path"] not in admin_only:
+                    fail(f"{cname}: {kind} path {g['path']} is not served on the admin listener ({', '.join(sorted(admin_only))})")
             ann = w["spec"]["template"]["metadata"].get("annotations", {})
-            if ann.get("prometheus.io/port") not in (None, str(port)):
-                fail(f"{wname}: prometheus.io/port is not {port}")
+            if ann.get("prometheus.io/port") not in (None, str(probe_ports[1])):
+                fail(f"{wname}: prometheus.io/port is not {probe_ports[1]}")
             if ann.get("prometheus.io/path") not in (None, "/metrics") or \
                     route_for(routes, "GET", "/metrics") is None:
                 fail(f"{wname}: prometheus.io/path is not the service's /metrics route")
@@ -377,6 +407,8 @@ def check_manifests(src):
         if len(selects(s["spec"].get("selector"))) != 1:
             fail(f"Service {name}: its selector matches {len(selects(s['spec'].get('selector')))} workloads, not 1")
         for p in s["spec"]["ports"]:
+            if admin_port and (p.get("targetPort") in ("admin", admin_port) or p["port"] == admin_port):
+                fail(f"Service {name}: exposes the admin port {admin_port}, meant for probes and scrapes only")
             if p.get("targetPort") not in ("http", port) or p["port"] != port:
                 fail(f"Service {name}: port {p['port']} -> {p.get('targetPort')}, expected {port} -> http")
     for name, p in by_kind.get("PodDisruptionBudget", {}).items():

@@ -304,7 +304,12 @@ static void check_metrics(int port, int admin_port)
     /* Route templates, never a client's path. */
     CHECK(!strstr(text, "987654") && !strstr(text, "/no/such/path"));
     CHECK(svc_metric(text, "giant_http_connections") >= 1);
-    CHECK(svc_metric(text, "giant_runs{status=\"queued\"}") == 0);
+    CHECK(svc_metric(text, "giant_runs{status=\"queued\",device=\"none\"}") == 0);
+    CHECK(svc_metric(text, "giant_runs{status=\"running\",device=\"cpu\"}") == 0);
+    /* the host's memory for the CPU (a GPU only where the build reads it) */
+    CHECK(svc_metric(text, "giant_device_memory_used_bytes{device=\"cpu\"}") > 0);
+    CHECK(svc_metric(text, "giant_device_memory_free_bytes{device=\"cpu\"}") > 0);
+    CHECK(svc_metric(text, "giant_sample_showers_by_run_total{run=\"other\"}") == 0);
     CHECK(svc_metric(text, "giant_evaluations{status=\"queued\"}") == 0);
     CHECK(svc_metric(text, "giant_sampling_jobs_in_flight") == 0);
     CHECK(svc_metric(text, "giant_sample_bytes_in_flight") == 0);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fault_vfs.h"
 #include "log.h"
 
 /* POST /test/echo: {"echo": <the parsed body>} */
@@ -61,13 +62,47 @@ static void route_stream(http_request *req, void *ctx)
     http_reply_stream(req, 200, "text/event-stream", stream_tick, NULL, NULL, NULL);
 }
 
+/* GET /test/fault: the fault VFS's counts ({"installed", "ops",
+ * "injected"}).  POST /test/fault {"after": N, "count": K, "kind": "ioerr" |
+ * "full"}: the N-th write or sync from now and the K - 1 after it fail
+ * (fault_vfs.h); "after": 0 disarms.  409 when the server was started
+ * without GIANT_TEST_FAULT_VFS=1 (the VFS is not under its database). */
+static void route_fault(http_request *req, void *ctx)
+{
+    (void)ctx;
+    if (!fault_vfs_installed()) {
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL, "the fault VFS is not installed");
+        return;
+    }
+    json_t *body = http_body_json(req);
+    if (body) {
+        json_int_t after = 0, count = 1;
+        const char *kind = "ioerr";
+        if (json_unpack(body, "{s:I, s?I, s?s}", "after", &after, "count", &count, "kind",
+                        &kind) != 0 ||
+            (strcmp(kind, "ioerr") != 0 && strcmp(kind, "full") != 0)) {
+            http_reply_error(req, 422, HTTP_E_VALIDATION, "after",
+                             "want {\"after\": N, \"count\": K, \"kind\": \"ioerr\"|\"full\"}");
+            return;
+        }
+        fault_vfs_arm(after, count, strcmp(kind, "full") == 0 ? FAULT_VFS_FULL : FAULT_VFS_IOERR);
+        log_msg(LOG_INFO, "test_fault", "after=%lld count=%lld kind=%s", (long long)after,
+                (long long)count, kind);
+    }
+    http_reply_json(req, 200, json_pack("{s:b, s:I, s:I}", "installed", 1, "ops",
+                                        (json_int_t)fault_vfs_ops(), "injected",
+                                        (json_int_t)fault_vfs_injected()));
+}
+
 int test_routes_add(http_router *r, gt_error *err)
 {
     int rc;
     if ((rc = http_router_add(r, "POST", "/test/echo", route_echo, HTTP_JSON_BODY, err)) ||
         (rc = http_router_add(r, "GET", "/test/items/{id}", route_item, 0, err)) ||
         (rc = http_router_add(r, "GET", "/test/slow", route_slow, 0, err)) ||
-        (rc = http_router_add(r, "GET", "/test/stream", route_stream, 0, err)))
+        (rc = http_router_add(r, "GET", "/test/stream", route_stream, 0, err)) ||
+        (rc = http_router_add(r, "GET", "/test/fault", route_fault, 0, err)) ||
+        (rc = http_router_add(r, "POST", "/test/fault", route_fault, HTTP_JSON_BODY, err)))
         return rc;
     return GT_OK;
 }

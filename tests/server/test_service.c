@@ -822,7 +822,24 @@ static void test_prometheus(gc_client *c)
     gt_error err = {0};
     CHECK_EQ_INT(gc_request(c, "GET", "/metrics", NULL, NULL, 0, NULL, &r, &err), GT_OK);
     CHECK_EQ_INT(r.status, 200);
-    CHECK(strstr(r.body, "giant_runs{status=\"succeeded\"} 4") != NULL);
+    CHECK(strstr(r.body, "giant_runs{status=\"succeeded\",device=\"cpu\"} 4") != NULL);
+    CHECK(strstr(r.body, "giant_runs{status=\"succeeded\",device=\"none\"} 0") != NULL);
+    CHECK(svc_metric(r.body, "giant_device_memory_used_bytes{device=\"cpu\"}") > 0);
+    CHECK(svc_metric(r.body, "giant_device_memory_free_bytes{device=\"cpu\"}") > 0);
+    /* per run: the runs sampled so far each have their series, and they sum
+     * to the totals (no evaluation ran, nothing is in flight) */
+    double jobs = 0, showers = 0;
+    static const char jp[] = "\ngiant_sample_requests_by_run_total{run=\"";
+    static const char sp[] = "\ngiant_sample_showers_by_run_total{run=\"";
+    int series = 0;
+    for (const char *p = strstr(r.body, jp); p; p = strstr(p + 1, jp))
+        jobs += strtod(strchr(p + 1, ' ') + 1, NULL), series++;
+    for (const char *p = strstr(r.body, sp); p; p = strstr(p + 1, sp))
+        showers += strtod(strchr(p + 1, ' ') + 1, NULL);
+    CHECK_MSG(series >= 2, "%d per-run series", series);     /* a run and "other" */
+    CHECK(svc_metric(r.body, "giant_sample_requests_by_run_total{run=\"other\"}") == 0);
+    CHECK_CLOSE(showers, svc_metric(r.body, "giant_sample_showers_total"), 0, 0);
+    CHECK_CLOSE(jobs, svc_metric(r.body, "giant_sample_requests_total"), 0, 0);
     CHECK(strstr(r.body, "giant_sample_batches_total ") != NULL);
     CHECK(strstr(r.body, "giant_http_responses_total{class=\"4xx\"} ") != NULL);
     /* The format holds, and the histograms of what this test did moved:

@@ -350,7 +350,8 @@ int main(void)
         return check_finish();
     }
     have_giant = 1;
-    CHECK(svc_log_has(&S, "msg=slurm available=1"));
+    /* logged just after "listening", which svc_start waits for: wait for it too */
+    CHECK(svc_log_wait(&S, "msg=slurm available=1", 10000));
     gc_client *c = NULL;
     gt_error err = {0};
     CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
