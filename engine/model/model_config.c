@@ -62,7 +62,6 @@ void model_config_defaults(model_config *cfg)
     cfg->stage2.keep_largest = 1;
     cfg->stage2.ring_counts = 1;
     cfg->stage2.layer_weight = 4;
-    cfg->stage2.skip_spent_layers = 1;
     wgan_defaults(&cfg->stage1.wgan);
     wgan_defaults(&cfg->stage2.wgan);
 

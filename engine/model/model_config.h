@@ -107,7 +107,8 @@ typedef struct model_stage_config {
                              * share of the threshold (default 1e-4) */
     int skip_spent_layers;  /* stage 2 autoregressive: training leaves out
                              * the layers after a shower's energy is spent,
-                             * as the sampler does (model_data.c) */
+                             * as the sampler does (model_data.c; default
+                             * off: measured in engine/model/README.md) */
     double voxel_alpha;     /* stage 2 only: alpha of the voxel fractions'
                              * logit-map (default 1e-10) */
     int rings;              /* stage 2 only: each layer's energy split over

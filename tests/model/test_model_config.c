@@ -41,7 +41,7 @@ int main(void)
     CHECK_CLOSE(cfg.stage2.voxel_alpha, 1e-10, 0, 1e-25);
     CHECK_EQ_INT(cfg.stage2.rings, 1);
     CHECK(cfg.stage2.dequantize_top == 1e-4);
-    CHECK(cfg.stage2.skip_spent_layers == 1);
+    CHECK(cfg.stage2.skip_spent_layers == 0); /* measured, not better (model README) */
     CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
@@ -51,7 +51,7 @@ int main(void)
                        "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
                        "\"rings\":false,\"dequantize_top\":0.1,"
                        "\"keep_largest\":false,\"layer_weight\":1,"
-                       "\"skip_spent_layers\":false,"
+                       "\"skip_spent_layers\":true,"
                        "\"trunk\":{\"skip\":\"none\"}}}}",
                        &cfg, field, &err),
                  GT_OK);
@@ -64,7 +64,7 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.keep_largest, 0);
     CHECK(cfg.stage2.layer_weight == 1);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 0); /* no rings: no counts, unasked */
-    CHECK_EQ_INT(cfg.stage2.skip_spent_layers, 0); /* before 0012 */
+    CHECK_EQ_INT(cfg.stage2.skip_spent_layers, 1);
     {
         json_t *o = model_config_to_json(&cfg);
         json_t *s2 = json_object_get(json_object_get(o, "model"), "stage2");
@@ -75,7 +75,7 @@ int main(void)
         CHECK(json_is_false(json_object_get(s2, "keep_largest")));
         CHECK(json_number_value(json_object_get(s2, "layer_weight")) == 1);
         CHECK(json_is_false(json_object_get(s2, "ring_counts")));
-        CHECK(json_is_false(json_object_get(s2, "skip_spent_layers")));
+        CHECK(json_is_true(json_object_get(s2, "skip_spent_layers")));
         CHECK(!strcmp(json_string_value(json_object_get(json_object_get(s2, "trunk"), "skip")),
                       "none"));
         json_decref(o);

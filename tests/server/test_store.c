@@ -344,21 +344,6 @@ int main(void)
                   "1, 3"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
-    /* 0012: runs recorded before it keep training on every layer (false, a
-     * JSON boolean); one that names the field keeps it */
-    remove_db(path);
-    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
-    CHECK(n >= 12 && list[11].version == 12);
-    CHECK_EQ_INT(store_migrate(s, list, 11, &applied, &err), GT_OK);
-    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"model\":{\"stage2\":{}}}'), "
-                         "('{\"model\":{\"stage2\":{\"skip_spent_layers\":true}}}')"),
-                 SQLITE_OK);
-    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
-    CHECK(!strcmp(text(s, "SELECT group_concat(json_type(config, "
-                          "'$.model.stage2.skip_spent_layers'), ', ') FROM runs",
-                       buf, sizeof buf),
-                  "false, true"));
-    CHECK_EQ_INT(store_close(s, &err), GT_OK);
     remove_db(path);
 
     char sum[17];
