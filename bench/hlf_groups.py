@@ -18,25 +18,16 @@ import h5py
 import numpy as np
 import torch
 
+from layer_profile import shower_features
+
 
 def features(path, n_alpha, n_r):
+    """log10 E_inc and layer_profile.py's per-layer features of a file."""
     f = h5py.File(path, "r")
-    showers = f["showers"][:].astype(np.float64)
+    showers = f["showers"][:]
     e_inc = f["incident_energies"][:].reshape(-1).astype(np.float64)
     n_layers = showers.shape[1] // (n_alpha * n_r)
-    x = showers.reshape(len(showers), n_layers, n_alpha, n_r)
-    energy = x.sum((2, 3))
-    w = x / np.maximum(energy[..., None, None], 1e-12)
-    r = np.arange(n_r) + 0.5
-    phi = 2 * np.pi * (np.arange(n_alpha) + 0.5) / n_alpha
-    pos = {"x": np.cos(phi)[:, None] * r[None, :], "y": np.sin(phi)[:, None] * r[None, :],
-           "r": np.broadcast_to(r[None, :], (n_alpha, n_r))}
-    out = {"logE": np.log10(energy + 1e-8), "hits": (x > 0).sum((2, 3)).astype(np.float64)}
-    for k, p in pos.items():
-        c = (w * p).sum((2, 3))
-        out["EC_" + k] = c
-        out["width_" + k] = np.sqrt(np.maximum((w * p * p).sum((2, 3)) - c * c, 0))
-    return np.log10(e_inc), out, n_layers
+    return np.log10(e_inc), shower_features(showers, n_layers, n_alpha, n_r), n_layers
 
 
 def classifier_auc(xg, xr, epochs, seed):
