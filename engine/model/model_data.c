@@ -344,6 +344,18 @@ void model_ar_valid(const prep_layout *p, int l, int32_t *lo, int32_t *hi)
     *hi = 1 + p->block_width[l];
 }
 
+/* The share of a shower left after layer l (< L - 1), from the share rem
+ * before it and its standardised stick-breaking logit x[l], as
+ * prep_stick_join decodes it (the sampler's run_ar does the same on its
+ * tokens). */
+static double ar_remainder_after(const model_repr *r, const float *x, int l, double rem)
+{
+    float xs = (float)(x[l] * r->shower.std[l] + r->shower.mean[l]);
+    double u = prep_logit_unmap(xs);
+    u = u < 0 ? 0 : u > 1 ? 1 : u;
+    return rem - u * rem;
+}
+
 void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int64_t n,
                      float *tok, float *cond, float *ctx, int32_t *valid)
 {
@@ -370,11 +382,8 @@ void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int6
             cd[2] = model_ar_remainder_feature(rem);
             cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
             model_ar_valid(p, l, &valid[2 * row], &valid[2 * row + 1]);
-            if (l < L - 1) {
-                float xs = (float)(x[l] * r->shower.std[l] + r->shower.mean[l]);
-                double u = prep_logit_unmap(xs);
-                rem -= u * rem;
-            }
+            if (l < L - 1)
+                rem = ar_remainder_after(r, x, l, rem);
         }
     }
 }
@@ -405,12 +414,8 @@ static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, con
                 }
                 kept++;
             }
-            if (l < L - 1) {
-                float xs = (float)(x[l] * r->shower.std[l] + r->shower.mean[l]);
-                double u = prep_logit_unmap(xs);
-                u = u < 0 ? 0 : u > 1 ? 1 : u;
-                rem -= u * rem;
-            }
+            if (l < L - 1)
+                rem = ar_remainder_after(r, x, l, rem);
         }
     }
     return kept;
