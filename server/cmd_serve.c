@@ -15,12 +15,15 @@
  * --models are loaded after HTTP starts, so /healthz answers at once and
  * /readyz turns ready when they are in. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +54,102 @@ static serve_routes_fn extra_routes;
 void cmd_serve_set_extra_routes(serve_routes_fn fn)
 {
     extra_routes = fn;
+}
+
+/* The stop signals.  Every thread this file starts inherits them blocked,
+ * but a library may start threads before main: OpenBLAS's pthreads build
+ * does, in its constructor, with nothing blocked.  The kernel may hand a
+ * process-directed SIGTERM to such a thread (it does whenever the main
+ * thread is not waiting for it, say while Slurm is probed at start-up), and
+ * without a handler the default action would kill the service mid-request.
+ * So the signals have a handler, wherever they land: it counts them and
+ * wakes the main thread through a pipe (write is async-signal-safe; the
+ * counter is a lock-free atomic). */
+static atomic_int stop_count;
+static atomic_int stop_last;
+static int stop_pipe[2] = { -1, -1 };
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    atomic_store(&stop_last, sig);
+    atomic_fetch_add(&stop_count, 1);
+    if (stop_pipe[1] >= 0) {
+        ssize_t w = write(stop_pipe[1], "s", 1);
+        (void)w;   /* a full pipe already wakes the reader */
+    }
+    errno = saved;
+}
+
+static int stop_signals_install(const sigset_t *sigs)
+{
+    if (pipe(stop_pipe) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (fcntl(stop_pipe[i], F_SETFD, FD_CLOEXEC) != 0 ||
+            fcntl(stop_pipe[i], F_SETFL, O_NONBLOCK) != 0)
+            return -1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL))
+        return -1;
+    /* Blocked in this thread before any thread of ours exists, so every
+     * one of them inherits the mask; only stop_wait lets them in. */
+    return pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
+
+/* Waits up to timeout_ms (-1: for ever) until the count of stop signals
+ * passes *seen; returns the signal that did, or 0 on timeout.  pselect lets
+ * the signals in for the wait only, atomically, so one that is pending (no
+ * other thread takes it) is delivered here, and one taken by a library's
+ * thread wakes the poll through the pipe. */
+static int stop_wait(const sigset_t *sigs, int *seen, long timeout_ms)
+{
+    sigset_t during;
+    pthread_sigmask(SIG_BLOCK, NULL, &during);
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(sigs, s) == 1)
+            sigdelset(&during, s);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (timeout_ms >= 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    for (;;) {
+        int n = atomic_load(&stop_count);
+        if (n > *seen) {
+            *seen = n;
+            return atomic_load(&stop_last);
+        }
+        struct timespec left, *lp = NULL;
+        if (timeout_ms >= 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            long long ns = (long long)(until.tv_sec - now.tv_sec) * 1000000000LL +
+                           (until.tv_nsec - now.tv_nsec);
+            if (ns <= 0)
+                return 0;
+            left.tv_sec = (time_t)(ns / 1000000000LL);
+            left.tv_nsec = (long)(ns % 1000000000LL);
+            lp = &left;
+        }
+        fd_set rd;
+        FD_ZERO(&rd);
+        FD_SET(stop_pipe[0], &rd);
+        if (pselect(stop_pipe[0] + 1, &rd, NULL, NULL, lp, &during) > 0) {
+            char buf[64];
+            while (read(stop_pipe[0], buf, sizeof buf) > 0)
+                ;
+        }
+    }
 }
 
 static int ensure_dir(const char *path, gt_error *err)
@@ -186,9 +285,9 @@ static int admin_start(app *a, const http_config *api, http_router **router,
     return GT_OK;
 }
 
-static int drain(http_server *srv, const sigset_t *sigs, long grace_s)
+static int drain(http_server *srv, const sigset_t *sigs, int *seen, long grace_s)
 {
-    struct timespec until, now, tick = { 0, 10 * 1000 * 1000 };
+    struct timespec until, now;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += grace_s;
     for (;;) {
@@ -199,7 +298,7 @@ static int drain(http_server *srv, const sigset_t *sigs, long grace_s)
         if (now.tv_sec > until.tv_sec ||
             (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
             return left;
-        int sig = sigtimedwait(sigs, NULL, &tick);
+        int sig = stop_wait(sigs, seen, 10);
         if (sig > 0) {
             log_msg(LOG_WARN, "shutdown", "signal=%d in_flight=%d note=second-signal-stops-now",
                     sig, left);
@@ -263,13 +362,15 @@ int cmd_serve(int argc, char **argv)
                                 "Runs the HTTP service until SIGTERM or SIGINT.";
     /* A client that hangs up mid-reply must not kill the process. */
     signal(SIGPIPE, SIG_IGN);
-    /* Block the stop signals before any thread exists, so every thread
-     * inherits the mask and only sigwait below ever sees them. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    if (stop_signals_install(&sigs) != 0) {
+        fprintf(stderr, "giant serve: cannot set up the stop signals: %s\n", strerror(errno));
+        return 1;
+    }
+    int stops_seen = 0;
 
     app a;
     memset(&a, 0, sizeof a);
@@ -411,9 +512,7 @@ int cmd_serve(int argc, char **argv)
                 a.cfg.model_url);
     }
 
-    int sig = 0;
-    while (sigwait(&sigs, &sig) != 0)
-        ;
+    int sig = stop_wait(&sigs, &stops_seen, -1);
     /* Stop accepting first, then log: once this line is out, new
      * connections are refused (tests rely on that order). */
     http_server_quiesce(srv);
@@ -430,7 +529,7 @@ int cmd_serve(int argc, char **argv)
     /* An evaluation stops at its next chunk and goes back to the queue. */
     evaluations_stop(a.evaluations);
     a.evaluations = NULL;
-    int left = drain(srv, &sigs, a.cfg.shutdown_grace);
+    int left = drain(srv, &sigs, &stops_seen, a.cfg.shutdown_grace);
     if (left)
         log_msg(LOG_WARN, "shutdown", "abandoned=%d", left);
     status = 0;

@@ -4,6 +4,9 @@
  *   last checkpoints and finishes;
  * - SIGTERM it mid-run: it exits cleanly, the run goes back to the queue
  *   and resumes at the next start;
+ * - a stop signal that lands on any thread of the process, a library's
+ *   (OpenBLAS starts threads before main, with nothing blocked) or the main
+ *   one, before the server is up or after, gives the same clean exit;
  * and no metric is recorded twice (one row per stage, name and step). */
 #include "check.h"
 
@@ -12,6 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <dirent.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -185,6 +192,111 @@ static int resumed_from(svc *s)
     return from;
 }
 
+/* A thread of pid other than the main one that does not block sig, per
+ * /proc/PID/task/TID/status (SigBlk); 0 when there is none. */
+static pid_t thread_taking(pid_t pid, int sig)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    pid_t found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0 || tid == pid)
+            continue;
+        char sp[96], line[128];
+        snprintf(sp, sizeof sp, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+        FILE *f = fopen(sp, "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "SigBlk:", 7) == 0) {
+                unsigned long long mask = strtoull(line + 7, NULL, 16);
+                if (!(mask & (1ULL << (sig - 1))))
+                    found = tid;
+                break;
+            }
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+/* 1 once pid catches sig (its handler is installed: SigCgt), within ms. */
+static int catches(pid_t pid, int sig, long ms)
+{
+    char sp[64], line[128];
+    snprintf(sp, sizeof sp, "/proc/%d/status", (int)pid);
+    for (long t = 0; t < ms; t += 2) {
+        FILE *f = fopen(sp, "r");
+        int yes = 0;
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "SigCgt:", 7) == 0) {
+                yes = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
+                break;
+            }
+        if (f)
+            fclose(f);
+        if (yes)
+            return 1;
+        svc_sleep_ms(2);
+    }
+    return 0;
+}
+
+/* SIGTERM at a library thread, and SIGTERM at start-up: a clean exit, the
+ * shutdown logged, never the default action's death by signal. */
+static void test_stop_signal_anywhere(const char *dir)
+{
+    char db[128], data[128];
+    snprintf(db, sizeof db, "%s/stop.db", dir);
+    snprintf(data, sizeof data, "%s/stop-data", dir);
+    svc s;
+    if (svc_start(&s, db, data, NULL) != 0) {
+        svc_dump(&s);
+        CHECK_MSG(0, "server did not start");
+        return;
+    }
+    pid_t tid = thread_taking(s.pid, SIGTERM);
+    if (tid) {
+        fprintf(stderr, "stop signal: SIGTERM sent to thread %d, which does not block it\n",
+                (int)tid);
+        CHECK_EQ_INT(syscall(SYS_tgkill, (int)s.pid, (int)tid, SIGTERM), 0);
+        CHECK_EQ_INT(svc_wait_exit(&s, 30000), 0);
+    } else {
+        fprintf(stderr, "stop signal: every thread but the main one blocks SIGTERM (no "
+                        "library thread started before main): sent to the process\n");
+        CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
+    }
+    CHECK(svc_log_has(&s, "msg=shutdown signal=15"));
+    CHECK(svc_log_has(&s, "msg=stopped clean=1"));
+    if (check_failures_)
+        svc_dump(&s);
+    svc_free(&s);
+
+    /* during start-up, as soon as the handler is in (before it any
+     * program takes the default action): the main thread does not wait for
+     * the signal yet; it is kept and honoured once the service is up */
+    char *argv[] = {(char *)svc_binary(), "serve", "--listen", "127.0.0.1:0", "--db", db,
+                    "--data-dir", data, NULL};
+    for (int delay_ms = 0; delay_ms <= 40; delay_ms += 20) {
+        if (svc_spawn(&s, argv) != 0) {
+            CHECK_MSG(0, "cannot spawn the server");
+            return;
+        }
+        CHECK_MSG(catches(s.pid, SIGTERM, 30000), "the server never catches SIGTERM");
+        svc_sleep_ms(delay_ms);
+        int rc = svc_stop(&s, SIGTERM, 30000);
+        CHECK_MSG(rc == 0, "SIGTERM %d ms after start: exit %d", delay_ms, rc);
+        if (check_failures_)
+            svc_dump(&s);
+        svc_free(&s);
+    }
+}
+
 int main(void)
 {
     char dir[64] = "svc-rec-XXXXXX", db[128], data[128];
@@ -194,6 +306,7 @@ int main(void)
     svc s;
     gt_error err = {0};
     gc_client *c = NULL;
+    test_stop_signal_anywhere(dir);
     if (svc_start(&s, db, data, NULL) != 0) {
         svc_dump(&s);
         CHECK_MSG(0, "server did not start");
