@@ -34,7 +34,7 @@
 #include "datasets.h"
 #include "evaluations.h"
 #include "sampling.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "http.h"
 #include "ingest.h"
 #include "log.h"

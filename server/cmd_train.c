@@ -20,7 +20,7 @@
 #include "progress.h"
 #include "report.h"
 #include "runs.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "settings.h"
 #include "store.h"
 

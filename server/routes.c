@@ -24,7 +24,7 @@
 #include "routes_ui.h"
 #include "runs.h"
 #include "sampling.h"
-#include "sched.h"
+#include "scheduler.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers of the routes_*.c files

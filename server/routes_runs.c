@@ -20,7 +20,7 @@
 #include "model_run.h"
 #include "routes.h"
 #include "runs.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "slurm.h"
 #include "slurm_jobs.h"
 

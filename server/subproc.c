@@ -97,11 +97,10 @@ int subproc_run(char *const argv[], long timeout_ms, subproc_result *r)
         sink_add(&se, msg, strlen(msg));
         goto fail;
     }
-    /* fork and exec (posix_spawn's header would need the system <sched.h>,
-     * which this folder's sched.h hides).  Between them only
-     * async-signal-safe calls: the child starts with an empty signal mask
-     * and default dispositions (the service blocks SIGTERM and ignores
-     * SIGPIPE; an exec keeps both). */
+    /* fork and exec.  Between them only async-signal-safe calls: the child
+     * starts with an empty signal mask and default dispositions (the
+     * service blocks SIGTERM in its threads and ignores SIGPIPE; an exec
+     * keeps both, and resets only the handled signals). */
     pid_t pid = fork();
     if (pid == 0) {
         sigset_t none;

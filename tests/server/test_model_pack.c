@@ -26,7 +26,7 @@
 #include "models.h"
 #include "runs.h"
 #include "sampling.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "svc_harness.h"
 

@@ -17,7 +17,7 @@
 #include "model_data.h"
 #include "runs.h"
 #include "sampling.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "svc_harness.h"
 

@@ -19,7 +19,7 @@
 
 #include "model_config.h"
 #include "runs.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "svc_harness.h"
 

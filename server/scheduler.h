@@ -1,4 +1,4 @@
-/* sched: the training scheduler.
+/* scheduler (prefix sched_): the training scheduler.
  *
  * The queue is the runs table itself (status 'queued', oldest id first), so
  * it survives restarts.  One worker thread per device (the CPU, or the one
@@ -18,8 +18,8 @@
  *
  * sched_train_run is the one training loop: `giant train` uses it too.
  * Depends on runs, store, log and the engine's model_run. */
-#ifndef SCHED_H
-#define SCHED_H
+#ifndef SCHEDULER_H
+#define SCHEDULER_H
 
 #include <stdint.h>
 
