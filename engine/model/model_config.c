@@ -346,9 +346,9 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
 {
     static const char *const keys1[] = {"objective", "trunk", "wgan", NULL};
     static const char *const keys2[] = {"objective", "mode", "dequantize", "dequantize_top",
-                                        "skip_spent_layers", "voxel_alpha", "rings", "ring_counts",
-                                        "keep_largest", "layer_weight", "trunk", "wgan",
-                                        NULL};
+                                        "skip_spent_layers", "history", "voxel_alpha", "rings",
+                                        "ring_counts", "keep_largest", "layer_weight", "trunk",
+                                        "wgan", NULL};
     int rc, objective = (int)s->objective, mode = (int)s->mode;
     if ((rc = check_keys(w, obj, path, is_stage2 ? keys2 : keys1)) ||
         (rc = get_enum(w, obj, path, "objective", OBJECTIVES, &objective)) ||
@@ -356,6 +356,8 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
         (is_stage2 && (rc = get_bool(w, obj, path, "dequantize", &s->dequantize))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "rings", &s->rings))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "skip_spent_layers", &s->skip_spent_layers))) ||
+        (is_stage2 && (rc = get_int32(w, obj, path, "history", 0, MODEL_AR_MAX_HISTORY,
+                                      &s->history))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "ring_counts", &s->ring_counts))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "keep_largest", &s->keep_largest))) ||
         (is_stage2 && (rc = get_real(w, obj, path, "layer_weight", 0, 1, 100, &s->layer_weight))) ||
@@ -364,6 +366,9 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
         return rc;
     s->objective = (model_objective)objective;
     s->mode = (model_stage2_mode)mode;
+    if (is_stage2 && s->history && s->mode != MODEL_MODE_AUTOREGRESSIVE)
+        return fail_key(w, path, "history", "needs the autoregressive mode (model.stage2.mode)%s",
+                        "");
     /* ring hit counts are features of the rings: on by default where there
      * are rings, an error only when asked for without them */
     if (is_stage2 && !s->rings) {
@@ -745,15 +750,16 @@ json_t *model_config_to_json(const model_config *c)
                                       c->synthetic_energy, "min_mev", c->synthetic_emin_mev,
                                       "max_mev", c->synthetic_emax_mev));
     json_t *model = json_pack(
-        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:f, s:b, s:o}}", "stage1",
+        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:f, s:b, s:i, s:o}}",
+        "stage1",
         "objective",
         OBJECTIVES[c->stage1.objective], "trunk", trunk_json(&c->stage1.trunk), "stage2",
         "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode],
         "dequantize", c->stage2.dequantize, "dequantize_top", c->stage2.dequantize_top,
         "voxel_alpha", c->stage2.voxel_alpha, "rings", c->stage2.rings, "ring_counts",
         c->stage2.ring_counts, "keep_largest", c->stage2.keep_largest, "layer_weight",
-        c->stage2.layer_weight, "skip_spent_layers", c->stage2.skip_spent_layers, "trunk",
-        trunk_json(&c->stage2.trunk));
+        c->stage2.layer_weight, "skip_spent_layers", c->stage2.skip_spent_layers, "history",
+        c->stage2.history, "trunk", trunk_json(&c->stage2.trunk));
     const model_stage_config *st[2] = {&c->stage1, &c->stage2};
     for (int i = 0; model && i < 2; i++)
         if (st[i]->objective == MODEL_OBJ_WGAN)

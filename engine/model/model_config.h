@@ -45,6 +45,9 @@ typedef enum model_stage2_mode {
     MODEL_MODE_AUTOREGRESSIVE = 1, /* one layer ("token") at a time, teacher-forced */
 } model_stage2_mode;
 
+/* The most previous layers model.stage2.history may name. */
+#define MODEL_AR_MAX_HISTORY 8
+
 typedef enum model_trunk_kind {
     MODEL_TRUNK_EXPERT = 0, /* residual MLP                            */
     MODEL_TRUNK_ROUTED = 1, /* experts behind a learned top-k gate     */
@@ -109,6 +112,10 @@ typedef struct model_stage_config {
                              * the layers after a shower's energy is spent,
                              * as the sampler does (model_data.c; default
                              * off: measured in engine/model/README.md) */
+    int history;            /* stage 2 autoregressive: the energy shares of
+                             * the previous `history` layers are extra
+                             * conditions of a layer's token (model_data.h;
+                             * default 0, the conditions before the field) */
     double voxel_alpha;     /* stage 2 only: alpha of the voxel fractions'
                              * logit-map (default 1e-10) */
     int rings;              /* stage 2 only: each layer's energy split over

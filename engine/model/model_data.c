@@ -316,7 +316,7 @@ static int encode_rows(const model_repr *r, const model_dataset *ds, const int64
 /* autoregressive tokens                                                    */
 /* ------------------------------------------------------------------------ */
 
-void model_ar_dims_of(const prep_layout *p, model_ar_dims *d)
+void model_ar_dims_of(const prep_layout *p, int history, model_ar_dims *d)
 {
     int vmax = 1;
     for (int k = 0; k < p->n_layers; k++) {
@@ -327,7 +327,16 @@ void model_ar_dims_of(const prep_layout *p, model_ar_dims *d)
     d->n_tokens = p->n_layers;
     d->dim = 1 + vmax;
     d->n_ctx = vmax;
-    d->n_cond = 4;
+    d->history = history;
+    d->n_cond = 4 + history;
+}
+
+void model_ar_history_push(double *share, int history, double layer_share)
+{
+    for (int h = history - 1; h > 0; h--)
+        share[h] = share[h - 1];
+    if (history > 0)
+        share[0] = layer_share;
 }
 
 float model_ar_remainder_feature(double r)
@@ -356,19 +365,19 @@ static double ar_remainder_after(const model_repr *r, const float *x, int l, dou
     return rem - u * rem;
 }
 
-void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int64_t n,
-                     float *tok, float *cond, float *ctx, int32_t *valid)
+void model_ar_tokens(const model_repr *r, int history, const float *x2, const float *c2,
+                     int64_t n, float *tok, float *cond, float *ctx, int32_t *valid)
 {
     const prep_layout *p = &r->layout;
     model_ar_dims d;
-    model_ar_dims_of(p, &d);
-    const int L = d.n_tokens, D = d.dim, P = d.n_ctx;
+    model_ar_dims_of(p, history, &d);
+    const int L = d.n_tokens, D = d.dim, P = d.n_ctx, C = d.n_cond, H = d.history;
     for (int64_t i = 0; i < n; i++) {
         const float *x = x2 + (size_t)i * p->dim;
-        double rem = 1.0;
+        double rem = 1.0, share[MODEL_AR_MAX_HISTORY] = {0};
         for (int l = 0; l < L; l++) {
             size_t row = (size_t)i * L + l;
-            float *t = tok + row * D, *cx = ctx + row * P, *cd = cond + row * 4;
+            float *t = tok + row * D, *cx = ctx + row * P, *cd = cond + row * C;
             memset(t, 0, (size_t)D * sizeof *t);
             memset(cx, 0, (size_t)P * sizeof *cx);
             if (l < L - 1)
@@ -381,9 +390,14 @@ void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int6
             cd[1] = c2[2 * i + 1];
             cd[2] = model_ar_remainder_feature(rem);
             cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
+            for (int h = 0; h < H; h++)
+                cd[4 + h] = model_ar_remainder_feature(share[h]);
             model_ar_valid(p, l, &valid[2 * row], &valid[2 * row + 1]);
-            if (l < L - 1)
-                rem = ar_remainder_after(r, x, l, rem);
+            if (l < L - 1) {
+                double after = ar_remainder_after(r, x, l, rem);
+                model_ar_history_push(share, H, rem - after);
+                rem = after;
+            }
         }
     }
 }
@@ -397,7 +411,7 @@ static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, con
                                 float *ctx, int32_t *valid)
 {
     const prep_layout *p = &r->layout;
-    const int L = d->n_tokens, D = d->dim, P = d->n_ctx;
+    const int L = d->n_tokens, D = d->dim, P = d->n_ctx, C = d->n_cond;
     const double cut = (double)p->threshold_mev * (1.0 - 1e-6);
     int64_t kept = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -408,7 +422,7 @@ static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, con
             if (rem >= cut) {
                 if ((size_t)kept != row) {
                     memmove(tok + (size_t)kept * D, tok + row * D, (size_t)D * sizeof *tok);
-                    memmove(cond + (size_t)kept * 4, cond + row * 4, 4 * sizeof *cond);
+                    memmove(cond + (size_t)kept * C, cond + row * C, (size_t)C * sizeof *cond);
                     memmove(ctx + (size_t)kept * P, ctx + row * P, (size_t)P * sizeof *ctx);
                     memmove(valid + 2 * kept, valid + 2 * row, 2 * sizeof *valid);
                 }
@@ -421,28 +435,28 @@ static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, con
     return kept;
 }
 
-static int build_tokens(model_arrays *a, int skip_spent, gt_error *err)
+static int build_tokens(model_arrays *a, int history, int skip_spent, gt_error *err)
 {
-    model_ar_dims_of(&a->repr.layout, &a->ar_dims);
+    model_ar_dims_of(&a->repr.layout, history, &a->ar_dims);
     const model_ar_dims *d = &a->ar_dims;
     size_t L = (size_t)d->n_tokens, ntr = (size_t)a->n_train * L, nva = (size_t)a->n_val * L;
     a->ar = 1;
     a->t2_train = malloc(ntr * d->dim * sizeof(float));
-    a->tc_train = malloc(ntr * 4 * sizeof(float));
+    a->tc_train = malloc(ntr * d->n_cond * sizeof(float));
     a->tx_train = malloc(ntr * d->n_ctx * sizeof(float));
     a->tv_train = malloc(ntr * 2 * sizeof(int32_t));
     a->t2_val = malloc(nva * d->dim * sizeof(float));
-    a->tc_val = malloc(nva * 4 * sizeof(float));
+    a->tc_val = malloc(nva * d->n_cond * sizeof(float));
     a->tx_val = malloc(nva * d->n_ctx * sizeof(float));
     a->tv_val = malloc(nva * 2 * sizeof(int32_t));
     if (!a->t2_train || !a->tc_train || !a->tx_train || !a->tv_train || !a->t2_val ||
         !a->tc_val || !a->tx_val || !a->tv_val)
         return gt_error_set(err, GT_ENOMEM, "out of memory building %zu layer tokens",
                             ntr + nva);
-    model_ar_tokens(&a->repr, a->x2_train, a->c2_train, a->n_train, a->t2_train, a->tc_train,
-                    a->tx_train, a->tv_train);
-    model_ar_tokens(&a->repr, a->x2_val, a->c2_val, a->n_val, a->t2_val, a->tc_val, a->tx_val,
-                    a->tv_val);
+    model_ar_tokens(&a->repr, history, a->x2_train, a->c2_train, a->n_train, a->t2_train,
+                    a->tc_train, a->tx_train, a->tv_train);
+    model_ar_tokens(&a->repr, history, a->x2_val, a->c2_val, a->n_val, a->t2_val, a->tc_val,
+                    a->tx_val, a->tv_val);
     a->n_tok_train = (int64_t)ntr;
     a->n_tok_val = (int64_t)nva;
     /* model.stage2.skip_spent_layers: the sampler never calls the network
@@ -551,7 +565,7 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
         a->c2_val[2 * i + 1] = a->x1_val[i];
     }
     if (cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE &&
-        (rc = build_tokens(a, cfg->stage2.skip_spent_layers, err)))
+        (rc = build_tokens(a, cfg->stage2.history, cfg->stage2.skip_spent_layers, err)))
         goto fail;
     free(a->edep_train);
     free(a->edep_val);

@@ -83,27 +83,36 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
  *   cols 1..n_l the standardised voxel-fraction logits of layer l
  *   the rest    padding (0; the trainer zeroes its noise and the sampler
  *               ignores it)
- * Conditions (4): c, z (the stage-2 conditions), the remainder feature
- * 1 + log10(max(r_l, 1e-6)) / 6 of the stick-breaking remainder r_l (the
- * share of E_dep not yet placed in layers < l), and the layer position
- * l / (L - 1).  Context (n_ctx = largest layer's voxel count): the previous
+ * Conditions (4 + history): c, z (the stage-2 conditions), the remainder
+ * feature 1 + log10(max(r_l, 1e-6)) / 6 of the stick-breaking remainder r_l
+ * (the share of E_dep not yet placed in layers < l), the layer position
+ * l / (L - 1), then (model.stage2.history = H > 0) the same feature of the
+ * shares of E_dep in layers l - 1, ..., l - H (0 before layer 0): where the
+ * shower stands on its longitudinal profile, which sets its radial shape
+ * and which the remainder alone does not tell.  Context (n_ctx = largest layer's voxel count): the previous
  * layer's standardised voxel logits (zeros for layer 0), which is the teacher-
  * forced input in training and the generated token in sampling. */
 typedef struct model_ar_dims {
     int n_tokens;  /* L */
     int dim;       /* token width */
     int n_ctx;     /* previous-layer context width */
-    int n_cond;    /* 4 */
+    int history;   /* H: previous layers' shares among the conditions */
+    int n_cond;    /* 4 + H */
 } model_ar_dims;
 
-void model_ar_dims_of(const prep_layout *p, model_ar_dims *d);
-/* The remainder condition of a stick-breaking remainder r in [0, 1]. */
+void model_ar_dims_of(const prep_layout *p, int history, model_ar_dims *d);
+/* The remainder condition of a stick-breaking remainder r in [0, 1] (and
+ * of a layer's share of E_dep in the history conditions). */
 float model_ar_remainder_feature(double r);
+/* The history of a shower's previous layers' shares (newest first, history
+ * entries): pushes the share of the layer just placed. */
+void model_ar_history_push(double *share, int history, double layer_share);
 /* n showers (standardised stage-2 vectors x2 [n, dim2] and conditions c2
- * [n, 2]) -> n * L token rows: tok [.., dim], cond [.., 4], ctx [.., n_ctx]
- * and valid [.., 2] (the non-padding column range [lo, hi) of each row). */
-void model_ar_tokens(const model_repr *r, const float *x2, const float *c2, int64_t n,
-                     float *tok, float *cond, float *ctx, int32_t *valid);
+ * [n, 2]) -> n * L token rows: tok [.., dim], cond [.., 4 + history],
+ * ctx [.., n_ctx] and valid [.., 2] (the non-padding column range [lo, hi)
+ * of each row). */
+void model_ar_tokens(const model_repr *r, int history, const float *x2, const float *c2,
+                     int64_t n, float *tok, float *cond, float *ctx, int32_t *valid);
 /* The valid column range of token l. */
 void model_ar_valid(const prep_layout *p, int l, int32_t *lo, int32_t *hi);
 

@@ -97,6 +97,7 @@ struct model_sampler {
     float *zeros;                       /* backend: [B, dim] of 0, the tokens' padding */
     float *tok_h, *ctx_h, *cnd_h, *prev_h;
     double *rem_h;                      /* energy not yet placed, MeV */
+    double *hist_h;                     /* [B, history]: previous layers' shares */
     int *act_h;                         /* rows of the batch still generating */
     /* host buffers */
     float *t_h, *ca_h, *cb_h, *e_inc_h, *c1_h, *x1_h, *c2_h, *edep_h, *x2_h;
@@ -137,6 +138,7 @@ void model_sampler_close(model_sampler *s)
                      s->c2_h, s->edep_h, s->x2_h, s->tok_h,  s->ctx_h, s->cnd_h,
                      s->prev_h};
     free(s->rem_h);
+    free(s->hist_h);
     free(s->act_h);
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         free(host[i]);
@@ -261,7 +263,9 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
     }
     const int D = s->repr.layout.dim, B = max_batch;
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
-    model_ar_dims_of(&s->repr.layout, &s->ard);
+    model_ar_dims_of(&s->repr.layout, s->ar ? cfg->stage2.history : 0, &s->ard);
+    /* conditions per row: stage 1 has 1, oneshot stage 2 2, tokens 4 + H */
+    const int NC = s->ard.n_cond > 4 ? s->ard.n_cond : 4;
     if ((rc = load_net(s, 1, 1, 1, 0, &v1, err)) ||
         (rc = s->ar ? load_net(s, 2, s->ard.dim, s->ard.n_cond, s->ard.n_ctx, &v2, err)
                     : load_net(s, 2, D, 2, 0, &v2, err)))
@@ -272,8 +276,8 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
     for (int i = 0; i < 5; i++)
         if ((rc = nn_alloc(b, bd * sizeof(float), (void **)dev[i], err)))
             goto fail;
-    if ((rc = nn_alloc(b, (size_t)B * 4 * sizeof(float), (void **)&s->c, err)) ||
-        (rc = nn_alloc(b, (size_t)B * 5 * sizeof(float), (void **)&s->cond, err)) ||
+    if ((rc = nn_alloc(b, (size_t)B * NC * sizeof(float), (void **)&s->c, err)) ||
+        (rc = nn_alloc(b, (size_t)B * (1 + NC) * sizeof(float), (void **)&s->cond, err)) ||
         (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->t, err)) ||
         (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->ca, err)) ||
         (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->cb, err)))
@@ -320,11 +324,13 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
             goto fail;
         s->tok_h = malloc((size_t)B * s->ard.dim * sizeof(float));
         s->ctx_h = malloc((size_t)B * P * sizeof(float));
-        s->cnd_h = malloc((size_t)B * 4 * sizeof(float));
+        s->cnd_h = malloc((size_t)B * NC * sizeof(float));
         s->prev_h = malloc((size_t)B * P * sizeof(float));
         s->rem_h = malloc((size_t)B * sizeof(double));
+        s->hist_h = calloc((size_t)B * (s->ard.history ? s->ard.history : 1), sizeof(double));
         s->act_h = malloc((size_t)B * sizeof(int));
-        if (!s->tok_h || !s->ctx_h || !s->cnd_h || !s->prev_h || !s->rem_h || !s->act_h) {
+        if (!s->tok_h || !s->ctx_h || !s->cnd_h || !s->prev_h || !s->rem_h || !s->hist_h ||
+            !s->act_h) {
             rc = gt_error_set(err, GT_ENOMEM, "out of memory");
             goto fail;
         }
@@ -714,6 +720,7 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
 {
     const prep_layout *lay = &s->repr.layout;
     const int L = s->ard.n_tokens, TD = s->ard.dim, P = s->ard.n_ctx, D2 = lay->dim;
+    const int C = s->ard.n_cond, H = s->ard.history;
     /* 1e-6 below the threshold: a float rounding of the decoder can never
      * lift a skipped voxel to the threshold itself */
     const double cut = (double)lay->threshold_mev * (1.0 - 1e-6);
@@ -722,6 +729,8 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
     memset(s->prev_h, 0, (size_t)rows * P * sizeof(float));
     for (int i = 0; i < rows; i++)
         s->rem_h[i] = s->edep_h[i] > 0 ? (double)s->edep_h[i] : 0.0;
+    if (H)
+        memset(s->hist_h, 0, (size_t)rows * H * sizeof(double));
     for (int l = 0; l < L; l++) {
         int32_t lo, hi;
         model_ar_valid(lay, l, &lo, &hi);
@@ -730,19 +739,21 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
             if (!(s->rem_h[i] >= cut))
                 continue;
             s->act_h[na] = i;
-            float *cd = s->cnd_h + (size_t)na * 4;
+            float *cd = s->cnd_h + (size_t)na * C;
             cd[0] = s->c2_h[2 * i];
             cd[1] = s->c2_h[2 * i + 1];
             cd[2] = model_ar_remainder_feature(s->rem_h[i] / (double)s->edep_h[i]);
             cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
+            for (int h = 0; h < H; h++)
+                cd[4 + h] = model_ar_remainder_feature(s->hist_h[(size_t)i * H + h]);
             memcpy(s->ctx_h + (size_t)na * P, s->prev_h + (size_t)i * P, (size_t)P * sizeof(float));
             na++;
         }
         if (na == 0)
             break;
-        if ((rc = check_finite(p, np, s->cnd_h, na, 4, s->act_h,
+        if ((rc = check_finite(p, np, s->cnd_h, na, C, s->act_h,
                                "the stage-2 conditions are not finite", err)) ||
-            (rc = nn_copy_h2d(s->b, s->c, s->cnd_h, (size_t)na * 4 * sizeof(float), err)) ||
+            (rc = nn_copy_h2d(s->b, s->c, s->cnd_h, (size_t)na * C * sizeof(float), err)) ||
             (rc = nn_copy_h2d(s->b, s->ctx, s->ctx_h, (size_t)na * P * sizeof(float), err)))
             return rc;
         /* noise of (request seed, row, layer), padding columns at 0 as in training */
@@ -769,7 +780,11 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
                 float xs = (float)(t[0] * s->repr.shower.std[l] + s->repr.shower.mean[l]);
                 double u = prep_logit_unmap(xs);
                 u = u < 0 ? 0 : u > 1 ? 1 : u;
-                s->rem_h[i] -= u * s->rem_h[i];
+                double placed = u * s->rem_h[i];
+                if (H)
+                    model_ar_history_push(s->hist_h + (size_t)i * H, H,
+                                          placed / (double)s->edep_h[i]);
+                s->rem_h[i] -= placed;
             }
         }
     }

@@ -42,6 +42,7 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.rings, 1);
     CHECK(cfg.stage2.dequantize_top == 1e-4);
     CHECK(cfg.stage2.skip_spent_layers == 0); /* measured, not better (model README) */
+    CHECK_EQ_INT(cfg.stage2.history, 0);      /* the conditions before the field */
     CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
@@ -105,6 +106,30 @@ int main(void)
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":101}}}", "model.stage2.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"skip\":\"residual\"}}}}",
                "model.stage2.trunk.skip");
+    /* history: autoregressive only, 0..MODEL_AR_MAX_HISTORY, round-trips */
+    expect_bad("{\"model\":{\"stage2\":{\"history\":2}}}", "model.stage2.history");
+    expect_bad("{\"model\":{\"stage2\":{\"mode\":\"autoregressive\",\"history\":9}}}",
+               "model.stage2.history");
+    expect_bad("{\"model\":{\"stage2\":{\"mode\":\"autoregressive\",\"history\":-1}}}",
+               "model.stage2.history");
+    expect_bad("{\"model\":{\"stage2\":{\"mode\":\"autoregressive\",\"history\":1.5}}}",
+               "model.stage2.history");
+    expect_bad("{\"model\":{\"stage1\":{\"history\":1}}}", "model.stage1.history");
+    CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"mode\":\"autoregressive\",\"history\":3}}}",
+                       &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage2.history, 3);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        json_t *s2 = json_object_get(json_object_get(o, "model"), "stage2");
+        CHECK_EQ_INT(json_integer_value(json_object_get(s2, "history")), 3);
+        char *text = json_dumps(o, 0);
+        model_config again;
+        CHECK_EQ_INT(parse(text, &again, field, &err), GT_OK);
+        CHECK_EQ_INT(again.stage2.history, 3);
+        free(text);
+        json_decref(o);
+    }
 
     /* A full config. */
     const char *full =

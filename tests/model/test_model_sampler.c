@@ -47,41 +47,45 @@ typedef struct variant {
     int before;         /* 0, or the migration (4, 5, 8, 9) whose old values a run
                          * recorded before it keeps: it must serve the
                          * bytes pinned then */
+    int history;        /* model.stage2.history (autoregressive) */
 } variant;
 
 static const variant VARIANTS[] = {
     {"flow oneshot heun", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0},
+     MODEL_SOLVER_HEUN, 0, 0},
     {"flow oneshot euler", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_EULER, 0},
-    {"routed", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_ROUTED, MODEL_SOLVER_HEUN, 0},
+     MODEL_SOLVER_EULER, 0, 0},
+    {"routed", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_ROUTED, MODEL_SOLVER_HEUN, 0, 0},
     {"autoregressive", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0},
-    {"wgan", MODEL_OBJ_WGAN, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 0},
-    {"ddpm", MODEL_OBJ_DDPM, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_DDIM, 0},
+     MODEL_SOLVER_HEUN, 0, 0},
+    {"wgan", MODEL_OBJ_WGAN, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 0, 0},
+    {"ddpm", MODEL_OBJ_DDPM, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_DDIM, 0, 0},
     /* rings off and the old noise top: a run recorded before migration
      * 0004 serves the bytes it served then (its hashes are the ones pinned
      * before rings existed) */
     {"flow oneshot no rings", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 4},
+     MODEL_SOLVER_HEUN, 4, 0},
     /* no layer weight and no keep_largest: before 0005 (the hashes "flow
      * oneshot heun" had then) */
     {"flow oneshot before 0005", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 5},
+     MODEL_SOLVER_HEUN, 5, 0},
     /* no ring hit counts: before 0008 (the hashes "flow oneshot heun" and
      * "autoregressive" had then) */
     {"flow oneshot before 0008", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 8},
+     MODEL_SOLVER_HEUN, 8, 0},
     {"autoregressive before 0008", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 8},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 8, 0},
     /* the uniform time grid: before 0009 (the hashes "flow oneshot heun",
      * "flow oneshot euler" and "autoregressive" had then) */
     {"flow oneshot heun before 0009", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 9},
+     MODEL_SOLVER_HEUN, 9, 0},
     {"flow oneshot euler before 0009", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_EULER, 9},
+     MODEL_SOLVER_EULER, 9, 0},
     {"autoregressive before 0009", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 9},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 9, 0},
+    /* the previous layers' shares among the token conditions */
+    {"autoregressive history 2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_HEUN, 0, 2},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -104,6 +108,7 @@ static const uint64_t GOLDEN[][2] = {
     {0x7e0a4f12f5a20b9eull, 0x2a7d73f6252ef185ull},   /* flow oneshot heun before 0009 */
     {0xcb28bd4c969c3c4full, 0x82dbc07caf1582b8ull},   /* flow oneshot euler before 0009 */
     {0xefbafc1a69961de8ull, 0xe2383821416aa877ull},   /* autoregressive before 0009 */
+    {0x1523abd2905acd43ull, 0x638cfa9394847d8aull},   /* autoregressive history 2 */
 };
 
 typedef struct trained {
@@ -129,6 +134,7 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
     c->stage1.trunk.emb_dim = 8;
     c->stage2.objective = v->obj;
     c->stage2.mode = v->mode;
+    c->stage2.history = v->history;
     c->stage2.trunk.kind = v->kind;
     c->stage2.trunk.hidden = 40;   /* not a multiple of the kernels' column panels */
     c->stage2.trunk.blocks = 2;

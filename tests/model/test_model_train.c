@@ -11,6 +11,8 @@
  *  - a bf16 run reaches a validation loss comparable to fp32 (within 25%),
  *    and its fp32 validation loss is bit-identical when its weights are
  *    reloaded into an fp32 model. */
+#include <math.h>
+
 #include "model_backend.h"
 #include "check.h"
 #include "model_capture.h"
@@ -250,6 +252,56 @@ static void test_spent_layers(void)
     model_dataset_free(&ds);
 }
 
+/* model.stage2.history: a token's conditions are the four of a run without
+ * it, then the shares of E_dep in the previous layers (newest first, 0
+ * before layer 0), each the share the remainders before and after that
+ * layer differ by. */
+static void test_history_conditions(void)
+{
+    model_config cfg;
+    tiny_config(&cfg, "flow");
+    cfg.stage2.mode = MODEL_MODE_AUTOREGRESSIVE;
+    gt_error err;
+    model_dataset ds;
+    CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
+    model_arrays base, hist;
+    CHECK(model_arrays_build(&cfg, &ds, &base, &err) == GT_OK);
+    cfg.stage2.history = 2;
+    CHECK(model_arrays_build(&cfg, &ds, &hist, &err) == GT_OK);
+    CHECK_EQ_INT(base.ar_dims.n_cond, 4);
+    CHECK_EQ_INT(hist.ar_dims.n_cond, 6);
+    CHECK(model_arrays_stage(&hist, 2).n_cond == 6);
+    const int L = hist.ar_dims.n_tokens;
+    int bad_base = 0, bad_shift = 0, bad_share = 0, checked = 0;
+    for (int64_t i = 0; i < hist.n_train; i++)
+        for (int l = 0; l < L; l++) {
+            size_t row = (size_t)i * L + l;
+            const float *h = hist.tc_train + row * 6, *b = base.tc_train + row * 4;
+            bad_base += memcmp(h, b, 4 * sizeof(float)) != 0;
+            if (l == 0)
+                bad_shift += h[4] != 0.0f || h[5] != 0.0f;
+            else if (l == 1)
+                bad_shift += h[5] != 0.0f;
+            if (l >= 1 && l + 1 < L)
+                bad_shift += hist.tc_train[(row + 1) * 6 + 5] != h[4];
+            if (l >= 1) {
+                /* remainders before layer l-1 and l, from their features */
+                double r0 = pow(10.0, 6.0 * (h[2 - 6] - 1.0)), r1 = pow(10.0, 6.0 * (h[2] - 1.0));
+                double share = pow(10.0, 6.0 * (h[4] - 1.0));
+                if (r0 > 1e-4 && r0 - r1 > 1e-4) {
+                    checked++;
+                    bad_share += fabs(share - (r0 - r1)) > 1e-5 + 1e-4 * r0;
+                }
+            }
+        }
+    CHECK_MSG(bad_base == 0 && bad_shift == 0 && bad_share == 0 && checked > 100,
+              "history conditions: %d rows differ in the first four, %d not shifted, %d of %d "
+              "shares off", bad_base, bad_shift, bad_share, checked);
+    model_arrays_free(&base);
+    model_arrays_free(&hist);
+    model_dataset_free(&ds);
+}
+
 int main(void)
 {
     gt_error err;
@@ -261,6 +313,7 @@ int main(void)
     test_objective(b, "flow");
     test_objective(b, "ddpm");
     test_spent_layers();
+    test_history_conditions();
 
     /* Bad inputs to the trainer. */
     model_config cfg;
