@@ -468,7 +468,7 @@ static int parse_train(walker *w, const json_t *obj, model_config *cfg)
 {
     static const char *const keys[] = {
         "precision", "device", "seed", "batch", "steps", "lr", "min_lr_ratio",
-        "warmup_steps", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip",
+        "warmup_steps", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip", "ema",
         "log_every", "val_every", "val_size", "ckpt_every", "keep_checkpoints", NULL};
     static const char *const skeys[] = {"stage1", "stage2", NULL};
     int rc, precision = cfg->bf16;
@@ -485,6 +485,7 @@ static int parse_train(walker *w, const json_t *obj, model_config *cfg)
         (rc = get_real(w, obj, "train", "beta2", 0, 0, 0.99999, &cfg->beta2)) ||
         (rc = get_real(w, obj, "train", "adam_eps", 0, 1, 1.0, &cfg->adam_eps)) ||
         (rc = get_real(w, obj, "train", "grad_clip", 0, 0, 1e6, &cfg->grad_clip)) ||
+        (rc = get_real(w, obj, "train", "ema", 0, 0, 0.999999, &cfg->ema)) ||
         (rc = get_int(w, obj, "train", "log_every", 1, INT64_MAX, &cfg->log_every)) ||
         (rc = get_int(w, obj, "train", "val_every", 1, INT64_MAX, &cfg->val_every)) ||
         (rc = get_int32(w, obj, "train", "val_size", 1, 1 << 24, &cfg->val_size)) ||
@@ -766,13 +767,13 @@ json_t *model_config_to_json(const model_config *c)
             json_object_set_new(json_object_get(model, i ? "stage2" : "stage1"), "wgan",
                                 wgan_json(&st[i]->wgan));
     json_t *train = json_pack(
-        "{s:s, s:s, s:I, s:i, s:{s:I, s:I}, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I,"
-        " s:i, s:I, s:i}",
+        "{s:s, s:s, s:I, s:i, s:{s:I, s:I}, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I,"
+        " s:I, s:i, s:I, s:i}",
         "precision", PRECISIONS[c->bf16], "device", c->device, "seed", (json_int_t)c->seed,
         "batch", c->batch, "steps", "stage1", (json_int_t)c->steps1, "stage2",
         (json_int_t)c->steps2, "lr", c->lr, "min_lr_ratio", c->min_lr_ratio, "warmup_steps",
         (json_int_t)c->warmup_steps, "weight_decay", c->weight_decay, "beta1", c->beta1,
-        "beta2", c->beta2, "adam_eps", c->adam_eps, "grad_clip", c->grad_clip, "log_every",
+        "beta2", c->beta2, "adam_eps", c->adam_eps, "grad_clip", c->grad_clip, "ema", c->ema, "log_every",
         (json_int_t)c->log_every, "val_every", (json_int_t)c->val_every, "val_size",
         c->val_size, "ckpt_every", (json_int_t)c->ckpt_every, "keep_checkpoints",
         c->keep_checkpoints);

@@ -16,7 +16,7 @@
  *                              "trunk", "wgan" } },
  *     "train":   { "precision", "device", "seed", "batch", "steps",
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
- *                  "beta1", "beta2", "adam_eps", "grad_clip", "log_every",
+ *                  "beta1", "beta2", "adam_eps", "grad_clip", "ema", "log_every",
  *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
  *     "sample":  { "solver", "steps", "time_power" },
  *     "executor": { "kind", "partition", "time_limit_min", "gres", "requeue" } }
@@ -162,6 +162,10 @@ typedef struct model_config {
     double lr, min_lr_ratio;
     int64_t warmup_steps;
     double weight_decay, beta1, beta2, adam_eps, grad_clip;
+    double ema;                   /* train.ema: decay of the weights' moving
+                                   * average that validation, checkpoints and
+                                   * sampling use (flow and ddpm stages); 0:
+                                   * none, the trained weights themselves */
     int64_t log_every, val_every, ckpt_every;
     int val_size;                 /* held-out showers used per validation */
     int keep_checkpoints;         /* per stage, besides the best         */

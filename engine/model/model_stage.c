@@ -26,6 +26,10 @@
  * misread. */
 #define GAN_CKPT_MAGIC "GIANTGA2"
 #define GAN_CKPT_MAGIC_V1 "GIANTGAN"
+/* A flow or ddpm stage trained with train.ema: "GIANTEMA" | u64 len | the
+ * averaged weights' nn_ckpt (what a sampler loads) | u64 len | the training
+ * nn_ckpt (weights, optimizer, generator: what a resume loads). */
+#define EMA_CKPT_MAGIC "GIANTEMA"
 
 void model_stage_trunk_config(const model_config *cfg, int stage, int dim, int n_cond,
                               nn_trunk_config *out)
@@ -143,7 +147,7 @@ void model_stage_destroy(model_stage *s)
                       &s->xt, &s->target, &s->pred, &s->dpred, &s->cdata, &s->cond,
                       &s->t, &s->alpha, &s->beta, &s->ones, &s->mones, &s->loss,
                       &s->val_noise, &s->val_t, &s->ctx_train, &s->ctx_val, &s->ctxb,
-                      &s->xin, &s->noise_part, &s->flag};
+                      &s->xin, &s->noise_part, &s->flag, &s->ema, &s->ema_coef};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(s->b, *bufs[i]);
     nn_free(s->b, s->idx);
@@ -274,6 +278,12 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
     s->opt_ready = 1;
     if (s->objective == MODEL_OBJ_WGAN)
         GT_TRY(model_stage_gan_create(s, data, &oc, wg, err));
+    else if (cfg->ema > 0) {
+        nn_params *tp = nn_trunk_params(s->trunk);
+        GT_TRY(model_stage_alloc(s, &s->ema, tp->count, err));
+        GT_TRY(model_stage_alloc(s, &s->ema_coef, 2, err));
+        GT_TRY(nn_copy_d2d(b, s->ema, tp->value, tp->count * sizeof(float), err));
+    }
     if (dist_size(comm) > 1) {
         /* the ranks' gradients are summed: the optimizers take the mean */
         s->opt.grad_scale = 1.0f / (float)dist_size(comm);
@@ -390,10 +400,55 @@ nn_trunk *model_stage_trunk(model_stage *s) { return s->trunk; }
 /* checkpoints                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* A flow or ddpm stage: one nn_ckpt.  A wgan stage: the container of its
- * generator and critic (GAN_CKPT_MAGIC). */
+/* Two nn_ckpt buffers as one: magic | u64 len | first | u64 len | second. */
+static int ckpt_pair(const char *magic, void *first, size_t fl, void *second, size_t sl,
+                     void **out, size_t *out_len, gt_error *err)
+{
+    size_t n = 8 + 8 + fl + 8 + sl;
+    uint8_t *buf = malloc(n);
+    if (!buf) {
+        free(first);
+        free(second);
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    }
+    memcpy(buf, magic, 8);
+    gt_le_put_u64(buf + 8, fl);
+    memcpy(buf + 16, first, fl);
+    gt_le_put_u64(buf + 16 + fl, sl);
+    memcpy(buf + 24 + fl, second, sl);
+    free(first);
+    free(second);
+    *out = buf;
+    *out_len = n;
+    return GT_OK;
+}
+
+/* The EMA weights as an nn_ckpt of the trunk's layout (no optimizer, no
+ * generator): the fp32 twin holds them for the moment. */
+static int ema_ckpt_save(model_stage *s, void **out, size_t *out_len, gt_error *err)
+{
+    nn_params *tp = nn_trunk_params(s->trunk), *vp = nn_trunk_params(s->val_trunk);
+    GT_TRY(nn_copy_d2d(s->b, vp->value, s->ema, tp->count * sizeof(float), err));
+    return nn_ckpt_save(vp, NULL, NULL, out, out_len, err);
+}
+
+/* A flow or ddpm stage: one nn_ckpt, or with train.ema the container of
+ * the averaged weights (first: what a sampler loads) and the training
+ * state (EMA_CKPT_MAGIC).  A wgan stage: the container of its generator and
+ * critic (GAN_CKPT_MAGIC). */
 static int stage_ckpt_save(model_stage *s, void **out, size_t *out_len, gt_error *err)
 {
+    if (s->ema) {
+        void *e = NULL, *t = NULL;
+        size_t el = 0, tl = 0;
+        int rc = ema_ckpt_save(s, &e, &el, err);
+        if (rc || (rc = nn_ckpt_save(nn_trunk_params(s->trunk), &s->opt, &s->rng, &t, &tl,
+                                     err))) {
+            free(e);
+            return rc;
+        }
+        return ckpt_pair(EMA_CKPT_MAGIC, e, el, t, tl, out, out_len, err);
+    }
     if (!s->critic)
         return nn_ckpt_save(nn_trunk_params(s->trunk), &s->opt, &s->rng, out, out_len, err);
     void *g = NULL, *c = NULL;
@@ -403,66 +458,91 @@ static int stage_ckpt_save(model_stage *s, void **out, size_t *out_len, gt_error
         free(g);
         return rc;
     }
-    size_t n = 8 + 8 + gl + 8 + cl;
-    uint8_t *buf = malloc(n);
-    if (!buf) {
-        free(g);
-        free(c);
-        return gt_error_set(err, GT_ENOMEM, "out of memory");
-    }
-    memcpy(buf, GAN_CKPT_MAGIC, 8);
-    gt_le_put_u64(buf + 8, gl);
-    memcpy(buf + 16, g, gl);
-    gt_le_put_u64(buf + 16 + gl, cl);
-    memcpy(buf + 24 + gl, c, cl);
-    free(g);
-    free(c);
-    *out = buf;
-    *out_len = n;
+    return ckpt_pair(GAN_CKPT_MAGIC, g, gl, c, cl, out, out_len, err);
+}
+
+/* The two parts of a container of ckpt_pair; 0 when buf is not one of
+ * that magic. */
+static int ckpt_unpair(const void *buf, size_t len, const char *magic, const char *what,
+                       const void **first, size_t *first_len, const void **second,
+                       size_t *second_len, int *is_pair, gt_error *err)
+{
+    const uint8_t *p = buf;
+    *is_pair = 0;
+    if (!buf || len < 8 || memcmp(p, magic, 8) != 0)
+        return GT_OK;
+    *is_pair = 1;
+    if (len < 16)
+        return gt_error_set(err, GT_EFORMAT, "%s checkpoint is truncated", what);
+    uint64_t fl = gt_le_get_u64(p + 8);
+    if (fl > len - 16 || len - 16 - fl < 8)
+        return gt_error_set(err, GT_EFORMAT, "%s checkpoint is truncated", what);
+    uint64_t sl = gt_le_get_u64(p + 16 + fl);
+    if (sl != len - 24 - fl)
+        return gt_error_set(err, GT_EFORMAT, "%s checkpoint has a bad second length", what);
+    *first = p + 16;
+    *first_len = (size_t)fl;
+    *second = p + 24 + fl;
+    *second_len = (size_t)sl;
+    return GT_OK;
+}
+
+/* The parts of a stage checkpoint: gen, the trunk's weights a sampler
+ * loads (averaged with train.ema); critic (wgan) or NULL; train (train.ema:
+ * the training state) or NULL. */
+static int ckpt_split(const void *buf, size_t len, const void **gen, size_t *gen_len,
+                      const void **critic, size_t *critic_len, const void **train,
+                      size_t *train_len, gt_error *err)
+{
+    *critic = *train = NULL;
+    *critic_len = *train_len = 0;
+    *gen = buf;
+    *gen_len = len;
+    if (buf && len >= 8 && memcmp(buf, GAN_CKPT_MAGIC_V1, 8) == 0)
+        return gt_error_set(err, GT_EFORMAT, "a wgan checkpoint of the first generator form "
+                            "(no noise skip, no stick-breaking head): retrain the run");
+    int pair = 0;
+    GT_TRY(ckpt_unpair(buf, len, GAN_CKPT_MAGIC, "wgan", gen, gen_len, critic, critic_len,
+                       &pair, err));
+    if (!pair)
+        GT_TRY(ckpt_unpair(buf, len, EMA_CKPT_MAGIC, "averaged-weights", gen, gen_len, train,
+                           train_len, &pair, err));
     return GT_OK;
 }
 
 int model_stage_ckpt_parts(const void *buf, size_t len, const void **gen, size_t *gen_len,
                            const void **critic, size_t *critic_len, gt_error *err)
 {
-    const uint8_t *p = buf;
-    *critic = NULL;
-    *critic_len = 0;
-    if (buf && len >= 8 && memcmp(p, GAN_CKPT_MAGIC_V1, 8) == 0)
-        return gt_error_set(err, GT_EFORMAT, "a wgan checkpoint of the first generator form "
-                            "(no noise skip, no stick-breaking head): retrain the run");
-    if (!buf || len < 8 || memcmp(p, GAN_CKPT_MAGIC, 8) != 0) {
-        *gen = buf;
-        *gen_len = len;
-        return GT_OK;
-    }
-    if (len < 16)
-        return gt_error_set(err, GT_EFORMAT, "wgan checkpoint is truncated");
-    uint64_t gl = gt_le_get_u64(p + 8);
-    if (gl > len - 16 || len - 16 - gl < 8)
-        return gt_error_set(err, GT_EFORMAT, "wgan checkpoint is truncated");
-    uint64_t cl = gt_le_get_u64(p + 16 + gl);
-    if (cl != len - 24 - gl)
-        return gt_error_set(err, GT_EFORMAT, "wgan checkpoint has a bad critic length");
-    *gen = p + 16;
-    *gen_len = (size_t)gl;
-    *critic = p + 24 + gl;
-    *critic_len = (size_t)cl;
-    return GT_OK;
+    const void *train;
+    size_t train_len;
+    return ckpt_split(buf, len, gen, gen_len, critic, critic_len, &train, &train_len, err);
 }
 
 int model_stage_resume(model_stage *s, const void *buf, size_t len, gt_error *err)
 {
     nn_rng r = s->rng;
-    const void *g = buf, *c = NULL;
-    size_t gl = len, cl = 0;
-    int rc = model_stage_ckpt_parts(buf, len, &g, &gl, &c, &cl, err);
+    const void *g = buf, *c = NULL, *t = NULL;
+    size_t gl = len, cl = 0, tl = 0;
+    int rc = ckpt_split(buf, len, &g, &gl, &c, &cl, &t, &tl, err);
     if (!rc && s->critic && !c)
         rc = gt_error_set(err, GT_EFORMAT, "not a wgan checkpoint (no critic)");
     if (!rc && !s->critic && c)
         rc = gt_error_set(err, GT_EFORMAT, "a wgan checkpoint, but this stage is not wgan");
-    if (!rc)
+    if (!rc && !s->ema != !t)
+        rc = gt_error_set(err, GT_EFORMAT, "a checkpoint %s averaged weights, but the run has "
+                          "train.ema %g", t ? "with" : "without", s->cfg.ema);
+    if (!rc && t) {
+        /* the training state into the trunk, the averaged weights through
+         * the fp32 twin into the average */
+        nn_params *tp = nn_trunk_params(s->trunk), *vp = nn_trunk_params(s->val_trunk);
+        rc = nn_ckpt_load(tp, &s->opt, &r, t, tl, err);
+        if (!rc)
+            rc = nn_ckpt_load(vp, NULL, NULL, g, gl, err);
+        if (!rc)
+            rc = nn_copy_d2d(s->b, s->ema, vp->value, tp->count * sizeof(float), err);
+    } else if (!rc) {
         rc = nn_ckpt_load(nn_trunk_params(s->trunk), &s->opt, &r, g, gl, err);
+    }
     if (!rc && s->critic)
         rc = nn_ckpt_load(model_critic_params(s->critic), &s->copt, NULL, c, cl, err);
     if (rc)
@@ -481,10 +561,12 @@ int model_stage_resume(model_stage *s, const void *buf, size_t len, gt_error *er
 
 int model_stage_validate(model_stage *s, float *val_loss, gt_error *err)
 {
-    /* the fp32 twin gets the master weights, so the value is the same
-     * function of the weights in every precision */
+    /* the fp32 twin gets the master weights (or their average, which the
+     * checkpoints serve), so the value is the same function of the weights
+     * in every precision */
     nn_params *tp = nn_trunk_params(s->trunk), *vp = nn_trunk_params(s->val_trunk);
-    GT_TRY(nn_copy_d2d(s->b, vp->value, tp->value, tp->count * sizeof(float), err));
+    GT_TRY(nn_copy_d2d(s->b, vp->value, s->ema ? s->ema : tp->value,
+                       tp->count * sizeof(float), err));
     return s->critic ? model_stage_gan_validate(s, val_loss, err)
                      : model_stage_flow_validate(s, val_loss, err);
 }
@@ -551,6 +633,23 @@ int model_stage_sync(model_stage *s, gt_error *err)
     return GT_OK;
 }
 
+/* train.ema: avg = d avg + (1 - d) w after update n (1-based), with
+ * d = min(ema, (1 + n) / (10 + n)) so that the early average follows the
+ * weights instead of their random start.  A function of n alone: a resumed
+ * run continues the same sequence, bit for bit. */
+static int ema_update(model_stage *s, gt_error *err)
+{
+    double n = (double)s->opt.step, warm = (1.0 + n) / (10.0 + n);
+    float coef[2];
+    coef[0] = (float)(s->cfg.ema < warm ? s->cfg.ema : warm);
+    coef[1] = 1.0f - coef[0];
+    nn_params *tp = nn_trunk_params(s->trunk);
+    GT_TRY(nn_copy_h2d(s->b, s->ema_coef, coef, sizeof coef, err));
+    nn_tensor avg = nn_f32(s->ema, 1, (int)tp->count);
+    return nn_axpby_rows(s->b, avg, s->ema_coef, avg, s->ema_coef + 1,
+                         nn_f32(tp->value, 1, (int)tp->count), err);
+}
+
 static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err);
 
 int model_stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err)
@@ -585,6 +684,8 @@ static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err
         float gnorm = 0.0f;
         int rc = s->critic ? model_stage_gan_step(s, &gnorm, err)
                            : model_stage_flow_step(s, &gnorm, err);
+        if (!rc && s->ema)
+            rc = ema_update(s, err);
         if (rc)
             return gt_error_wrap(err, "stage %d step %lld", s->stage, s->opt.step + 1);
         long long step = s->opt.step;

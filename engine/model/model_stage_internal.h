@@ -47,6 +47,10 @@ struct model_stage {
     nn_adamw_opt opt;
     int opt_ready;
     nn_rng rng;
+    /* train.ema > 0 (flow and ddpm): the moving average of the trunk's
+     * fp32 weights, in its parameter layout, and the two coefficients of
+     * its update (backend floats) */
+    float *ema, *ema_coef;
 
     /* backend memory */
     float *x_train, *c_train, *x_val, *c_val;

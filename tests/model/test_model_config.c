@@ -43,6 +43,7 @@ int main(void)
     CHECK(cfg.stage2.dequantize_top == 1e-4);
     CHECK(cfg.stage2.skip_spent_layers == 0); /* measured, not better (model README) */
     CHECK_EQ_INT(cfg.stage2.history, 0);      /* the conditions before the field */
+    CHECK(cfg.ema == 0);                      /* the trained weights themselves */
     CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
@@ -106,6 +107,17 @@ int main(void)
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":101}}}", "model.stage2.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"skip\":\"residual\"}}}}",
                "model.stage2.trunk.skip");
+    /* train.ema: [0, 1), round-trips */
+    expect_bad("{\"train\":{\"ema\":1}}", "train.ema");
+    expect_bad("{\"train\":{\"ema\":-0.5}}", "train.ema");
+    expect_bad("{\"train\":{\"ema\":\"0.99\"}}", "train.ema");
+    CHECK_EQ_INT(parse("{\"train\":{\"ema\":0.999}}", &cfg, field, &err), GT_OK);
+    CHECK(cfg.ema == 0.999);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_real_value(json_object_get(json_object_get(o, "train"), "ema")) == 0.999);
+        json_decref(o);
+    }
     /* history: autoregressive only, 0..MODEL_AR_MAX_HISTORY, round-trips */
     expect_bad("{\"model\":{\"stage2\":{\"history\":2}}}", "model.stage2.history");
     expect_bad("{\"model\":{\"stage2\":{\"mode\":\"autoregressive\",\"history\":9}}}",

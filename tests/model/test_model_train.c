@@ -20,6 +20,7 @@
 #include "model_ckpt.h"
 #include "model_data.h"
 #include "model_run.h"
+#include "model_stage_internal.h" /* the average, for test_ema */
 #include "model_sampler.h"
 #include "synth.h"
 
@@ -302,6 +303,133 @@ static void test_history_conditions(void)
     model_dataset_free(&ds);
 }
 
+/* Every stage-2 checkpoint of a run, in step order. */
+typedef struct all_ckpts {
+    void *blob[8];
+    size_t len[8];
+    int n;
+} all_ckpts;
+
+static int keep_stage2(void *user, int stage, long long step, float v, const void *blob,
+                       size_t len)
+{
+    all_ckpts *a = user;
+    (void)step;
+    (void)v;
+    if (stage == 2 && a->n < 8) {
+        a->blob[a->n] = malloc(len);
+        memcpy(a->blob[a->n], blob, len);
+        a->len[a->n++] = len;
+    }
+    return 0;
+}
+
+/* A stage resumed from a stage-2 checkpoint blob: its trained weights and
+ * their average, on the host (n floats each). */
+static void load_weights(nn_backend *b, const model_config *cfg, const model_stage_data *d,
+                         const void *blob, size_t len, float *w, float *avg, size_t n)
+{
+    gt_error err;
+    model_stage *s = NULL;
+    model_ckpt_view v;
+    CHECK(model_stage_create(b, cfg, 2, d, &s, &err) == GT_OK);
+    CHECK(model_ckpt_unpack(blob, len, &v, &err) == GT_OK);
+    CHECK_MSG(model_stage_resume(s, v.weights, v.weights_len, &err) == GT_OK, "%s",
+              err.message);
+    CHECK(s->ema != NULL && nn_trunk_params(s->trunk)->count == n);
+    CHECK(nn_copy_d2h(b, w, nn_trunk_params(s->trunk)->value, n * sizeof(float), &err) == GT_OK);
+    CHECK(nn_copy_d2h(b, avg, s->ema, n * sizeof(float), &err) == GT_OK);
+    model_stage_destroy(s);
+}
+
+/* train.ema: the checkpoints carry the average (what a sampler loads and
+ * validation scores) and the training state; the average follows
+ * avg_n = d_n avg_(n-1) + (1 - d_n) w_n with d_n = min(ema, (1+n)/(10+n))
+ * from the initial weights; a resumed run ends where the uninterrupted one
+ * does, checkpoint bytes and all; a run without it refuses such a
+ * checkpoint. */
+static void test_ema(nn_backend *b)
+{
+    model_config cfg;
+    tiny_config(&cfg, "flow");
+    cfg.ema = 0.2;
+    cfg.steps1 = 2;
+    cfg.steps2 = 3;
+    cfg.ckpt_every = 1;
+    cfg.val_every = 1;
+    gt_error err;
+    all_ckpts a = {0};
+    model_run_hooks h = {&a, NULL, NULL, keep_stage2, NULL, NULL};
+    CHECK_MSG(model_run_train(&cfg, b, NULL, &h, NULL, &err) == GT_OK, "%s", err.message);
+    CHECK_EQ_INT(a.n, 3);
+    model_dataset ds;
+    model_arrays arr;
+    CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
+    CHECK(model_arrays_build(&cfg, &ds, &arr, &err) == GT_OK);
+    model_stage_data d = model_arrays_stage(&arr, 2);
+    model_stage *fresh = NULL;
+    CHECK(model_stage_create(b, &cfg, 2, &d, &fresh, &err) == GT_OK);
+    size_t n = nn_trunk_params(fresh->trunk)->count;
+    float *prev = malloc(n * sizeof(float)), *w = malloc(n * sizeof(float));
+    float *avg = malloc(n * sizeof(float));
+    CHECK(nn_copy_d2h(b, prev, fresh->ema, n * sizeof(float), &err) == GT_OK);
+    model_stage_destroy(fresh);
+    double worst = 0, moved = 0;
+    for (int k = 0; k < a.n; k++) {
+        load_weights(b, &cfg, &d, a.blob[k], a.len[k], w, avg, n);
+        double step = k + 1, warm = (1 + step) / (10 + step);
+        float dk = (float)(cfg.ema < warm ? cfg.ema : warm);
+        for (size_t i = 0; i < n; i++) {
+            double want = (double)dk * prev[i] + (double)(1.0f - dk) * w[i];
+            double e = fabs(avg[i] - want);
+            worst = e > worst ? e : worst;
+            moved += fabs(avg[i] - w[i]);
+        }
+        memcpy(prev, avg, n * sizeof(float));
+    }
+    CHECK_MSG(worst < 1e-6 && moved > 0, "average off by %g (moved %g)", worst, moved);
+    /* a sampler loads the average: the part before the training state */
+    model_ckpt_view v;
+    CHECK(model_ckpt_unpack(a.blob[2], a.len[2], &v, &err) == GT_OK);
+    CHECK(v.weights_len > 8 && memcmp(v.weights, "GIANTEMA", 8) == 0);
+    const void *gp, *cp;
+    size_t gl, cl;
+    CHECK(model_stage_ckpt_parts(v.weights, v.weights_len, &gp, &gl, &cp, &cl, &err) == GT_OK);
+    CHECK((const uint8_t *)gp == v.weights + 16 && cp == NULL && gl < v.weights_len);
+    CHECK_EQ_INT(model_stage_ckpt_parts(v.weights, v.weights_len - 1, &gp, &gl, &cp, &cl, &err),
+                 GT_EFORMAT);
+    /* resumed after step 1: the same last checkpoint, byte for byte */
+    model_ckpt_view v1;
+    CHECK(model_ckpt_unpack(a.blob[0], a.len[0], &v1, &err) == GT_OK);
+    all_ckpts r = {0};
+    model_run_hooks hr = {&r, NULL, NULL, keep_stage2, NULL, NULL};
+    capture c1;
+    capture_init(&c1, 0, 0);
+    model_run_hooks h1 = capture_hooks(&c1, 0);
+    CHECK(model_run_train(&cfg, b, NULL, &h1, NULL, &err) == GT_OK); /* stage 1's checkpoint */
+    model_resume res = {c1.last[1], c1.last_len[1], a.blob[0], a.len[0]};
+    CHECK_MSG(model_run_train(&cfg, b, NULL, &hr, &res, &err) == GT_OK, "%s", err.message);
+    CHECK_EQ_INT(r.n, 2);
+    CHECK(r.n == 2 && r.len[1] == a.len[2] && memcmp(r.blob[1], a.blob[2], a.len[2]) == 0);
+    /* the run's own config must match: no average, no resume from one */
+    model_config plain = cfg;
+    plain.ema = 0;
+    model_stage *s0 = NULL;
+    CHECK(model_stage_create(b, &plain, 2, &d, &s0, &err) == GT_OK);
+    CHECK_EQ_INT(model_stage_resume(s0, v.weights, v.weights_len, &err), GT_EFORMAT);
+    model_stage_destroy(s0);
+    for (int k = 0; k < a.n; k++)
+        free(a.blob[k]);
+    for (int k = 0; k < r.n; k++)
+        free(r.blob[k]);
+    capture_free(&c1);
+    free(prev);
+    free(w);
+    free(avg);
+    model_arrays_free(&arr);
+    model_dataset_free(&ds);
+}
+
 int main(void)
 {
     gt_error err;
@@ -314,6 +442,7 @@ int main(void)
     test_objective(b, "ddpm");
     test_spent_layers();
     test_history_conditions();
+    test_ema(b);
 
     /* Bad inputs to the trainer. */
     model_config cfg;
