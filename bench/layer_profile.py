@@ -9,8 +9,15 @@ With --auc K it prints instead the K per-layer features that tell the files
 apart best on their own: each feature's univariate ROC AUC (0.5: the same
 distribution), the place to look when the classifier's AUC is high.
 
+With --corr it prints instead how layers move together within a shower: for
+pairs of layers, the correlation of their log energies, radial widths and
+hit counts after a least-squares fit on log E_inc, its square and log E_dep
+is taken out of each (so what is left is the shower's own fluctuation),
+over the showers where both layers have energy.  A model that does not know
+where a shower stands on its longitudinal profile shows it here.
+
 Usage: bench/layer_profile.py GENERATED.h5 REFERENCE.h5 [--alpha A --radial R]
-       [--auc K]
+       [--auc K | --corr]
 (the dataset-2 binning by default: 45 layers of 16 angles x 9 rings, the
 ring index fastest, as CaloChallenge stores voxels)."""
 import argparse
@@ -75,6 +82,32 @@ def print_auc(gen, ref, n_layers, n_alpha, n_r, k):
         print("%-8s | %5d | %.3f | %9.3f %9.3f" % (name, l, a, mg, mr))
 
 
+CORR_PAIRS = ((2, 5), (2, 12), (5, 12), (12, 20), (12, 30), (20, 30))
+
+
+def print_corr(files, n_layers, n_alpha, n_r):
+    print("file | " + " | ".join("layers %d-%d: E / width / hits" % p for p in CORR_PAIRS))
+    for name, showers, e_inc in files:
+        energy, hits, _, width = layer_stats(showers, n_layers, n_alpha, n_r)
+        le = np.log(e_inc)
+        ld = np.log(energy.sum(1) + 1e-9)
+        basis = np.c_[np.ones_like(le), le, le ** 2, ld]
+
+        def resid(y):
+            coef = np.linalg.lstsq(basis, y, rcond=None)[0]
+            return y - basis @ coef
+
+        cells = []
+        for a, b in CORR_PAIRS:
+            both = (energy[:, a] > 0) & (energy[:, b] > 0)
+            r = []
+            for f in (np.log(energy + 1e-3), width, hits.astype(np.float64)):
+                x, y = resid(f[:, a])[both], resid(f[:, b])[both]
+                r.append(np.corrcoef(x, y)[0, 1])
+            cells.append("%+.2f %+.2f %+.2f" % tuple(r))
+        print(name + " | " + " | ".join(cells))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("generated")
@@ -82,10 +115,16 @@ def main():
     ap.add_argument("--alpha", type=int, default=16)
     ap.add_argument("--radial", type=int, default=9)
     ap.add_argument("--auc", type=int, default=0, metavar="K")
+    ap.add_argument("--corr", action="store_true")
     a = ap.parse_args()
-    gen = h5py.File(a.generated, "r")["showers"][:]
-    ref = h5py.File(a.reference, "r")["showers"][:]
+    fg, fr = h5py.File(a.generated, "r"), h5py.File(a.reference, "r")
+    gen, ref = fg["showers"][:], fr["showers"][:]
     n_layers = gen.shape[1] // (a.alpha * a.radial)
+    if a.corr:
+        print_corr((("generated", gen, fg["incident_energies"][:].ravel()),
+                    ("reference", ref, fr["incident_energies"][:].ravel())),
+                   n_layers, a.alpha, a.radial)
+        return
     if a.auc:
         print_auc(gen, ref, n_layers, a.alpha, a.radial, a.auc)
         return
