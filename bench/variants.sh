@@ -48,6 +48,7 @@ s2 = cfg["model"]["stage2"]
 s2["mode"] = "autoregressive" if variant == "autoregressive" else "oneshot"
 if variant != "autoregressive":
     cfg["sample"] = {"solver": "heun", "steps": 20}
+    s2.pop("history", None)  # conditions of layer tokens: autoregressive only
 if variant == "routed":
     s2["trunk"].update({"kind": "routed", "experts": 4, "top_k": 2})
 elif variant == "wgan":
