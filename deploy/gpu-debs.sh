@@ -11,6 +11,7 @@
 #    CMakeLists.txt, and zlib in engine/data), with their headers, .pc files
 #    and .so links; libicu-dev for the headers that libxml2's encoding.h
 #    includes; pkgconf (the image may lack one);
+#  - curl and sqlite3, the command-line tools the tests run (see TEST_TOOLS);
 #  - every shared library those need at run time, found by apt from an empty
 #    package state, except the C and compiler runtime (libc6, libgcc-s1,
 #    libstdc++6, libgomp1, libquadmath0) and liblzma5, libzstd1: the
@@ -47,17 +48,29 @@ libdnnl-dev libhdf5-dev libxml2-dev libicu-dev libcurl4-openssl-dev libssl-dev z
 # gnutls.pc and the .pc files it names come along (their headers are small;
 # nothing compiles against them)
 PC_ONLY_PKGS="libgnutls28-dev nettle-dev libtasn1-6-dev libidn2-dev libp11-kit-dev"
+# the command-line tools the tests run, Debian's so that they match the
+# carried libraries they load: a GPU machine's own curl, run with the
+# prefix first on the library path, finds a libcurl older than the one it
+# was built for and stops ("undefined symbol: curl_global_trace"), and it
+# may have no sqlite3 at all
+TEST_TOOLS="curl sqlite3"
 # the run-time roots: the libraries the -dev packages' .so links point at,
 # and pkgconf's binary
 RUNTIME_ROOTS="libmicrohttpd12 libjansson4 libsqlite3-0 libopenblas0-pthread libdnnl2 \
-libhdf5-103-1 libxml2 libicu72 libcurl4 libssl3 zlib1g pkgconf-bin"
+libhdf5-103-1 libxml2 libicu72 libcurl4 libssl3 zlib1g pkgconf-bin $TEST_TOOLS"
 # on every machine with a C compiler and apt: not carried (see above).
 # zlib1g is carried although every machine has it: zlib1g-dev's libz.so
 # link points into it
 BASE_PKGS="libc6 libgcc-s1 gcc-12-base libstdc++6 libgomp1 libquadmath0 liblzma5 libzstd1"
 BASE_SONAMES="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 \
 ld-linux-x86-64.so.2 libgcc_s.so.1 libstdc++.so.6 libgomp.so.1 libquadmath.so.0 \
-liblzma.so.5 libzstd.so.1"
+liblzma.so.5 libzstd.so.1 libtinfo.so.6"
+# what sqlite3's readline drags in (readline-common's dpkg | install-info,
+# dpkg's own libraries, libtinfo6): on every machine with a shell, and
+# carrying them would put Debian 12's copies first on the library path of
+# the machine's own programs, as curl showed, so they are left behind
+BASE_PKGS="$BASE_PKGS readline-common dpkg tar libacl1 libselinux1 libmd0 libpcre2-8-0 \
+libbz2-1.0 libtinfo6"
 
 state=$(mktemp -d)
 trap 'rm -rf "$state"' EXIT INT TERM

@@ -6,7 +6,8 @@
  *   bench_trunk [--quick] [--device N] [--sample-batch N] [--steps N]
  *
  * Rows printed as "RESULT <name> <ms> <tflops> <per_s>" (per_s: samples or
- * showers per second, 0 when not meaningful) for bench/gpu/summary.py, plus
+ * showers per second, 0 when not meaningful) and "MEMORY train_<dtype> <MiB>"
+ * (device bytes the training step holds) for bench/gpu/summary.py, plus
  * a readable table.  Measured with CUDA events on the backend's stream
  * after warm-up; "graph" rows replay one CUDA graph per step. */
 #include <stdio.h>
@@ -245,6 +246,10 @@ static int bench_train(nn_dtype dt, int batch, int reps)
     snprintf(name, sizeof name, "grad_%s", p);
     if (time_both(name, grad_step, &r, 1, reps, fl))
         return 1;
+    /* what training holds on the device once every step has run: weights,
+     * gradients, AdamW's moments, the batch and the saved activations, all
+     * allocated through the backend (cuBLASLt's fixed workspace aside) */
+    printf("MEMORY train_%s %.1f\n", p, (double)B->bytes_live / 1048576.0);
     /* the sampler's forward: packed weights, the fixed-order product */
     BENCH_TRY(nn_trunk_pack(r.t, &err));
     snprintf(name, sizeof name, "fwd_%s", p);

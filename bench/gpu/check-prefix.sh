@@ -51,8 +51,11 @@ if [ ! -d "$bdir/engine/cpu/CMakeFiles/giant_cpu.dir" ]; then
     bad=1
 fi
 
-# every path a .d file names, one a line, absolute, without the object itself
-find "$bdir" -name '*.d' -path '*/CMakeFiles/*' -exec cat {} + 2>/dev/null |
+# every path a compiler's .d file names, one a line, absolute, without the
+# object itself.  A newer CMake also has the linker write link.d (every
+# library a link read, the C runtime's among them): the libraries are step
+# 3's business, checked by what the programs load
+find "$bdir" -name '*.d' ! -name link.d -path '*/CMakeFiles/*' -exec cat {} + 2>/dev/null |
     sed 's/\\$//' | tr ' ' '\n' | grep '^/' | grep -v '\.o:*$' | sed 's/:$//' | sort -u >"$tmp/headers"
 gcc_dir=$(dirname "$(cc -print-libgcc-file-name)")
 : >"$tmp/system"
@@ -65,16 +68,18 @@ done <"$tmp/headers"
 echo "headers read: $(wc -l <"$tmp/headers"), of them from the system: $(wc -l <"$tmp/system")"
 if [ -s "$tmp/system" ] && command -v dpkg >/dev/null; then
     # the owner of each system header; libc's, the kernel's and libstdc++'s
-    # (nvcc's host code) headers are on every machine with a compiler
-    xargs dpkg -S <"$tmp/system" 2>/dev/null | cut -d: -f1 | tr ',' '\n' |
+    # (nvcc's host code) headers are on every machine with a compiler, and
+    # NCCL's come with the machine's CUDA (the packages carry no NCCL).
+    # dpkg's "diversion by" lines name no owner
+    xargs dpkg -S <"$tmp/system" 2>/dev/null | grep -v '^diversion by' | cut -d: -f1 | tr ',' '\n' |
         sed 's/^ *//' | sort | uniq -c | sed 's/^ */  /' >"$tmp/owners"
     cat "$tmp/owners"
-    if grep -vE ' (libc6-dev|linux-libc-dev|libcrypt-dev|libstdc\+\+-[0-9]+-dev|libgcc-[0-9]+-dev)$' \
+    if grep -vE ' (libc6-dev|linux-libc-dev|libcrypt-dev|libstdc\+\+-[0-9]+-dev|libgcc-[0-9]+-dev|libnccl-dev)$' \
             "$tmp/owners" | grep -q .; then
         echo "  VIOLATION: headers of packages a GPU machine lacks (above)"
         bad=1
     fi
-    n_owned=$(xargs dpkg -S <"$tmp/system" 2>/dev/null | wc -l)
+    n_owned=$(xargs dpkg -S <"$tmp/system" 2>/dev/null | grep -vc '^diversion by')
     if [ "$n_owned" -lt "$(wc -l <"$tmp/system")" ]; then
         echo "  VIOLATION: system headers no package owns:"
         while read -r h; do dpkg -S "$h" >/dev/null 2>&1 || echo "    $h"; done <"$tmp/system"

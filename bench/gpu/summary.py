@@ -6,6 +6,8 @@ usage: python3 summary.py LOG [LOG...]
 """
 import sys
 
+MEMORY = {}   # "MEMORY name MiB" rows: device memory a step holds
+
 
 def load(paths):
     r = {}
@@ -16,6 +18,8 @@ def load(paths):
                     w = line.split()
                     if len(w) == 5 and w[0] == "RESULT":
                         r[w[1]] = (float(w[2]), float(w[3]), float(w[4]))
+                    elif len(w) == 3 and w[0] == "MEMORY":
+                        MEMORY[w[1]] = float(w[2])
         except OSError:
             pass
     return r
@@ -54,6 +58,15 @@ def main():
           "torch_train_fp32_eager")
     ratio("giant bf16 graph vs PyTorch eager bf16, forward", "fwd_bf16_graph",
           "torch_fwd_bf16_eager")
+    # device memory: the trunk's training step (what it allocates through
+    # the backend) and the real trainer (nvidia-smi's peak beyond idle)
+    for label, bf, fp in (("bf16 / fp32 training memory, trunk step", "train_bf16", "train_fp32"),
+                          ("bf16 / fp32 training memory, giant train", "trainer_baseline-bf16-euler",
+                           "trainer_baseline-fp32-heun")):
+        if MEMORY.get(fp, 0) > 0 and bf in MEMORY:
+            x = MEMORY[bf] / MEMORY[fp]
+            print(f"{label:<52} {x:6.2f}x   (target <= 0.67x: "
+                  f"{'met' if x <= 0.67 else 'NOT met'}; {MEMORY[bf]:.0f} / {MEMORY[fp]:.0f} MiB)")
     for k, (ms, tf, ps) in r.items():
         if k.startswith("sample") and k.endswith("_graph"):
             ok = "met" if ps > 1e6 else "NOT met"

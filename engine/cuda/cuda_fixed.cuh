@@ -20,20 +20,23 @@
  *     partials in the workspace, INPLACE keeps its counters there) and
  *     stream-K kernels (partial tiles fixed up through the workspace)
  *     cannot run without one, and the heuristic offers only algorithms
- *     whose workspaceSize fits; the product is then launched with no
- *     workspace at all (NULL, 0), so nothing can fall back to them;
+ *     whose workspaceSize fits; the product is then launched with none
+ *     (NULL, 0), or with the few bytes the pinned kernel's check asks for
+ *     (at most CUDA_FX_SMALL_WS, too little for one partial tile), so
+ *     nothing can fall back to them;
  *   - the reduction-scheme mask at NONE;
- * and from its answers (best first) the first one that reports
- * workspaceSize 0, SPLITK_NUM <= 1 and REDUCTION_SCHEME NONE is taken;
- * SPLITK_NUM = 1 and REDUCTION_SCHEME = NONE are then set on it explicitly
- * and cublasLtMatmulAlgoCheck must accept it at CUDA_FX_REF_M.  No such
- * answer: GT_EUNSUPPORTED naming n, k and the device.  The pinned
+ * and from its answers (best first), among those that report workspaceSize
+ * 0, SPLITK_NUM <= 1 and REDUCTION_SCHEME NONE, the first one that
+ * cublasLtMatmulAlgoCheck accepts at CUDA_FX_REF_M with no workspace once
+ * SPLITK_NUM = 1 and REDUCTION_SCHEME = NONE are set on it explicitly is
+ * taken (failing that, the first that asks for at most CUDA_FX_SMALL_WS).
+ * No such answer: GT_EUNSUPPORTED naming n, k and the device.  The pinned
  * algorithm's own alignment needs (CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_*) are
  * recorded.
  *
  * Every other call runs that same algorithm structure: for each new (m, ld
- * of x, ld of y) cublasLtMatmulAlgoCheck must accept it with no workspace
- * (cached; a new one inside graph capture is an error, as for the library
+ * of x, ld of y) cublasLtMatmulAlgoCheck must accept it with no more
+ * workspace than the plan's (cached; a new one inside graph capture is an error, as for the library
  * matmul), and the call's pointers and leading dimensions must meet the
  * recorded alignment needs.  Otherwise the call fails with GT_EUNSUPPORTED
  * naming m, n and k: it never switches to another algorithm.
@@ -72,6 +75,10 @@
 #define CUDA_FX_REF_M 4096
 /* Heuristic answers examined for one that is neither split-K nor stream-K. */
 #define CUDA_FX_CANDIDATES 16
+/* The most workspace a pinned single-pass algorithm may ask for: room for a
+ * few counters, never for one partial output tile (a 64 x 64 fp32 tile is
+ * 16 KiB), so nothing that sums parts of k can live in it. */
+#define CUDA_FX_SMALL_WS 1024
 /* nn_packed.layout of this backend: "CUFX", dense row-major n x k. */
 #define CUDA_FX_LAYOUT 0x43554658
 
@@ -87,6 +94,7 @@ struct cuda_fx_entry {
     cublasLtMatmulAlgo_t algo;           /* pinned */
     int need_w, need_x, need_y;          /* its alignment needs, bytes */
     int algo_id, tile_id, stages_id;     /* for messages; -1 when unknown */
+    size_t ws;                           /* workspace it asks for: 0, or <= CUDA_FX_SMALL_WS */
     cuda_fx_check *ok;
     int n_ok, cap_ok;
 };
@@ -256,34 +264,63 @@ static int cuda_fx_plan(cuda_state *s, cuda_fx_entry *e, gt_error *err)
             rc = cublas_fail(err, st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
             goto done;
         }
-        for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found && pick < 0; i++)
-            if (cuda_fx_single_pass(&res[i]))
-                pick = i;
-        if (pick < 0) {
-            rc = gt_error_set(err, GT_EUNSUPPORTED,
-                              "fixed-order %s product n=%d k=%d: cuBLASLt offers no single-pass "
-                              "algorithm (no split-K, no stream-K, no workspace) on %s "
-                              "(%d answer%s examined)",
-                              nn_dtype_name((nn_dtype)e->dtype), e->n, e->k, s->dev_name,
-                              found, found == 1 ? "" : "s");
-            goto done;
-        }
-        e->algo = res[pick].algo;
+        /* Among the single-pass answers, best first, the first that
+         * cublasLtMatmulAlgoCheck accepts with no workspace once SPLITK_NUM
+         * = 1 and REDUCTION_SCHEME = NONE are set on it explicitly; failing
+         * that, the first that asks for at most CUDA_FX_SMALL_WS bytes.  An
+         * answer can report workspaceSize 0 to the heuristic (told it has
+         * none) and still ask the check for a few bytes: seen on an H200
+         * with cuBLAS 13 (4 bytes, bf16 n=6480 k=512).  Such a kernel keeps
+         * a counter there, not partial sums: split-K is off and the
+         * reduction scheme NONE, so each dot product is still one pass. */
         int32_t one = 1;
         uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-        FX_TRY(cublasLtMatmulAlgoConfigSetAttribute(&e->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                    &one, sizeof one));
-        FX_TRY(cublasLtMatmulAlgoConfigSetAttribute(
-            &e->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none));
-        cublasLtMatmulHeuristicResult_t chk;
-        memset(&chk, 0, sizeof chk);
-        FX_TRY(cublasLtMatmulAlgoCheck(s->lt, e->op, e->lw, e->lx, e->ly, e->ly, &e->algo, &chk));
-        if (chk.workspaceSize != 0) {
-            rc = gt_error_set(err, GT_EUNSUPPORTED,
-                              "fixed-order %s product n=%d k=%d on %s: the pinned algorithm "
-                              "asks for %zu bytes of workspace after split-K was turned off",
-                              nn_dtype_name((nn_dtype)e->dtype), e->n, e->k, s->dev_name,
-                              chk.workspaceSize);
+        size_t asked = 0;   /* the smallest workspace a rejected answer wanted */
+        int single = 0;
+        for (int pass = 0; pass < 2 && pick < 0; pass++) {
+            const size_t limit = pass == 0 ? 0 : CUDA_FX_SMALL_WS;
+            single = 0;
+            for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found && pick < 0; i++) {
+                if (!cuda_fx_single_pass(&res[i]))
+                    continue;
+                single++;
+                cublasLtMatmulAlgo_t a = res[i].algo;
+                if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                                         sizeof one) != CUBLAS_STATUS_SUCCESS ||
+                    cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                         &none,
+                                                         sizeof none) != CUBLAS_STATUS_SUCCESS)
+                    continue;
+                cublasLtMatmulHeuristicResult_t chk;
+                memset(&chk, 0, sizeof chk);
+                if (cublasLtMatmulAlgoCheck(s->lt, e->op, e->lw, e->lx, e->ly, e->ly, &a, &chk) !=
+                    CUBLAS_STATUS_SUCCESS)
+                    continue;
+                if (chk.workspaceSize > limit) {
+                    if (!asked || chk.workspaceSize < asked)
+                        asked = chk.workspaceSize;
+                    continue;
+                }
+                e->algo = a;
+                e->ws = chk.workspaceSize;
+                pick = i;
+            }
+        }
+        if (pick < 0) {
+            if (asked)
+                rc = gt_error_set(err, GT_EUNSUPPORTED,
+                                  "fixed-order %s product n=%d k=%d on %s: each of the %d "
+                                  "single-pass algorithms offered asks for more workspace than "
+                                  "%d bytes (at least %zu) once split-K is turned off",
+                                  nn_dtype_name((nn_dtype)e->dtype), e->n, e->k, s->dev_name,
+                                  single, CUDA_FX_SMALL_WS, asked);
+            else
+                rc = gt_error_set(err, GT_EUNSUPPORTED,
+                                  "fixed-order %s product n=%d k=%d: cuBLASLt offers no "
+                                  "single-pass algorithm (no split-K, no stream-K, no workspace) "
+                                  "on %s (%d answer%s examined)",
+                                  nn_dtype_name((nn_dtype)e->dtype), e->n, e->k, s->dev_name,
+                                  found, found == 1 ? "" : "s");
             goto done;
         }
         e->need_w = cuda_fx_cap_align(&e->algo, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, align_w);
@@ -357,7 +394,7 @@ static int cuda_fx_checked(cuda_state *s, cuda_fx_entry *e, int m, int ldx, int 
     cublasStatus_t st =
         cublasLtMatmulAlgoCheck(s->lt, e->op, e->lw, e->lx, e->ly, e->ly, &e->algo, &r);
     if (st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_NOT_SUPPORTED ||
-        st == CUBLAS_STATUS_ARCH_MISMATCH || (st == CUBLAS_STATUS_SUCCESS && r.workspaceSize))
+        st == CUBLAS_STATUS_ARCH_MISMATCH || (st == CUBLAS_STATUS_SUCCESS && r.workspaceSize > e->ws))
         return gt_error_set(err, GT_EUNSUPPORTED,
                             "fixed-order %s product: the algorithm pinned for n=%d k=%d (id %d, "
                             "tile %d, stages %d) cannot run m=%d (ld x %d, ld y %d) on %s: %s; "
@@ -365,7 +402,7 @@ static int cuda_fx_checked(cuda_state *s, cuda_fx_entry *e, int m, int ldx, int 
                             nn_dtype_name((nn_dtype)e->dtype), e->n, e->k, e->algo_id,
                             e->tile_id, e->stages_id, m, ldx, ldy, s->dev_name,
                             st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st)
-                                                        : "it would need a workspace");
+                                                        : "it would need more workspace");
     if (st != CUBLAS_STATUS_SUCCESS)
         return cublas_fail(err, st, "cublasLtMatmulAlgoCheck", __FILE__, __LINE__);
     cuda_fx_check *ok = (cuda_fx_check *)gt_array_grow(e->ok, e->n_ok, &e->cap_ok, sizeof *ok, 8);
@@ -443,7 +480,8 @@ static int cuda_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_p
             return rc;
         float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
         CUBLAS_TRY(cublasLtMatmul(s->lt, e->op, &alpha, w->data, e->lw, x.data, e->lx, &beta,
-                                  y.data, e->ly, y.data, e->ly, &e->algo, NULL, 0, s->stream),
+                                  y.data, e->ly, y.data, e->ly, &e->algo,
+                                  e->ws ? s->workspace : NULL, e->ws, s->stream),
                    err);
     }
     if (rc == GT_OK)
