@@ -61,7 +61,9 @@ gcc_dir=$(dirname "$(cc -print-libgcc-file-name)")
 : >"$tmp/system"
 while read -r h; do
     case $h in
-        "$root"/*|"$bdir"/*|"$prefix"/*|"$cuda"/*|"$cuda_link"/*|"$gcc_dir"/*|/usr/lib/gcc/*) ;;
+        # a compiler's own headers, wherever it lives (nvcc's host compiler
+        # may be another gcc than cc, in /opt say)
+        "$root"/*|"$bdir"/*|"$prefix"/*|"$cuda"/*|"$cuda_link"/*|"$gcc_dir"/*|*/lib/gcc/*/include/*|*/lib/gcc/*/include-fixed/*) ;;
         *) echo "$h" >>"$tmp/system" ;;
     esac
 done <"$tmp/headers"

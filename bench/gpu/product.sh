@@ -26,6 +26,7 @@
 #
 # Usage: bench/gpu/product.sh GIANT WORKDIR [--small]
 #   GIANT_PRODUCT_DEVICE  the device every part uses (cuda:0)
+#   GIANT_ORIG_LD         the library path python3 (h5py) runs with (default: none)
 set -u
 giant=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 work=$2
@@ -42,7 +43,8 @@ say() { echo "PRODUCT $*"; case $1 in ok) ;; *) fail=1 ;; esac; }
 # a RAM folder for the sampler's files, so that the disk is not what is timed
 shm=$work
 [ -d /dev/shm ] && [ -w /dev/shm ] && shm=$(mktemp -d /dev/shm/giant-product.XXXXXX)
-trap 'rm -rf "$shm/"*.h5; [ "$shm" != "$work" ] && rm -rf "$shm"' EXIT INT TERM
+trap 'rm -rf "$shm/"*.h5; [ "$shm" != "$work" ] && rm -rf "$shm"' EXIT
+trap 'exit 143' INT TERM
 
 if [ "$small" = 1 ]; then
     n_data=3000 s1=20 s2=40 hidden=64 blocks=1 batch=256 n_sample=2048 batches="256 1024"
@@ -98,9 +100,14 @@ watch_mem() {
 # ---------------------------------------------------------------------------
 run=0
 runs=""
+s1_all=$s1 s2_all=$s2
 for spec in "baseline.json fp32 heun" "baseline.json bf16 euler" "wgan.json fp32 -"; do
     # shellcheck disable=SC2086
     set -- $spec
+    # the WGAN's critic steps make its generator steps several times dearer:
+    # fewer of them (it is timed, not judged, here)
+    s1=$s1_all s2=$s2_all
+    case $1 in wgan*) s1=$((s1_all / 2)) s2=$((s2_all / 8)) ;; esac
     name=$(echo "$1" | sed 's/\.json$//')-$2
     [ "$3" != - ] && name=$name-$3
     mkconfig "$1" "$name" "$2" "$3" || { say FAIL "config $name"; continue; }
@@ -126,9 +133,13 @@ done
 # ---------------------------------------------------------------------------
 # 2. the production sampler
 # ---------------------------------------------------------------------------
+# a python3 with h5py compares the files (the first on the path, else Debian's)
+py=python3
+env LD_LIBRARY_PATH="${GIANT_ORIG_LD-}" python3 -c 'import h5py' 2>/dev/null || py=/usr/bin/python3
 for rn in $runs; do
     id=${rn%%:*} name=${rn#*:}
     case $name in wgan*) bs=$(echo "$batches" | awk '{ print $(NF > 1 ? 2 : 1) }') ;; *) bs=$batches ;; esac
+    ref=
     for b in $bs; do
         out="$shm/s-$id-$b.h5"
         if "$giant" sample --db "$db" --run "$id" --n "$n_sample" --batch "$b" --seed 1 \
@@ -138,11 +149,28 @@ for rn in $runs; do
             ms=$(echo "${sps:-0} $n_sample" | awk '{ if ($1 > 0) printf "%.1f", 1000 * $2 / $1; else print 0 }')
             echo "RESULT giant_sample_${name}_b$b $ms 0 ${sps:-0}"
             say ok "giant sample run $id ($name) batch $b: ${sps:-?} showers/s, ${mflop:-?} MFLOP a shower"
+            # the promise: the same showers whatever the batch
+            if [ -z "$ref" ]; then
+                ref=$out refb=$b
+            elif same=$(env LD_LIBRARY_PATH="${GIANT_ORIG_LD-}" "$py" - "$ref" "$out" 2>&1 <<'EOF'
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+same = all(np.array_equal(a[k][...].view(np.uint32), b[k][...].view(np.uint32))
+           for k in ("incident_energies", "showers"))
+print(f"{a['showers'].shape[0]} showers, {'the same bits' if same else 'DIFFERENT bits'}")
+sys.exit(0 if same else 1)
+EOF
+            ); then
+                say ok "giant sample run $id ($name): batch $b and batch $refb give $same"
+            else
+                say FAIL "giant sample run $id ($name): batch $b against batch $refb: $same"
+            fi
         else
             say FAIL "giant sample run $id ($name) batch $b: $(tail -3 "sample-$name-$b.log" | tr '\n' ' ')"
         fi
-        rm -f "$out"
+        [ "$out" != "$ref" ] && rm -f "$out"
     done
+    [ -n "$ref" ] && rm -f "$ref"
 done
 
 # ---------------------------------------------------------------------------

@@ -35,8 +35,8 @@
  * recorded.
  *
  * Every other call runs that same algorithm structure: for each new (m, ld
- * of x, ld of y) cublasLtMatmulAlgoCheck must accept it with no more
- * workspace than the plan's (cached; a new one inside graph capture is an error, as for the library
+ * of x, ld of y) cublasLtMatmulAlgoCheck must accept it with at most
+ * CUDA_FX_SMALL_WS bytes of workspace (cached with what it asked for; a new one inside graph capture is an error, as for the library
  * matmul), and the call's pointers and leading dimensions must meet the
  * recorded alignment needs.  Otherwise the call fails with GT_EUNSUPPORTED
  * naming m, n and k: it never switches to another algorithm.
@@ -85,6 +85,7 @@
 /* (m, ld of x, ld of y) that cublasLtMatmulAlgoCheck accepted */
 struct cuda_fx_check {
     int m, ldx, ldy;
+    size_t ws;                           /* workspace the check asked for */
 };
 
 struct cuda_fx_entry {
@@ -94,7 +95,7 @@ struct cuda_fx_entry {
     cublasLtMatmulAlgo_t algo;           /* pinned */
     int need_w, need_x, need_y;          /* its alignment needs, bytes */
     int algo_id, tile_id, stages_id;     /* for messages; -1 when unknown */
-    size_t ws;                           /* workspace it asks for: 0, or <= CUDA_FX_SMALL_WS */
+    size_t ws;                           /* workspace at CUDA_FX_REF_M: 0, or <= CUDA_FX_SMALL_WS */
     cuda_fx_check *ok;
     int n_ok, cap_ok;
 };
@@ -379,11 +380,13 @@ static int cuda_fx_lookup(nn_backend *b, cuda_state *s, int n, int k, nn_dtype d
 /* The pinned algorithm, checked once per (m, ldx, ldy) for this call's
  * layouts (already set by cuda_fx_shape). */
 static int cuda_fx_checked(cuda_state *s, cuda_fx_entry *e, int m, int ldx, int ldy,
-                           gt_error *err)
+                           size_t *ws, gt_error *err)
 {
     for (int i = 0; i < e->n_ok; i++)
-        if (e->ok[i].m == m && e->ok[i].ldx == ldx && e->ok[i].ldy == ldy)
+        if (e->ok[i].m == m && e->ok[i].ldx == ldx && e->ok[i].ldy == ldy) {
+            *ws = e->ok[i].ws;
             return GT_OK;
+        }
     if (s->capturing)
         return gt_error_set(err, GT_EINVAL,
                             "fixed-order product m=%d n=%d k=%d (ld %d, %d) was not run before "
@@ -394,15 +397,16 @@ static int cuda_fx_checked(cuda_state *s, cuda_fx_entry *e, int m, int ldx, int 
     cublasStatus_t st =
         cublasLtMatmulAlgoCheck(s->lt, e->op, e->lw, e->lx, e->ly, e->ly, &e->algo, &r);
     if (st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_NOT_SUPPORTED ||
-        st == CUBLAS_STATUS_ARCH_MISMATCH || (st == CUBLAS_STATUS_SUCCESS && r.workspaceSize > e->ws))
+        st == CUBLAS_STATUS_ARCH_MISMATCH || (st == CUBLAS_STATUS_SUCCESS && r.workspaceSize > CUDA_FX_SMALL_WS))
         return gt_error_set(err, GT_EUNSUPPORTED,
                             "fixed-order %s product: the algorithm pinned for n=%d k=%d (id %d, "
-                            "tile %d, stages %d) cannot run m=%d (ld x %d, ld y %d) on %s: %s; "
-                            "it is not replaced by another",
+                            "tile %d, stages %d) cannot run m=%d (ld x %d, ld y %d) on %s: %s "
+                            "(%zu bytes); it is not replaced by another",
                             nn_dtype_name((nn_dtype)e->dtype), e->n, e->k, e->algo_id,
                             e->tile_id, e->stages_id, m, ldx, ldy, s->dev_name,
                             st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st)
-                                                        : "it would need more workspace");
+                                                        : "it would need more workspace",
+                            r.workspaceSize);
     if (st != CUBLAS_STATUS_SUCCESS)
         return cublas_fail(err, st, "cublasLtMatmulAlgoCheck", __FILE__, __LINE__);
     cuda_fx_check *ok = (cuda_fx_check *)gt_array_grow(e->ok, e->n_ok, &e->cap_ok, sizeof *ok, 8);
@@ -412,7 +416,9 @@ static int cuda_fx_checked(cuda_state *s, cuda_fx_entry *e, int m, int ldx, int 
     e->ok[e->n_ok].m = m;
     e->ok[e->n_ok].ldx = ldx;
     e->ok[e->n_ok].ldy = ldy;
+    e->ok[e->n_ok].ws = r.workspaceSize;
     e->n_ok++;
+    *ws = r.workspaceSize;
     return GT_OK;
 }
 
@@ -475,13 +481,14 @@ static int cuda_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_p
                                 "is used",
                                 nn_dtype_name(w->dtype), m, n, k, n, k, e->need_w, e->need_x,
                                 e->need_y, hw, hx, hy);
+        size_t ws = 0;
         if ((rc = cuda_fx_shape(e, m, x.ld, y.ld, err)) ||
-            (rc = cuda_fx_checked(s, e, m, x.ld, y.ld, err)))
+            (rc = cuda_fx_checked(s, e, m, x.ld, y.ld, &ws, err)))
             return rc;
         float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
         CUBLAS_TRY(cublasLtMatmul(s->lt, e->op, &alpha, w->data, e->lw, x.data, e->lx, &beta,
                                   y.data, e->ly, y.data, e->ly, &e->algo,
-                                  e->ws ? s->workspace : NULL, e->ws, s->stream),
+                                  ws ? s->workspace : NULL, ws, s->stream),
                    err);
     }
     if (rc == GT_OK)
