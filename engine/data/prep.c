@@ -294,12 +294,14 @@ static void decode_layer_rings(const prep_layout *p, int k, const float *xb, dou
     for (int j = 0; j < nr; j++) {
         double ring = p->dequantize ? layer_e * rf[j] : rsum > 0 ? layer_e * rf[j] / rsum : 0;
         double vsum = 0, v[GEO_MAX_ALPHA_BINS];
-        for (int a = 0; a < na; a++)
-            vsum += prep_logit_unmap_alpha(xv[a * nr + j], alpha);
+        for (int a = 0; a < na; a++) {   /* each fraction once: exp is the cost */
+            v[a] = prep_logit_unmap_alpha(xv[a * nr + j], alpha);
+            vsum += v[a];
+        }
         int rbest = 0; /* the ring's */
         double rvbest = -1;
         for (int a = 0; a < na; a++) {
-            double f = prep_logit_unmap_alpha(xv[a * nr + j], alpha);
+            double f = v[a];
             v[a] = p->dequantize ? ring * f : vsum > 0 ? ring * f / vsum : 0;
             if (v[a] > rvbest)
                 rvbest = v[a], rbest = a;
@@ -388,6 +390,15 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
     if (e_dep)
         *e_dep = (float)total;
     return GT_OK;
+}
+
+void prep_decode_showers(const prep_layout *p, const float *x, const float *e_dep, int64_t n,
+                         float *showers)
+{
+#pragma omp parallel for schedule(static) if (n >= 16)
+    for (int64_t i = 0; i < n; i++)
+        prep_decode_shower(p, x + i * (int64_t)p->dim, e_dep[i],
+                           showers + i * (int64_t)p->n_voxels);
 }
 
 void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower)
@@ -533,6 +544,7 @@ void prep_stats_apply(const prep_stats *s, float *x, int64_t n)
 
 void prep_stats_invert(const prep_stats *s, float *x, int64_t n)
 {
+#pragma omp parallel for schedule(static) if (n >= 256)
     for (int64_t i = 0; i < n; i++) {
         float *r = x + i * (int64_t)s->dim;
         for (int d = 0; d < s->dim; d++)

@@ -141,6 +141,12 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
  * unchanged; a model's thinly spread small energy is not read out as an
  * empty layer). */
 void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower);
+/* prep_decode_shower of n rows (x: n x p->dim, showers: n x p->n_voxels),
+ * spread over the OpenMP threads: each row is decoded alone, so the bytes
+ * do not depend on the thread count.  The sampler's host work after the
+ * device's: on a GPU it was the whole of giant sample's time, one core. */
+void prep_decode_showers(const prep_layout *p, const float *x, const float *e_dep, int64_t n,
+                         float *showers);
 
 /* Batches: n rows, contiguous. */
 int prep_encode_batch(const prep_layout *p, const float *showers, const float *e_inc,

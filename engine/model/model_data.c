@@ -654,8 +654,6 @@ void model_repr_energy(const model_repr *r, const float *e_inc, const float *c1,
 void model_repr_showers(const model_repr *r, float *x2, const float *e_dep, int64_t n,
                         float *showers)
 {
-    const int dim = r->layout.dim, V = r->layout.n_voxels;
     prep_stats_invert(&r->shower, x2, n);
-    for (int64_t i = 0; i < n; i++)
-        prep_decode_shower(&r->layout, x2 + (size_t)i * dim, e_dep[i], showers + (size_t)i * V);
+    prep_decode_showers(&r->layout, x2, e_dep, n, showers);
 }

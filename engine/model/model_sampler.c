@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model_ckpt.h"
 #include "model_data.h"
@@ -87,6 +88,7 @@ struct model_sampler {
     double evals_sum;   /* shower-evaluations of the current run */
     double flops_sum;   /* and their multiply-add FLOPs */
     int64_t evals_rows;
+    double decode_s;    /* host seconds of the current run spent decoding */
     /* backend buffers, max_batch rows */
     float *x, *xp, *v1, *v2, *c, *cond, *t, *ca, *cb;
     float *ones;  /* [max_batch, dim2] of 1: the constant term of clamps */
@@ -150,6 +152,14 @@ void model_sampler_close(model_sampler *s)
     free(s);
 }
 
+/* Monotonic seconds: the decode time a run reports. */
+static double sampler_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int model_sampler_voxels(const model_sampler *s) { return s->geo.n_voxels; }
 
 int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
@@ -159,6 +169,7 @@ int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
     return s->geo.n_layers;
 }
 double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
+double model_sampler_decode_seconds(const model_sampler *s) { return s->decode_s; }
 void model_sampler_set_graphs(model_sampler *s, int on)
 {
     s->graphs_on = on != 0;
@@ -826,6 +837,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)) ||
         (rc = check_finite(p, np, s->x2_h, rows, D2, NULL, DIVERGED " in stage 2", err)))
         return rc;
+    const double t_decode = sampler_clock();
     for (int i = 0; i < np; i++) {
         model_sample_request *q = &reqs[p[i].req];
         float *x2 = s->x2_h + (size_t)p[i].at * D2;
@@ -834,6 +846,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         if (q->e_dep)
             memcpy(q->e_dep + p[i].first, ed, (size_t)p[i].rows * sizeof(float));
     }
+    s->decode_s += sampler_clock() - t_decode;
     /* evals counts per-shower evaluations of this batch (all rows for
      * oneshot; the active share of each layer for autoregressive) */
     evals += ev1 + ev2;
@@ -853,6 +866,7 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
     s->evals_sum = 0;
     s->flops_sum = 0;
     s->evals_rows = 0;
+    s->decode_s = 0;
     s->graph_replays = 0;
     int rc = sampler_run(s, reqs, n_reqs, steps, err);
     if (rc == GT_OK && s->evals_rows > 0) {

@@ -85,5 +85,8 @@ double model_sampler_evals_per_shower(const model_sampler *s);
  * stage times that stage's trunk FLOPs per row (the sampling cost the
  * fidelity work is held to). */
 double model_sampler_flops_per_shower(const model_sampler *s);
+/* Host seconds the last run spent decoding the generated showers (the
+ * inverse transforms, after the device's work): what a GPU cannot speed up. */
+double model_sampler_decode_seconds(const model_sampler *s);
 
 #endif

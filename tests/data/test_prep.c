@@ -342,6 +342,11 @@ static void roundtrip_geometry(const char *file, int n)
         CHECK_EQ_INT(pr.n_rings, nring);
         CHECK_EQ_INT(pr.dim, p.n_u + (1 + counts) * nring + g.n_voxels);
         float *xr = malloc((size_t)pr.dim * sizeof *xr);
+        /* every row's encoding and decoding, for the batch decoder below */
+        float *xall = malloc((size_t)n * pr.dim * sizeof *xall);
+        float *eall = malloc((size_t)n * sizeof *eall);
+        float *rows_back = malloc((size_t)n * g.n_voxels * sizeof *rows_back);
+        float *batch_back = malloc((size_t)n * g.n_voxels * sizeof *batch_back);
         int r_bad = 0, r_lost = 0, r_occ = 0;
         for (int i = 0; i < n; i++) {
             const float *si = s + (size_t)i * g.n_voxels;
@@ -376,6 +381,9 @@ static void roundtrip_geometry(const char *file, int n)
                 }
             }
             prep_decode_shower(&pr, xr, ed, back);
+            memcpy(xall + (size_t)i * pr.dim, xr, (size_t)pr.dim * sizeof *xr);
+            eall[i] = ed;
+            memcpy(rows_back + (size_t)i * g.n_voxels, back, (size_t)g.n_voxels * sizeof *back);
             for (int v = 0; v < g.n_voxels; v++) {
                 double a = si[v], b = back[v];
                 r_occ += a > 0;
@@ -393,6 +401,14 @@ static void roundtrip_geometry(const char *file, int n)
                   "%d of %d occupied voxels lost", file, dq, keep, counts, r_lost, r_occ);
         printf("%s: rings round trip (dequantize %d, keep_largest %d, counts %d), %d occupied "
                "voxels, %d lost at the threshold\n", file, dq, keep, counts, r_occ, r_lost);
+        /* the batch decoder, on the OpenMP threads: each row's bytes as alone */
+        prep_decode_showers(&pr, xall, eall, n, batch_back);
+        CHECK_MSG(!memcmp(batch_back, rows_back, (size_t)n * g.n_voxels * sizeof *rows_back),
+                  "%s rings (mode %d): prep_decode_showers differs from row by row", file, mode);
+        free(xall);
+        free(eall);
+        free(rows_back);
+        free(batch_back);
         free(xr);
     }
     keep_largest_cases(file, &p, d.threshold_mev);
