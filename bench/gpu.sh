@@ -316,7 +316,7 @@ if [ "$dry" = 1 ]; then
 elif [ "$ok_build" = 0 ] || [ -z "$gpu" ]; then
     row product skipped 0 "no build or no GPU"
 else
-    step product 180 "$prodlog" env GIANT_ORIG_LD="$orig_ld" "$root/bench/gpu/product.sh" \
+    step product 240 "$prodlog" env GIANT_ORIG_LD="$orig_ld" "$root/bench/gpu/product.sh" \
         "$bdir/giant" "$build/product"
     row product "$(status "$rc")" "$secs" "$(grep -c '^PRODUCT ok' "$prodlog") ok, $(grep -c '^PRODUCT FAIL' "$prodlog") failed"
 fi
