@@ -55,12 +55,6 @@ except ImportError:                                     # pragma: no cover
 
 FAIL = []
 NOTES = []
-# Settings the sampling role adds (giant serve --role sampler --models DIR):
-# accepted before server/settings.c has them, with a NOTE; checked as any
-# other setting once it does.
-PENDING = {"GIANT_ROLE": "--role", "GIANT_MODELS": "--models"}
-
-
 def fail(msg):
     FAIL.append(msg)
 
@@ -158,13 +152,9 @@ def check_manifests(src):
     settings, other_env = load_settings(src)
     routes, routes_text = load_routes(src)
     known = set(settings) | other_env | {"GIANT_CONFIG"}
-    pending_used = set()
 
     def known_var(name, where):
         if name in known:
-            return True
-        if name in PENDING:
-            pending_used.add(name)
             return True
         fail(f"{where}: {name} is not a setting of server/settings.c (flags --NAME are GIANT_NAME)")
         return False
@@ -466,11 +456,6 @@ def check_manifests(src):
         if host.split(".")[0] not in (svc, f"giant-trainer-0") or (host.count(".") and host.split(".")[1] != svc):
             fail(f"TRAINER_URL host {host} is not the trainer's headless Service")
 
-    for name in sorted(pending_used):
-        if name in settings:
-            continue
-        note(f"{name} ({PENDING[name]}) is not in server/settings.c yet: the sampler role adds it;"
-             " this check becomes strict once it is there")
     print(f"manifests: {len(objs)} objects in {len(files)} files; {n_vars} GIANT_* variables,"
           f" {n_probes} probes checked against server/settings.c and server/routes.c; port {port}")
 
@@ -566,7 +551,7 @@ def check_containerfile(src, binary):
     for i, v in run["ins"]:
         if i == "ENV":
             for k in re.findall(r"(GIANT_\w+)=", v):
-                if k not in settings and k not in other_env and k not in PENDING:
+                if k not in settings and k not in other_env:
                     fail(f"Containerfile: ENV {k} is not a setting of server/settings.c")
         if i == "COPY" and "--from=" in v and names[0] and f"--from={names[0]}" not in v:
             fail(f"Containerfile: runtime COPY {v} is not from the build stage")
