@@ -185,8 +185,13 @@ int main(void)
     if (check_failures_)
         goto out;
 
-    /* the replica: alive, then ready with its model; nothing on disk */
-    if (replica_fixture_start(&R, models, "127.0.0.1:0", rdb, rdata) != 0) {
+    /* the replica: alive, then ready with its model; nothing on disk.  It
+     * computes on one thread where the trainer uses the machine's cores, so
+     * the same bytes below also say that the thread count does not matter */
+    setenv("OMP_NUM_THREADS", "1", 1);
+    int r_rc = replica_fixture_start(&R, models, "127.0.0.1:0", rdb, rdata);
+    unsetenv("OMP_NUM_THREADS");
+    if (r_rc != 0) {
         svc_dump(&R);
         svc_free(&R);
         CHECK_MSG(0, "the replica did not start");
