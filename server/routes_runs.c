@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "calo_h5.h"
 #include "datasets.h"
 #include "gt_path.h"
 #include "log.h"
@@ -156,8 +157,34 @@ static int files_allowed(http_request *req, app *a, const model_config *cfg)
     return 1;
 }
 
+/* The showers a run's dataset holds: synthetic n, or the rows of its file
+ * (opened, its size read from the header; 0 when the file is not there:
+ * the run fails on it with the loader's reason).  Sets *v to the voxels. */
+static int dataset_rows(app *a, const model_config *cfg, int64_t *rows, int *v, gt_error *err)
+{
+    geo_geometry geo;
+    GT_TRY(model_geometry_load(cfg->geometry, &geo, err));
+    *v = geo.n_voxels;
+    *rows = cfg->synthetic_n;
+    if (cfg->dataset_path[0]) {
+        char real[PATH_MAX];
+        calo_h5_reader r;
+        gt_error ignored = {0};
+        *rows = 0;
+        if (gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &ignored) ==
+                GT_OK &&
+            calo_h5_open(&r, real, &geo, &ignored) == GT_OK) {
+            *rows = r.n_rows;
+            calo_h5_close(&r);
+        }
+    }
+    geo_free(&geo);
+    return GT_OK;
+}
+
 /* The service's quotas on one submission (settings: --max-train-steps,
- * --max-synthetic-showers) and on the queue (--max-active-runs).  A
+ * --max-synthetic-showers, --max-dataset-mb) and on the queue
+ * (--max-active-runs).  A
  * config past a quota is refused with 422 naming the field; a full queue
  * with 429 and Retry-After.  Returns 0 after replying. */
 static int within_quotas(http_request *req, app *a, const model_config *cfg)
@@ -177,8 +204,25 @@ static int within_quotas(http_request *req, app *a, const model_config *cfg)
                          (long long)cfg->synthetic_n, a->cfg.max_synthetic_showers);
         return 0;
     }
-    long long queued = 0, running = 0;
+    /* a run loads its whole dataset: one that cannot fit is refused here,
+     * not failed by the allocator after it has waited in the queue */
     gt_error err = {0};
+    int64_t rows = 0;
+    int voxels = 0;
+    if (dataset_rows(a, cfg, &rows, &voxels, &err)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.geometry", "%s", err.message);
+        return 0;
+    }
+    double mib = (double)rows * ((double)voxels + 1.0) * 4.0 / 1048576.0;
+    if (mib > (double)a->cfg.max_dataset_mb) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION,
+                         cfg->dataset_path[0] ? "dataset.path" : "dataset.synthetic.n",
+                         "%lld showers of %d voxels take %.0f MiB: this server loads at most "
+                         "%ld MiB for a run (--max-dataset-mb)",
+                         (long long)rows, voxels, mib, a->cfg.max_dataset_mb);
+        return 0;
+    }
+    long long queued = 0, running = 0;
     if (runs_count(a->db, "queued", &queued, &err) || runs_count(a->db, "running", &running, &err)) {
         routes_reply_internal(req, &err);
         return 0;

@@ -56,6 +56,7 @@ static const set_def defs[] = {
     INT(max_active_runs,    1, 1000000,     "64",       "runs queued or training at once; a submission past it gets 429 with Retry-After"),
     INT(max_train_steps,    1, 100000000,   "1000000",  "training steps per stage a submitted run may ask for; more gets 422"),
     INT(max_synthetic_showers, 16, 100000000, "1000000", "showers of a synthetic dataset a client may ask for (runs and /v1/datasets); more gets 422"),
+    INT(max_dataset_mb,     1, 1L << 30,    "8192",     "memory a run's dataset may take (MiB: showers x (voxels + 1) x 4 bytes, synthetic or a file; training holds about twice that); more gets 422"),
     INT(sample_memory_mb,   1, 1L << 30,    "2048",     "memory the sample requests in flight may hold together (MiB); past it 503 with Retry-After"),
     INT(min_energy_mev,     1, 100000000,   "100",      "lowest incident energy a sample request may ask for (MeV)"),
     INT(max_energy_mev,     1, 100000000,   "10000000", "highest incident energy a sample request may ask for (MeV)"),

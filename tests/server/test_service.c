@@ -1108,7 +1108,7 @@ static void test_quotas(void)
     svc s3;
     const char *extra[] = {"--max-active-runs", "1", "--max-train-steps", "100",
                            "--max-synthetic-showers", "100000000", "--default-dataset", "0",
-                           NULL};
+                           "--max-dataset-mb", "1", NULL};
     if (svc_start(&s3, db, data, extra) != 0) {
         svc_dump(&s3);
         CHECK_MSG(0, "quota server did not start");
@@ -1126,6 +1126,27 @@ static void test_quotas(void)
     /* 10^8 dataset-3 showers: about 16 TB, more than any test disk has free */
     expect(c, "POST", "/v1/datasets", "{\"name\": \"huge\", \"synthetic\": {\"geometry\": "
            "\"dataset_3\", \"n\": 100000000}}", NULL, 422, "validation_failed", "synthetic.n");
+    /* a run's dataset past --max-dataset-mb (1 MiB here), synthetic or a
+     * file: 1 000 dataset-2 showers are 25 MiB, 1 000 dataset-1 ones 1.4
+     * MiB; the tiny runs' 300 dataset-1 showers (0.4 MiB) pass below */
+    expect(c, "POST", "/v1/runs", "{\"dataset\": {\"geometry\": \"dataset_2\", \"synthetic\":"
+           " {\"n\": 1000}}, \"train\": {\"steps\": {\"stage1\": 10, \"stage2\": 10}}}", NULL, 422, "validation_failed", "dataset.synthetic.n");
+    json_t *ds = NULL;
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", "{\"name\": \"quota-mid\", \"synthetic\":"
+                          " {\"geometry\": \"dataset_1_photons\", \"n\": 1000}}", NULL, &ds),
+                 202);
+    char dpath[64];
+    snprintf(dpath, sizeof dpath, "/v1/datasets/%lld", num(ds, "id"));
+    for (int t = 0; t < 1200 && str(ds, "status") && strcmp(str(ds, "status"), "ready"); t++) {
+        json_decref(ds);
+        ds = NULL;
+        usleep(50000);
+        CHECK_EQ_INT(svc_json(c, "GET", dpath, NULL, NULL, &ds), 200);
+    }
+    CHECK_MSG(str(ds, "status") && !strcmp(str(ds, "status"), "ready"), "quota-mid not ready");
+    json_decref(ds);
+    expect(c, "POST", "/v1/runs", "{\"dataset\": {\"geometry\": \"dataset_1_photons\", \"path\":"
+           " \"quota-mid.h5\"}, \"train\": {\"steps\": {\"stage1\": 10, \"stage2\": 10}}}", NULL, 422, "validation_failed", "dataset.path");
     /* one run queued or training: a second one waits for it */
     char *cfg = svc_tiny_config("quota", 100, 10, 50, NULL);
     json_t *run = NULL;
