@@ -223,6 +223,32 @@ static void worker_phase(void *user, const char *phase)
     log_msg(LOG_INFO, "run", "id=%lld phase=\"%s\"", (long long)w->run, phase);
 }
 
+/* A recorded run whose dataset.path is absolute: the service refuses such a
+ * path at submission (files_allowed), but a run recorded before it did, or
+ * written by hand, would read any file of the machine.  The service fails
+ * it with the reason; `giant train --resume` on the command line, whose
+ * user owns the paths, can still train it. */
+static int dataset_path_refused(store *db, int64_t run, gt_error *err)
+{
+    char *text = NULL;
+    if (runs_config(db, run, &text, err))
+        return 0;   /* the trainer reports a missing config itself */
+    model_config cfg;
+    char field[128] = "";
+    gt_error perr = {0};
+    int bad = model_config_parse(text, strlen(text), &cfg, field, sizeof field, &perr) == GT_OK &&
+              cfg.dataset_path[0] == '/';
+    free(text);
+    if (bad)
+        gt_error_set(err, GT_EINVAL,
+                     "dataset.path: an absolute path is refused by the service (the run was "
+                     "recorded before it refused them at submission); train it with giant "
+                     "train --resume %lld, or submit it again with a path inside the data "
+                     "directory",
+                     (long long)run);
+    return bad;
+}
+
 static void *worker_main(void *arg)
 {
     sched *s = arg;
@@ -253,7 +279,9 @@ static void *worker_main(void *arg)
         worker_obs w = {s, run, 0, 0, 0, {0, 0}};
         sched_observer obs = {&w, worker_should_stop, worker_step, NULL, worker_phase};
         gt_error err = {0};
-        int rc = sched_train_run(s->db, run, s->data_dir, s->device, s->bf16, &obs, &err);
+        int rc = dataset_path_refused(s->db, run, &err)
+                     ? GT_EINVAL
+                     : sched_train_run(s->db, run, s->data_dir, s->device, s->bf16, &obs, &err);
         if (rc == GT_ECANCELLED && w.cancel) {
             runs_set_status(s->db, run, "cancelled", "cancelled on request", NULL, NULL);
             log_msg(LOG_INFO, "run", "id=%lld status=cancelled", (long long)run);

@@ -1176,6 +1176,19 @@ static void test_quotas(void)
     CHECK_EQ_INT(gc_submit_run(c, cfg, "old-shape", &run, &err), GT_OK);
     CHECK_EQ_INT(num(run, "id"), first);
     json_decref(run);
+    /* a run recorded with an absolute dataset.path (as before the service
+     * refused them at submission) is failed with the reason, its file
+     * never read */
+    CHECK(svc_sh("sqlite3 -cmd '.timeout 5000' %s \"INSERT INTO runs (id, name, config, status)"
+                 " SELECT 900001, 'legacy-path', json_set(json_remove(config,"
+                 " '$.dataset.synthetic'), '$.dataset.path', '/etc/hostname'), 'queued'"
+                 " FROM runs WHERE id = %lld\"", db, first) == 0);
+    run = svc_wait_run(c, 900001, NULL, 60000);
+    CHECK_MSG(run && str(run, "status") && strcmp(str(run, "status"), "failed") == 0 &&
+                  str(run, "error") && strstr(str(run, "error"), "absolute path is refused"),
+              "legacy run: %s, %s", run ? str(run, "status") : "none",
+              run && str(run, "error") ? str(run, "error") : "");
+    json_decref(run);
     free(cfg);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&s3, SIGTERM, 30000), 0);
