@@ -295,6 +295,17 @@ void route_evaluations_create(http_request *req, void *ctx)
         json_decref(norm);
         return;
     }
+    /* each evaluation samples and trains a classifier on the one worker:
+     * a client may not queue them without bound */
+    long long active = evaluations_count(a->db, "queued") + evaluations_count(a->db, "running");
+    if (active >= a->cfg.max_active_evaluations) {
+        json_decref(norm);
+        http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, 30,
+                               "%lld evaluations are queued or running, the most this server "
+                               "takes (--max-active-evaluations): retry when one has finished",
+                               active);
+        return;
+    }
     char *text = json_dumps(norm, JSON_COMPACT);
     evaluations_new e = {run, ds, r2, n,
                          (uint64_t)json_integer_value(json_object_get(norm, "seed")), text};

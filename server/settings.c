@@ -54,6 +54,7 @@ static const set_def defs[] = {
     INT(max_showers,        1, 10000000,    "10000",    "showers per sample request; more gets 422 too_many_showers (dataset-2: 26 KB each in memory)"),
     INT(max_json_showers,   1, 100000,      "100",      "largest sample request answered as JSON; more gets 422 too_many_showers"),
     INT(max_active_runs,    1, 1000000,     "64",       "runs queued or training at once; a submission past it gets 429 with Retry-After"),
+    INT(max_active_evaluations, 1, 100000,  "8",        "evaluations queued or running at once (each samples and trains a classifier); a request past it gets 429 with Retry-After"),
     INT(max_train_steps,    1, 100000000,   "1000000",  "training steps per stage a submitted run may ask for; more gets 422"),
     INT(max_synthetic_showers, 16, 100000000, "1000000", "showers of a synthetic dataset a client may ask for (runs and /v1/datasets); more gets 422"),
     INT(max_dataset_mb,     1, 1L << 30,    "8192",     "memory a run's dataset may take (MiB: showers x (voxels + 1) x 4 bytes, synthetic or a file; training holds about twice that); more gets 422"),

@@ -29,7 +29,7 @@
 static svc S;
 static char dir[256], db[320], data[320];
 static const char *const extra[] = {"--max-showers", "1000", "--default-dataset", "0",
-                                    "--threads", "2", NULL};
+                                    "--threads", "2", "--max-active-evaluations", "1", NULL};
 
 static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
@@ -248,6 +248,16 @@ static void test_evaluation(gc_client *c)
     CHECK_EQ_INT(json_array_size(json_object_get(rq, "metrics")), 4);
     CHECK(!json_object_get(j, "result"));
     json_decref(j);
+    /* one queued or running is the most --max-active-evaluations 1 takes:
+     * a second gets 429 with Retry-After while the first has not finished */
+    gc_response r;
+    char epath[64];
+    snprintf(epath, sizeof epath, "/v1/runs/%lld/evaluations", run);
+    CHECK_EQ_INT(gc_request(c, "POST", epath, "application/json", good, strlen(good), NULL, &r,
+                            &err), GT_OK);
+    CHECK_MSG(r.status == 429 && strcmp(r.retry_after, "30") == 0 && strstr(r.body, "rate_limited"),
+              "second evaluation: %ld, Retry-After '%s': %s", r.status, r.retry_after, r.body);
+    gc_response_free(&r);
 
     /* live over the run's event stream, which stays open until it ends */
     follow f = {0};
