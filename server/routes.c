@@ -383,6 +383,16 @@ static void metrics_histograms(metrics_buf *b, app *a)
         metrics_write_hist(b, "giant_sample_job_duration_seconds", "", h);
         metrics_family(b, "giant_sample_job_showers", "histogram", "Showers per sampling job.");
         metrics_write_hist(b, "giant_sample_job_showers", "", sampling_showers(a->sampling));
+        metrics_family(b, "giant_sample_queue_wait_seconds", "histogram",
+                       "Sampling jobs from submission to the start of the device batch that "
+                       "serves them.");
+        metrics_write_hist(b, "giant_sample_queue_wait_seconds", "",
+                           sampling_queue_wait_seconds(a->sampling));
+        metrics_family(b, "giant_sample_batch_seconds", "histogram",
+                       "Wall time of each device batch of the sampling worker (a sampler load "
+                       "included), however many jobs it merged.");
+        metrics_write_hist(b, "giant_sample_batch_seconds", "",
+                           sampling_batch_seconds(a->sampling));
     }
     if (sched_step_seconds(a->sched, 1)) {
         metrics_family(b, "giant_train_step_seconds", "histogram",

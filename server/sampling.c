@@ -38,17 +38,23 @@ struct sampling {
     sampling_stats stats;
     atomic_int in_flight;      /* jobs submitted and not yet done          */
     metrics_hist seconds;      /* submit to done: queue wait and batch     */
+    metrics_hist queue_wait;   /* submit to the start of the job's batch   */
+    metrics_hist batch;        /* per device batch, however many jobs      */
     metrics_hist showers;      /* per job                                   */
     metrics_keyed by_source;   /* requests and showers per run or model     */
 };
+
+static double seconds_between(const struct timespec *from, const struct timespec *to)
+{
+    return (double)(to->tv_sec - from->tv_sec) + 1e-9 * (double)(to->tv_nsec - from->tv_nsec);
+}
 
 /* Every job ends here: the metrics, then the submitter's callback. */
 static void job_done(sampling *s, sampling_job *j)
 {
     struct timespec end;
     clock_gettime(CLOCK_MONOTONIC, &end);
-    metrics_hist_observe(&s->seconds, (double)(end.tv_sec - j->submitted.tv_sec) +
-                                          1e-9 * (double)(end.tv_nsec - j->submitted.tv_nsec));
+    metrics_hist_observe(&s->seconds, seconds_between(&j->submitted, &end));
     atomic_fetch_sub(&s->in_flight, 1);
     j->done(j);
 }
@@ -181,6 +187,13 @@ static int take_batch(sampling *s, sampling_job **batch)
 
 static void run_batch(sampling *s, sampling_job **batch, int n)
 {
+    /* The batch starts when the worker takes it (after batch_delay_ms): a
+     * job's queue wait ends here, and a sampler load counts as batch time,
+     * so the two come close to the job's duration. */
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < n; i++)
+        metrics_hist_observe(&s->queue_wait, seconds_between(&batch[i]->submitted, &start));
     gt_error err = {0};
     cached *c = NULL;
     if (cache_get(s, batch[0]->run, batch[0]->model, batch[0]->version, &c, &err) != GT_OK) {
@@ -215,6 +228,10 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
     if (m == 0)
         return;
     int rc = model_sampler_run(c->smp, reqs, m, ok[0]->steps, &err);
+    /* Only batches that reached the device, as giant_sample_batches_total
+     * counts them. */
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    metrics_hist_observe(&s->batch, seconds_between(&start, &end));
     pthread_mutex_lock(&s->w.mu);
     s->stats.batches++;
     s->stats.requests += (unsigned long long)m;
@@ -298,6 +315,8 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
     s->delay_ms = batch_delay_ms < 0 ? 0 : batch_delay_ms;
     atomic_init(&s->in_flight, 0);
     metrics_hist_init(&s->seconds, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
+    metrics_hist_init(&s->queue_wait, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
+    metrics_hist_init(&s->batch, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
     metrics_hist_init(&s->showers, metrics_count_bounds, metrics_count_nb, 1);
     metrics_keyed_init(&s->by_source);
     if (worker_thread_start(&s->w, worker_main, s) != 0) {
@@ -351,6 +370,8 @@ int sampling_in_flight(sampling *s)
 }
 
 const metrics_hist *sampling_seconds(sampling *s) { return s ? &s->seconds : NULL; }
+const metrics_hist *sampling_queue_wait_seconds(sampling *s) { return s ? &s->queue_wait : NULL; }
+const metrics_hist *sampling_batch_seconds(sampling *s) { return s ? &s->batch : NULL; }
 const metrics_hist *sampling_showers(sampling *s) { return s ? &s->showers : NULL; }
 metrics_keyed *sampling_by_source(sampling *s) { return s ? &s->by_source : NULL; }
 

@@ -45,7 +45,7 @@ struct sampling_job {
                               chunks equals the same sample asked at once */
     int steps;             /* <= 0: the run's sample.steps                  */
     void (*done)(sampling_job *job);  /* called on the worker thread        */
-    struct timespec submitted; /* set by sampling_submit (the latency metric) */
+    struct timespec submitted; /* set by sampling_submit (the latency metrics) */
     void *user;
     /* out */
     float *showers;        /* [n, voxels], malloc'ed by the worker          */
@@ -75,8 +75,13 @@ void sampling_get_stats(sampling *s, sampling_stats *out);
 /* Jobs submitted and not yet done (sample requests and evaluation chunks). */
 int sampling_in_flight(sampling *s);
 /* Histograms of the jobs: seconds from submit to done (queue wait and the
- * device batch), and showers per job.  NULL for a NULL s. */
+ * device batch), seconds from submit to the start of the batch that serves
+ * the job (queue wait, one per job taken by the worker), seconds per device
+ * batch (a sampler load included; one per batch, however many jobs it
+ * merged), and showers per job.  NULL for a NULL s. */
 const metrics_hist *sampling_seconds(sampling *s);
+const metrics_hist *sampling_queue_wait_seconds(sampling *s);
+const metrics_hist *sampling_batch_seconds(sampling *s);
 const metrics_hist *sampling_showers(sampling *s);
 /* Sample jobs (column 0) and showers generated (column 1) per run ("12") or
  * imported model ("model:3"), the first METRICS_MAX_KEYS of them, the rest

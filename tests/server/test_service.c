@@ -816,6 +816,30 @@ static void test_cli(long long run)
         fclose(f);
 }
 
+/* The _count of histogram name (no labels), after checking its series
+ * stands alone: buckets cumulative in rising le up to +Inf, _count equal to
+ * the +Inf bucket, _sum written and not negative.  -1 when there is none. */
+static double hist_count(const char *body, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n%s_bucket{le=\"", name);
+    double last = -1;
+    int inf = 0;
+    for (const char *p = strstr(body, key); p; p = strstr(p + 1, key)) {
+        double v = strtod(strchr(p + 1, ' ') + 1, NULL);
+        CHECK_MSG(v >= last && !inf, "%s: bucket %.40s after %g", name, p + 1, last);
+        last = v;
+        inf = strncmp(p + strlen(key), "+Inf\"", 5) == 0;
+    }
+    CHECK_MSG(last < 0 || inf, "%s: no le=\"+Inf\" bucket", name);
+    snprintf(key, sizeof key, "%s_count", name);
+    CHECK_MSG(svc_metric(body, key) == last, "%s: %g, +Inf bucket %g", key,
+              svc_metric(body, key), last);
+    snprintf(key, sizeof key, "%s_sum", name);
+    CHECK_MSG(svc_metric(body, key) >= 0, "%s: %g", key, svc_metric(body, key));
+    return last;
+}
+
 static void test_prometheus(gc_client *c)
 {
     gc_response r;
@@ -856,6 +880,17 @@ static void test_prometheus(gc_client *c)
     CHECK(svc_metric(r.body, "giant_http_request_duration_seconds_count{method=\"POST\","
                              "route=\"/v1/runs/{id}/samples\",class=\"2xx\"}") > 0);
     CHECK(svc_metric(r.body, "giant_sample_bytes_limit") > 0);
+    /* The job duration split: every job done waited in the queue once (a
+     * job in flight may have, too); one batch per device batch counted,
+     * and concurrent jobs merged, so at most one per job. */
+    double done = hist_count(r.body, "giant_sample_job_duration_seconds");
+    double waited = hist_count(r.body, "giant_sample_queue_wait_seconds");
+    double batches = hist_count(r.body, "giant_sample_batch_seconds");
+    double in_flight = svc_metric(r.body, "giant_sampling_jobs_in_flight");
+    CHECK_MSG(waited >= done && waited <= done + in_flight,
+              "%g queue waits, %g jobs done, %g in flight", waited, done, in_flight);
+    CHECK_MSG(batches >= 1 && batches <= waited, "%g batches, %g jobs", batches, waited);
+    CHECK(batches == svc_metric(r.body, "giant_sample_batches_total"));
     gc_response_free(&r);
 }
 
