@@ -198,6 +198,12 @@ static int within_quotas(http_request *req, app *a, const model_config *cfg)
                              a->cfg.max_train_steps);
             return 0;
         }
+    if (cfg->sample_steps > a->cfg.max_sample_steps) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "sample.steps",
+                         "%d solver steps: this server takes at most %ld (--max-sample-steps)",
+                         cfg->sample_steps, a->cfg.max_sample_steps);
+        return 0;
+    }
     if (!cfg->dataset_path[0] && cfg->synthetic_n > a->cfg.max_synthetic_showers) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.synthetic.n",
                          "%lld showers: this server simulates at most %ld for a run",

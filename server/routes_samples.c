@@ -283,7 +283,7 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
 {
     sample_body_limits lim = {(double)a->cfg.min_energy_mev, (double)a->cfg.max_energy_mev,
                               a->cfg.max_showers, a->cfg.max_json_showers,
-                              c->format == FMT_JSON};
+                              c->format == FMT_JSON, (int)a->cfg.max_sample_steps};
     sample_body b;
     sample_body_fault f;
     if (!sample_body_parse(body, &lim, &b, &f)) {

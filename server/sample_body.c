@@ -52,9 +52,10 @@ int sample_body_parse(const json_t *cbody, const sample_body_limits *lim, sample
     json_t *dist = json_object_get(body, "energy");
     if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0))
         return refuse(fault, 422, "seed", "seed must be a non-negative integer");
+    const int max_steps = lim->max_steps > 0 && lim->max_steps < 1000 ? lim->max_steps : 1000;
     if (steps && (!json_is_integer(steps) || json_integer_value(steps) < 1 ||
-                  json_integer_value(steps) > 1000))
-        return refuse(fault, 422, "steps", "steps must be 1 to 1000");
+                  json_integer_value(steps) > max_steps))
+        return refuse(fault, 422, "steps", "steps must be 1 to %d", max_steps);
     json_t *row0 = json_object_get(body, "row0");
     if (row0 && (!json_is_integer(row0) || json_integer_value(row0) < 0 ||
                  json_integer_value(row0) > SAMPLE_BODY_MAX_ROW0))

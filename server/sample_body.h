@@ -25,6 +25,8 @@ typedef struct sample_body_limits {
     long max_showers;          /* per request (--max-showers)              */
     long max_json_showers;     /* per request answered as JSON             */
     int json_reply;            /* the reply will be JSON                   */
+    int max_steps;             /* solver steps a request may ask for
+                                  (--max-sample-steps); 0: 1000              */
 } sample_body_limits;
 
 typedef struct sample_body {

@@ -55,6 +55,7 @@ static const set_def defs[] = {
     INT(max_json_showers,   1, 100000,      "100",      "largest sample request answered as JSON; more gets 422 too_many_showers"),
     INT(max_active_runs,    1, 1000000,     "64",       "runs queued or training at once; a submission past it gets 429 with Retry-After"),
     INT(max_active_evaluations, 1, 100000,  "8",        "evaluations queued or running at once (each samples and trains a classifier); a request past it gets 429 with Retry-After"),
+    INT(max_sample_steps,   1, 1000,        "1000",     "solver steps a sample request (steps) or a submitted run (sample.steps) may ask for; more gets 422 (a request's cost grows with them)"),
     INT(max_train_steps,    1, 100000000,   "1000000",  "training steps per stage a submitted run may ask for; more gets 422"),
     INT(max_synthetic_showers, 16, 100000000, "1000000", "showers of a synthetic dataset a client may ask for (runs and /v1/datasets); more gets 422"),
     INT(max_dataset_mb,     1, 1L << 30,    "8192",     "memory a run's dataset may take (MiB: showers x (voxels + 1) x 4 bytes, synthetic or a file; training holds about twice that); more gets 422"),

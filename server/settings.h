@@ -36,6 +36,8 @@ typedef struct settings {
     long max_json_showers;     /* largest sample answered as JSON             */
     long max_active_runs;      /* queued + running runs; more gets 429        */
     long max_train_steps;      /* per stage, in a submitted config            */
+    long max_sample_steps;     /* a sample request's steps, a run's
+                                  sample.steps                                */
     long max_active_evaluations;/* queued + running evaluations; more: 429    */
     long max_synthetic_showers;/* a synthetic dataset's n (runs and datasets) */
     long max_dataset_mb;       /* a run's dataset in memory (MiB)             */

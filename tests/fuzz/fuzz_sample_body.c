@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     /* the defaults of server/settings.c: 100 MeV to 10^7 MeV, 10 000 showers,
      * 100 as JSON */
-    const sample_body_limits lim = {100.0, 1e7, 10000, 100, json_reply};
+    const sample_body_limits lim = {100.0, 1e7, 10000, 100, json_reply, 1000};
     sample_body b;
     sample_body_fault f;
     if (sample_body_parse(body, &lim, &b, &f)) {

@@ -1143,7 +1143,7 @@ static void test_quotas(void)
     svc s3;
     const char *extra[] = {"--max-active-runs", "1", "--max-train-steps", "100",
                            "--max-synthetic-showers", "100000000", "--default-dataset", "0",
-                           "--max-dataset-mb", "1", NULL};
+                           "--max-dataset-mb", "1", "--max-sample-steps", "50", NULL};
     if (svc_start(&s3, db, data, extra) != 0) {
         svc_dump(&s3);
         CHECK_MSG(0, "quota server did not start");
@@ -1161,6 +1161,12 @@ static void test_quotas(void)
     /* 10^8 dataset-3 showers: about 16 TB, more than any test disk has free */
     expect(c, "POST", "/v1/datasets", "{\"name\": \"huge\", \"synthetic\": {\"geometry\": "
            "\"dataset_3\", \"n\": 100000000}}", NULL, 422, "validation_failed", "synthetic.n");
+    /* solver steps past --max-sample-steps (50 here): a run's sample.steps,
+     * and a sample request's steps (refused before the run is looked at) */
+    expect(c, "POST", "/v1/runs", "{\"sample\": {\"steps\": 51}, \"train\": {\"steps\":"
+           " {\"stage1\": 10, \"stage2\": 10}}}", NULL, 422, "validation_failed", "sample.steps");
+    expect(c, "POST", "/v1/runs/1/samples", "{\"count\": 2, \"steps\": 51}", NULL, 422,
+           "validation_failed", "steps");
     /* a run's dataset past --max-dataset-mb (1 MiB here), synthetic or a
      * file: 1 000 dataset-2 showers are 25 MiB, 1 000 dataset-1 ones 1.4
      * MiB; the tiny runs' 300 dataset-1 showers (0.4 MiB) pass below */
