@@ -171,6 +171,21 @@ typedef struct stream_slot {
     unsigned count;            /* 0 = free                                  */
 } stream_slot;
 
+/* A connection's header clock (the socket context MHD keeps for it): the
+ * headers of its first request must be complete within the header timeout
+ * of its accept, and those of each later request within the idle timeout
+ * of the previous reply, however the bytes trickle in.  MHD's own timeout
+ * counts from the last byte, so a client sending one every few seconds
+ * was never cut off.  The reaper thread shuts down the socket of one past
+ * its deadline; MHD then closes the connection as it would any reset one. */
+typedef struct conn_clock {
+    struct conn_clock *prev, *next;
+    int fd;
+    int waiting;               /* for a request's headers                  */
+    int reaped;                /* shut down by the reaper                   */
+    double deadline;           /* monotonic seconds                         */
+} conn_clock;
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const http_router *router;
@@ -196,7 +211,72 @@ struct http_server {
     pthread_mutex_t streams_mu;
     stream_slot *streams;
     unsigned nstreams;
+    /* the header clocks of the open connections, and their reaper */
+    pthread_mutex_t clocks_mu;
+    pthread_cond_t clocks_cv;
+    conn_clock *clocks;
+    int reaper_running, reaper_stop;
+    pthread_t reaper;
+    atomic_ullong slow_closed; /* connections cut at their header deadline */
 };
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static conn_clock *conn_clock_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (conn_clock *)ci->socket_context : NULL;
+}
+
+/* The connection now waits for a request's headers (waiting = 1, for at
+ * most `limit_s` from now; 0 = no limit), or has them (waiting = 0). */
+static void conn_clock_set(http_server *srv, conn_clock *c, int waiting, unsigned limit_s)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&srv->clocks_mu);
+    c->waiting = waiting && limit_s > 0;
+    c->deadline = mono_s() + (double)limit_s;
+    pthread_mutex_unlock(&srv->clocks_mu);
+}
+
+static void *reaper_main(void *arg)
+{
+    http_server *srv = arg;
+    pthread_mutex_lock(&srv->clocks_mu);
+    while (!srv->reaper_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 250 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->clocks_cv, &srv->clocks_mu, &until);
+        double now = mono_s();
+        int cut = 0;
+        for (conn_clock *c = srv->clocks; c; c = c->next)
+            if (c->waiting && !c->reaped && now > c->deadline) {
+                /* MHD still owns the socket (its close notification takes
+                 * this lock first): a shutdown makes its next read fail */
+                shutdown(c->fd, SHUT_RDWR);
+                c->reaped = 1;
+                cut++;
+            }
+        if (cut) {
+            atomic_fetch_add(&srv->slow_closed, (unsigned long long)cut);
+            log_msg(LOG_WARN, "httpd", "slow_headers_closed=%d", cut);
+        }
+    }
+    pthread_mutex_unlock(&srv->clocks_mu);
+    return NULL;
+}
 
 const char *http_method(const http_request *req) { return req->method; }
 const char *http_path(const http_request *req) { return req->path; }
@@ -565,6 +645,12 @@ void http_server_write_metrics(const http_server *srv, metrics_buf *b)
     for (int i = 0; i < N_ERROR_CODES; i++)
         metrics_printf(b, "giant_http_errors_total{code=\"%s\"} %llu\n", error_codes[i],
                        atomic_load(&((http_server *)srv)->by_code[i]));
+    metrics_family(b, "giant_http_slow_headers_closed_total", "counter",
+                   "Connections cut because a request's headers were not complete by their "
+                   "deadline (the header timeout from the accept, the idle timeout after a "
+                   "reply), however the bytes trickled in.");
+    metrics_printf(b, "giant_http_slow_headers_closed_total %llu\n",
+                   atomic_load(&((http_server *)srv)->slow_closed));
     static const char name[] = "giant_http_request_duration_seconds";
     metrics_family(b, name, "histogram",
                    "Time from a request's headers to its reply's end, by route template and "
@@ -759,7 +845,9 @@ static size_t body_cap(const http_request *req)
 static void request_begin(http_request *req)
 {
     /* The headers are complete: from here the connection gets the idle
-     * timeout instead of the daemon's shorter header timeout. */
+     * timeout instead of the daemon's shorter header timeout, and its
+     * header clock stops until the reply is done. */
+    conn_clock_set(req->srv, conn_clock_of(req->conn), 0, 0);
     if (req->srv->idle_timeout_s != req->srv->header_timeout_s)
         MHD_set_connection_option(req->conn, MHD_CONNECTION_OPTION_TIMEOUT,
                                   req->srv->idle_timeout_s);
@@ -986,8 +1074,9 @@ static void log_escape(const char *s, char *out, size_t cap)
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     http_server *srv = cls;
+    /* the next request's headers are due within the idle timeout */
+    conn_clock_set(srv, conn_clock_of(conn), 1, srv->idle_timeout_s);
     http_request *req = *con_cls;
     if (!req || req == (void *)&query_refused_mark || req == (void *)&path_refused_mark) {
         *con_cls = NULL;
@@ -1025,14 +1114,44 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&srv->in_flight, 1);
 }
 
-/* MHD_OPTION_NOTIFY_CONNECTION: the open-connections gauge. */
+/* MHD_OPTION_NOTIFY_CONNECTION: the open-connections gauge, and each
+ * connection's header clock (from its accept: the header timeout). */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)conn;
-    (void)socket_context;
     http_server *srv = cls;
     atomic_fetch_add(&srv->connections, toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_clock *c = ci && srv->header_timeout_s ? calloc(1, sizeof *c) : NULL;
+        *socket_context = c;
+        if (!c)
+            return;   /* no clock: MHD's own timeout still applies */
+        c->fd = ci->connect_fd;
+        c->waiting = 1;
+        c->deadline = mono_s() + (double)srv->header_timeout_s;
+        pthread_mutex_lock(&srv->clocks_mu);
+        c->next = srv->clocks;
+        if (srv->clocks)
+            srv->clocks->prev = c;
+        srv->clocks = c;
+        pthread_mutex_unlock(&srv->clocks_mu);
+        return;
+    }
+    conn_clock *c = *socket_context;
+    if (!c)
+        return;
+    pthread_mutex_lock(&srv->clocks_mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->clocks = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&srv->clocks_mu);
+    free(c);
+    *socket_context = NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1095,6 +1214,9 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     atomic_init(&srv->draining, 0);
     atomic_init(&srv->connections, 0);
     pthread_mutex_init(&srv->streams_mu, NULL);
+    pthread_mutex_init(&srv->clocks_mu, NULL);
+    pthread_cond_init(&srv->clocks_cv, NULL);
+    atomic_init(&srv->slow_closed, 0);
     srv->max_streams_per_ip = cfg->max_streams_per_ip;
     if (cfg->max_streams_per_ip) {
         srv->nstreams = cfg->max_connections;
@@ -1137,6 +1259,12 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : cfg->port;
+    /* without it a slow client is still cut by MHD's inactivity timeout */
+    if (srv->header_timeout_s &&
+        pthread_create(&srv->reaper, NULL, reaper_main, srv) == 0)
+        srv->reaper_running = 1;
+    else if (srv->header_timeout_s)
+        log_msg(LOG_WARN, "httpd", "reaper=0 detail=\"no thread for the header deadlines\"");
     *out = srv;
     return GT_OK;
 }
@@ -1171,7 +1299,16 @@ void http_server_free(http_server *srv)
 {
     if (!srv)
         return;
+    if (srv->reaper_running) {
+        pthread_mutex_lock(&srv->clocks_mu);
+        srv->reaper_stop = 1;
+        pthread_cond_signal(&srv->clocks_cv);
+        pthread_mutex_unlock(&srv->clocks_mu);
+        pthread_join(srv->reaper, NULL);
+    }
     MHD_stop_daemon(srv->daemon);
+    pthread_mutex_destroy(&srv->clocks_mu);
+    pthread_cond_destroy(&srv->clocks_cv);
     pthread_mutex_destroy(&srv->streams_mu);
     free(srv->streams);
     free(srv);

@@ -432,6 +432,70 @@ static void check_headroom(svc *s, int admin_port)
     close(fd);
 }
 
+/* Whether the server has closed fd (EOF or reset waiting to be read). */
+static int peer_closed(int fd)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    char c;
+    return poll(&p, 1, 0) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* Headers that trickle in, one byte every 400 ms (under the 2 s inactivity
+ * timeout, so MHD's own timeout never fires): the connection is cut at its
+ * header deadline, counted from the accept, whatever keeps arriving.  Then
+ * the same on a kept-alive connection's second request, whose deadline is
+ * the idle timeout (30 s here) from the first reply: not cut at 2 s. */
+static void check_slow_headers(int port)
+{
+    static const char line[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa"
+                               "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    int fd = dial(port, 0);
+    CHECK(fd >= 0);
+    double t0 = now_s(), t_cut = -1;
+    for (size_t i = 0; fd >= 0 && i < sizeof line - 1 && now_s() - t0 < 5.0 * HEADER_TIMEOUT_S;
+         i++) {
+        if (send(fd, line + i, 1, MSG_NOSIGNAL) != 1 || peer_closed(fd)) {
+            t_cut = now_s() - t0;
+            break;
+        }
+        svc_sleep_ms(400);
+    }
+    CHECK_MSG(t_cut >= HEADER_TIMEOUT_S - 0.5 && t_cut <= HEADER_TIMEOUT_S + 2.0,
+              "headers trickling in were cut after %.1f s (deadline %d s; -1: never)", t_cut,
+              HEADER_TIMEOUT_S);
+    if (fd >= 0)
+        close(fd);
+    char out[65536];
+    static const char mreq[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    exchange(port, mreq, sizeof mreq - 1, out, sizeof out);
+    const char *body = strstr(out, "\r\n\r\n");
+    CHECK_MSG(body && svc_metric(body, "giant_http_slow_headers_closed_total") >= 1,
+              "the cut connection is not counted: %.200s", body ? body : out);
+
+    /* a kept-alive connection: the second request trickles in for longer
+     * than the header timeout and is still answered */
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[1024];
+    fd = dial(port, 0);
+    CHECK(fd >= 0 && send_all(fd, req, sizeof req - 1) == 0);
+    struct timeval tv = { 5, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+    CHECK(r > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0);
+    double t1 = now_s();
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof req - 1; i++) {
+        ok = send(fd, req + i, 1, MSG_NOSIGNAL) == 1;
+        if (now_s() - t1 < 2.0 * HEADER_TIMEOUT_S)
+            svc_sleep_ms(200);
+    }
+    r = ok ? recv(fd, buf, sizeof buf - 1, 0) : -1;
+    CHECK_MSG(r > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0,
+              "a second request trickling in over %.1f s was not answered",
+              now_s() - t1);
+    close(fd);
+}
+
 /* ---------------------------------------------------------------------------
  * Event streams per address
  * ------------------------------------------------------------------------- */
@@ -533,6 +597,7 @@ int main(void)
         check_json_errors(s.port);
         check_library_pages(s.port);
         check_headroom(&s, admin_port);
+        check_slow_headers(s.port);
         check_streams(s.port);
         CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     }
