@@ -10,14 +10,10 @@
 
 #include "app.h"
 #include "datasets.h"
+#include "eval_body.h"
 #include "evaluations.h"
 #include "routes.h"
 #include "runs.h"
-
-#define EVAL_MIN_SHOWERS 20        /* the classifier needs 10 rows a split */
-
-static const char *const metric_names[] = {"separation_power", "fpd_kpd", "classifier_high",
-                                           "classifier_low"};
 
 /* The API's evaluation object from a row (with_result: the document, or
  * null until it succeeded). */
@@ -95,137 +91,6 @@ static int check_dataset(http_request *req, app *a, const char *field, int64_t i
     return ok;
 }
 
-/* A positive integer id, or 0 after a 422 naming the field. */
-static int64_t body_id(http_request *req, json_t *v, const char *field)
-{
-    if (!json_is_integer(v) || json_integer_value(v) < 1) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s must be a dataset id", field);
-        return 0;
-    }
-    return json_integer_value(v);
-}
-
-/* An optional integer in [lo, hi] (def when absent); -1 after a 422. */
-static long long body_int(http_request *req, json_t *obj, const char *key, const char *field,
-                          long long def, long long lo, long long hi)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v)
-        return def;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s must be an integer in "
-                         "[%lld, %lld]", field, lo, hi);
-        return -1;
-    }
-    return json_integer_value(v);
-}
-
-/* The request with every default filled, or NULL after a 422. */
-static json_t *normalise(http_request *req, app *a, json_t *body)
-{
-    if (!json_is_object(body)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
-        return NULL;
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        if (strcmp(key, "dataset_id") && strcmp(key, "ref2_dataset_id") && strcmp(key, "n") &&
-            strcmp(key, "seed") && strcmp(key, "metrics") && strcmp(key, "classifier")) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
-            return NULL;
-        }
-    }
-    json_t *jds = json_object_get(body, "dataset_id"), *jr2 = json_object_get(body,
-                                                                                "ref2_dataset_id");
-    if (!jds) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset_id",
-                         "dataset_id (the reference dataset) is required");
-        return NULL;
-    }
-    int64_t ds = body_id(req, jds, "dataset_id"), r2 = 0;
-    if (!ds)
-        return NULL;
-    if (jr2 && !json_is_null(jr2)) {
-        if (!(r2 = body_id(req, jr2, "ref2_dataset_id")))
-            return NULL;
-        if (r2 == ds) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "ref2_dataset_id",
-                             "ref2_dataset_id must name another dataset than dataset_id");
-            return NULL;
-        }
-    }
-    long long n = body_int(req, body, "n", "n",
-                           a->cfg.max_showers < 2000 ? a->cfg.max_showers : 2000,
-                           EVAL_MIN_SHOWERS, a->cfg.max_showers);
-    long long seed = body_int(req, body, "seed", "seed", 1, 0, INT64_MAX);
-    if (n < 0 || seed < 0)
-        return NULL;
-    json_t *metrics = json_object_get(body, "metrics"), *norm_metrics = json_array();
-    if (metrics && (!json_is_array(metrics) || json_array_size(metrics) == 0)) {
-        json_decref(norm_metrics);
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "metrics",
-                         "metrics must be a non-empty array of separation_power, fpd_kpd,"
-                         " classifier_high, classifier_low");
-        return NULL;
-    }
-    /* in the documented order, each once, whatever order they came in */
-    for (size_t k = 0; k < 4; k++) {
-        int want = !metrics;
-        size_t i;
-        json_array_foreach(metrics, i, v)
-            want |= json_is_string(v) && !strcmp(json_string_value(v), metric_names[k]);
-        if (want)
-            json_array_append_new(norm_metrics, json_string(metric_names[k]));
-    }
-    size_t i;
-    json_array_foreach(metrics, i, v) {
-        int known = 0;
-        for (size_t k = 0; k < 4; k++)
-            known |= json_is_string(v) && !strcmp(json_string_value(v), metric_names[k]);
-        if (!known) {
-            char field[32];
-            snprintf(field, sizeof field, "metrics[%zu]", i);
-            json_decref(norm_metrics);
-            http_reply_error(req, 422, HTTP_E_VALIDATION, field,
-                             "a metric is separation_power, fpd_kpd, classifier_high or"
-                             " classifier_low");
-            return NULL;
-        }
-    }
-    json_t *cls = json_object_get(body, "classifier");
-    if (cls && !json_is_object(cls)) {
-        json_decref(norm_metrics);
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "classifier",
-                         "classifier must be {\"hidden\", \"depth\", \"epochs\"}");
-        return NULL;
-    }
-    json_object_foreach(cls, key, v) {
-        if (strcmp(key, "hidden") && strcmp(key, "depth") && strcmp(key, "epochs")) {
-            char field[64];
-            snprintf(field, sizeof field, "classifier.%.40s", key);
-            json_decref(norm_metrics);
-            http_reply_error(req, 422, HTTP_E_VALIDATION, field, "unknown field '%s'", field);
-            return NULL;
-        }
-    }
-    /* `giant eval`'s defaults (model_classify.h) */
-    long long hidden = body_int(req, cls, "hidden", "classifier.hidden", 512, 1, 4096);
-    long long depth = hidden < 0 ? -1 : body_int(req, cls, "depth", "classifier.depth", 3, 1, 8);
-    long long epochs =
-        depth < 0 ? -1 : body_int(req, cls, "epochs", "classifier.epochs", 50, 1, 500);
-    if (hidden < 0 || depth < 0 || epochs < 0) {
-        json_decref(norm_metrics);
-        return NULL;
-    }
-    return json_pack("{s:I, s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I}}", "dataset_id",
-                     (json_int_t)ds, "ref2_dataset_id",
-                     r2 ? json_integer(r2) : json_null(), "n", (json_int_t)n, "seed",
-                     (json_int_t)seed, "metrics", norm_metrics, "classifier", "hidden",
-                     (json_int_t)hidden, "depth", (json_int_t)depth, "epochs",
-                     (json_int_t)epochs);
-}
-
 /* The run is finished and has its best pair; replies 409 and returns 0
  * otherwise. */
 static int run_ready(http_request *req, app *a, int64_t run)
@@ -273,9 +138,14 @@ void route_evaluations_create(http_request *req, void *ctx)
     int64_t run = routes_path_run(req, a->db);
     if (!run)
         return;
-    json_t *norm = normalise(req, a, http_body_json(req));
-    if (!norm)
+    eval_body_fault fault;
+    json_t *norm = eval_body_normalise(http_body_json(req), a->cfg.max_showers, &fault);
+    if (!norm) {
+        http_reply_error(req, fault.status, fault.status == 422 ? HTTP_E_VALIDATION
+                                                                : HTTP_E_INTERNAL,
+                         fault.status == 422 ? fault.field : NULL, "%s", fault.message);
         return;
+    }
     char geometry[64];
     gt_error err = {0};
     long long n = json_integer_value(json_object_get(norm, "n"));

@@ -1,0 +1,148 @@
+/* eval_body: an evaluation request's body, checked and normalised (see
+ * eval_body.h).  Every refusal names the key at fault. */
+#include "eval_body.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const eval_body_metrics[4] = {"separation_power", "fpd_kpd", "classifier_high",
+                                          "classifier_low"};
+
+static json_t *refuse(eval_body_fault *f, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static json_t *refuse(eval_body_fault *f, const char *field, const char *fmt, ...)
+{
+    f->status = 422;
+    snprintf(f->field, sizeof f->field, "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+/* A positive integer id, or 0 with the fault set. */
+static int64_t body_id(eval_body_fault *f, json_t *v, const char *field)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 1) {
+        refuse(f, field, "%s must be a dataset id", field);
+        return 0;
+    }
+    return json_integer_value(v);
+}
+
+/* An optional integer in [lo, hi] (def when absent); -1 with the fault
+ * set. */
+static long long body_int(eval_body_fault *f, json_t *obj, const char *key, const char *field,
+                          long long def, long long lo, long long hi)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return def;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        refuse(f, field, "%s must be an integer in [%lld, %lld]", field, lo, hi);
+        return -1;
+    }
+    return json_integer_value(v);
+}
+
+static int known_metric(json_t *v)
+{
+    for (size_t k = 0; k < 4; k++)
+        if (json_is_string(v) && !strcmp(json_string_value(v), eval_body_metrics[k]))
+            return 1;
+    return 0;
+}
+
+json_t *eval_body_normalise(const json_t *cbody, long max_showers, eval_body_fault *f)
+{
+    memset(f, 0, sizeof *f);
+    json_t *body = (json_t *)cbody;       /* Jansson's getters take no const */
+    if (!json_is_object(body))
+        return refuse(f, "", "the body must be an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (strcmp(key, "dataset_id") && strcmp(key, "ref2_dataset_id") && strcmp(key, "n") &&
+            strcmp(key, "seed") && strcmp(key, "metrics") && strcmp(key, "classifier")) {
+            char field[48];
+            snprintf(field, sizeof field, "%s", key);   /* a long key is cut, not copied whole */
+            return refuse(f, field, "unknown field '%.100s'", key);
+        }
+    }
+    json_t *jds = json_object_get(body, "dataset_id");
+    json_t *jr2 = json_object_get(body, "ref2_dataset_id");
+    if (!jds)
+        return refuse(f, "dataset_id", "dataset_id (the reference dataset) is required");
+    int64_t ds = body_id(f, jds, "dataset_id"), r2 = 0;
+    if (!ds)
+        return NULL;
+    if (jr2 && !json_is_null(jr2)) {
+        if (!(r2 = body_id(f, jr2, "ref2_dataset_id")))
+            return NULL;
+        if (r2 == ds)
+            return refuse(f, "ref2_dataset_id",
+                          "ref2_dataset_id must name another dataset than dataset_id");
+    }
+    long long n = body_int(f, body, "n", "n", max_showers < 2000 ? max_showers : 2000,
+                           EVAL_BODY_MIN_SHOWERS, max_showers);
+    long long seed = n < 0 ? -1 : body_int(f, body, "seed", "seed", 1, 0, INT64_MAX);
+    if (n < 0 || seed < 0)
+        return NULL;
+    json_t *metrics = json_object_get(body, "metrics");
+    if (metrics && (!json_is_array(metrics) || json_array_size(metrics) == 0))
+        return refuse(f, "metrics",
+                      "metrics must be a non-empty array of separation_power, fpd_kpd,"
+                      " classifier_high, classifier_low");
+    size_t i;
+    json_array_foreach(metrics, i, v) {
+        if (!known_metric(v)) {
+            char field[32];
+            snprintf(field, sizeof field, "metrics[%zu]", i);
+            return refuse(f, field, "a metric is separation_power, fpd_kpd, classifier_high or"
+                                    " classifier_low");
+        }
+    }
+    json_t *cls = json_object_get(body, "classifier");
+    if (cls && !json_is_object(cls))
+        return refuse(f, "classifier", "classifier must be {\"hidden\", \"depth\", \"epochs\"}");
+    json_object_foreach(cls, key, v) {
+        if (strcmp(key, "hidden") && strcmp(key, "depth") && strcmp(key, "epochs")) {
+            char field[64];
+            snprintf(field, sizeof field, "classifier.%.40s", key);
+            return refuse(f, field, "unknown field '%s'", field);
+        }
+    }
+    /* `giant eval`'s defaults (model_classify.h) */
+    long long hidden = body_int(f, cls, "hidden", "classifier.hidden", 512, 1, 4096);
+    long long depth = hidden < 0 ? -1 : body_int(f, cls, "depth", "classifier.depth", 3, 1, 8);
+    long long epochs =
+        depth < 0 ? -1 : body_int(f, cls, "epochs", "classifier.epochs", 50, 1, 500);
+    if (hidden < 0 || depth < 0 || epochs < 0)
+        return NULL;
+    /* in the documented order, each once, whatever order they came in */
+    json_t *norm_metrics = json_array();
+    for (size_t k = 0; norm_metrics && k < 4; k++) {
+        int want = !metrics;
+        json_array_foreach(metrics, i, v)
+            want |= json_is_string(v) && !strcmp(json_string_value(v), eval_body_metrics[k]);
+        if (want)
+            json_array_append_new(norm_metrics, json_string(eval_body_metrics[k]));
+    }
+    json_t *out = norm_metrics
+                      ? json_pack("{s:I, s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I}}", "dataset_id",
+                                  (json_int_t)ds, "ref2_dataset_id",
+                                  r2 ? json_integer(r2) : json_null(), "n", (json_int_t)n,
+                                  "seed", (json_int_t)seed, "metrics", norm_metrics,
+                                  "classifier", "hidden", (json_int_t)hidden, "depth",
+                                  (json_int_t)depth, "epochs", (json_int_t)epochs)
+                      : NULL;
+    if (!out) {
+        f->status = 500;
+        snprintf(f->message, sizeof f->message, "out of memory");
+    }
+    return out;
+}
