@@ -1,8 +1,9 @@
-/* routes_datasets: /v1/datasets.  Registering a file reads its metadata here
- * (shapes, and that the rows it declares can be in it: the same time for any
- * size) and queues it: the datasets worker reads and checks every row.  A
- * synthetic dataset is only queued: the datasets worker makes it.
- * Contracts: api/openapi.json. */
+/* routes_datasets: /v1/datasets.  The body is checked by dataset_body; what
+ * touches the disk or the database is done here.  Registering a file reads
+ * its metadata here (shapes, and that the rows it declares can be in it:
+ * the same time for any size) and queues it: the datasets worker reads and
+ * checks every row.  A synthetic dataset is only queued: the datasets
+ * worker makes it.  Contracts: api/openapi.json. */
 #include "routes_datasets.h"
 
 #include <errno.h>
@@ -15,13 +16,12 @@
 
 #include "app.h"
 #include "calo_h5.h"
+#include "dataset_body.h"
 #include "datasets.h"
 #include "geo.h"
 #include "gt_path.h"
 #include "model_data.h"
-#include "model_energy.h"
 #include "routes.h"
-#include "synth.h"
 
 /* The API's dataset object (api/openapi.json) from a datasets row. */
 static json_t *dataset_object(json_t *row)
@@ -53,19 +53,6 @@ static void reply_dataset(http_request *req, app *a, int64_t id, unsigned status
     json_decref(row);
 }
 
-/* Names become file names: letters, digits, '-', '_', '.', no leading dot. */
-static int name_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 100 || s[0] == '.')
-        return 0;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '_' || *p == '.'))
-            return 0;
-    return 1;
-}
-
 /* Adds the row; replies (409 for a taken name) and returns 0 on failure. */
 static int insert(http_request *req, app *a, const datasets_new *d, int64_t *id)
 {
@@ -78,6 +65,7 @@ static int insert(http_request *req, app *a, const datasets_new *d, int64_t *id)
     return rc == GT_OK;
 }
 
+/* Registers the file a checked body names (geometry a built-in one). */
 static void register_file(http_request *req, app *a, const char *name, const char *path,
                           const char *geometry)
 {
@@ -96,12 +84,6 @@ static void register_file(http_request *req, app *a, const char *name, const cha
         return;
     }
     size_t rl = strlen(root);
-    if (!model_geometry_is_builtin(geometry)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry",
-                         "the service takes a built-in geometry: dataset_1_photons, "
-                         "dataset_1_pions, dataset_2 or dataset_3");
-        return;
-    }
     geo_geometry geo;
     if (model_geometry_load(geometry, &geo, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry", "%s", err.message);
@@ -140,60 +122,19 @@ static void register_file(http_request *req, app *a, const char *name, const cha
     }
 }
 
-static void queue_synthetic(http_request *req, app *a, const char *name, json_t *syn)
+/* Queues a synthetic dataset the body asked for (dataset_body has checked
+ * it), when its file fits in the data directory. */
+static void queue_synthetic(http_request *req, app *a, const dataset_body *b)
 {
-    const char *geometry = "dataset_2", *particle = NULL;
-    json_int_t n = 0, seed = 1;
-    json_t *energy = NULL;
-    json_error_t jerr;
-    if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?o}", "geometry",
-                       &geometry, "particle", &particle, "n", &n, "seed", &seed, "energy",
-                       &energy) != 0) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic", "%s", jerr.text);
-        return;
-    }
-    if (n < 1 || n > a->cfg.max_synthetic_showers) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.n",
-                         "n must be 1 to %ld (--max-synthetic-showers)",
-                         a->cfg.max_synthetic_showers);
-        return;
-    }
-    if (seed < 0) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.seed",
-                         "seed must be non-negative");
-        return;
-    }
-    /* the spec run configs and sample requests take, parsed by the same
-     * function */
-    model_energy spec;
-    model_energy_default(&spec);
-    char field[64] = "";
-    gt_error err = {0};
-    if (energy && model_energy_from_json(energy, "synthetic.energy", MODEL_ENERGY_MIN_MEV,
-                                         MODEL_ENERGY_MAX_MEV, &spec, field, sizeof field,
-                                         &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
-        return;
-    }
-    synth_particle p;
-    if (particle && synth_parse_particle(particle, &p, &err) != GT_OK) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.particle", "%s", err.message);
-        return;
-    }
     geo_geometry geo;
-    if (!model_geometry_is_builtin(geometry)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.geometry",
-                         "the service takes a built-in geometry: dataset_1_photons, "
-                         "dataset_1_pions, dataset_2 or dataset_3");
-        return;
-    }
-    if (model_geometry_load(geometry, &geo, &err) != GT_OK) {
+    gt_error err = {0};
+    if (model_geometry_load(b->geometry, &geo, &err) != GT_OK) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.geometry", "%s", err.message);
         return;
     }
     /* the file, at most 4 bytes a voxel and one energy a shower, must fit
      * in what the data directory's file system has free */
-    double need = (double)n * ((double)geo.n_voxels + 1.0) * 4.0;
+    double need = (double)b->n * ((double)geo.n_voxels + 1.0) * 4.0;
     geo_free(&geo);
     struct statvfs fs;
     if (statvfs(a->cfg.data_dir, &fs) == 0) {
@@ -201,20 +142,17 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
         if (need > avail) {
             http_reply_error(req, 422, HTTP_E_VALIDATION, "synthetic.n",
                              "%lld showers need up to %.0f MB and the data directory has %.0f MB "
-                             "free", (long long)n, need / 1e6, avail / 1e6);
+                             "free", b->n, need / 1e6, avail / 1e6);
             return;
         }
     }
-    json_t *doc = json_pack("{s:I, s:I, s:o}", "n", n, "seed", seed, "energy",
-                            model_energy_to_json(&spec));
-    if (doc && particle)
-        json_object_set_new(doc, "particle", json_string(particle));
+    json_t *doc = dataset_body_spec(b);
     char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(doc);
     char path[160];
-    snprintf(path, sizeof path, "%s.h5", name);
+    snprintf(path, sizeof path, "%s.h5", b->name);
     int64_t id;
-    datasets_new d = {name, "synthetic", geometry, path, text, "pending", -1, 0, -1, 0, 0};
+    datasets_new d = {b->name, "synthetic", b->geometry, path, text, "pending", -1, 0, -1, 0, 0};
     if (text && insert(req, a, &d, &id)) {
         datasets_kick(a->datasets);
         reply_dataset(req, a, id, 202);
@@ -227,50 +165,16 @@ static void queue_synthetic(http_request *req, app *a, const char *name, json_t 
 void route_datasets_create(http_request *req, void *ctx)
 {
     app *a = ctx;
-    json_t *body = http_body_json(req);
-    if (!json_is_object(body)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
+    dataset_body b;
+    dataset_body_fault fault;
+    if (!dataset_body_parse(http_body_json(req), a->cfg.max_synthetic_showers, &b, &fault)) {
+        http_reply_error(req, fault.status, HTTP_E_VALIDATION, fault.field, "%s", fault.message);
         return;
     }
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        if (strcmp(key, "name") && strcmp(key, "path") && strcmp(key, "geometry") &&
-            strcmp(key, "synthetic")) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, key, "unknown field '%s'", key);
-            return;
-        }
-    }
-    json_t *name = json_object_get(body, "name"), *path = json_object_get(body, "path");
-    json_t *geometry = json_object_get(body, "geometry"), *syn = json_object_get(body, "synthetic");
-    if (!json_is_string(name) || !name_ok(json_string_value(name))) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "name",
-                         "name must be 1 to 100 of [A-Za-z0-9._-], not starting with '.'");
-        return;
-    }
-    if ((path != NULL) == (syn != NULL)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "give either path or synthetic");
-        return;
-    }
-    if (path) {
-        if (!json_is_string(path) || json_string_length(path) == 0) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "path must be a string");
-            return;
-        }
-        if (geometry && !json_is_string(geometry)) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "geometry", "geometry must be a string");
-            return;
-        }
-        register_file(req, a, json_string_value(name), json_string_value(path),
-                      geometry ? json_string_value(geometry) : "dataset_2");
-        return;
-    }
-    if (geometry || !json_is_object(syn)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, geometry ? "geometry" : "synthetic",
-                         "synthetic must be an object (geometry goes inside it)");
-        return;
-    }
-    queue_synthetic(req, a, json_string_value(name), syn);
+    if (b.path)
+        register_file(req, a, b.name, b.path, b.geometry);
+    else
+        queue_synthetic(req, a, &b);
 }
 
 void route_datasets_list(http_request *req, void *ctx)

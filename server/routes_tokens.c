@@ -1,6 +1,6 @@
 #include "routes_tokens.h"
 
-#include <string.h>
+#include <stdio.h>
 
 #include <openssl/crypto.h>
 
@@ -8,51 +8,20 @@
 #include "auth.h"
 #include "log.h"
 #include "routes.h"
-
-/* An optional string member: 1 with *out set (NULL when absent or null),
- * or 0 after a 422 naming it. */
-static int optional_string(http_request *req, json_t *body, const char *key, const char **out)
-{
-    json_t *v = json_object_get(body, key);
-    *out = NULL;
-    if (!v || json_is_null(v))
-        return 1;
-    if (json_is_string(v)) {
-        *out = json_string_value(v);
-        return 1;
-    }
-    http_reply_error(req, 422, HTTP_E_VALIDATION, key, "%s must be a string", key);
-    return 0;
-}
+#include "token_body.h"
 
 /* POST /v1/tokens {"name", "role", "expires_at" | "ttl"}: 201 with the
  * token's row and, once, the token itself. */
 void route_tokens_create(http_request *req, void *ctx)
 {
     app *a = ctx;
-    json_t *body = http_body_json(req);
-    if (!json_is_object(body)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "", "the body must be an object");
+    token_body b;
+    token_body_fault fault;
+    if (!token_body_parse(http_body_json(req), &b, &fault)) {
+        http_reply_error(req, fault.status, HTTP_E_VALIDATION, fault.field, "%s", fault.message);
         return;
     }
-    static const char *const known[] = {"name", "role", "expires_at", "ttl"};
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        int ok = 0;
-        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-            ok |= strcmp(key, known[i]) == 0;
-        if (!ok) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, key,
-                             "unknown member '%s' (name, role, expires_at, ttl)", key);
-            return;
-        }
-    }
-    const char *name, *role, *iso, *ttl;
-    if (!optional_string(req, body, "name", &name) || !optional_string(req, body, "role", &role) ||
-        !optional_string(req, body, "expires_at", &iso) ||
-        !optional_string(req, body, "ttl", &ttl))
-        return;
+    const char *name = b.name, *role = b.role, *iso = b.expires_at, *ttl = b.ttl;
     char expires[40];
     gt_error err = {0};
     int rc = auth_expiry(a->db, iso, ttl, expires, &err);
