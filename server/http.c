@@ -1,6 +1,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 
 #include <microhttpd.h>
 
+#include "http_gate.h"
 #include "log.h"
 #include "metrics.h"
 #include "numfmt.h"
@@ -162,7 +164,8 @@ static const char *const error_codes[] = {
     "not_found", "method_not_allowed", "uri_too_long", "headers_too_large", "length_required",
     "body_too_large", "unsupported_media_type", "malformed_json", "validation_failed",
     "conflict", "rate_limited", "unavailable", "internal", "not_acceptable",
-    "too_many_showers", "unauthorized", "forbidden", "checksum_mismatch", "other",
+    "too_many_showers", "unauthorized", "forbidden", "checksum_mismatch", "bad_request",
+    "version_not_supported", "other",
 };
 #define N_ERROR_CODES (int)(sizeof error_codes / sizeof error_codes[0])
 
@@ -188,6 +191,7 @@ typedef struct conn_clock {
 
 struct http_server {
     struct MHD_Daemon *daemon;
+    http_gate *gate;           /* the listening socket; first heads judged */
     const http_router *router;
     void *app;
     size_t max_body, max_file_body;
@@ -1169,6 +1173,53 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---------------------------------------------------------------------------
+ * The gate's callbacks (http_gate.h)
+ * ------------------------------------------------------------------------- */
+
+static http_gate_limits gate_limits(size_t max_header_bytes)
+{
+    /* a request line the URI callback would answer 414 anyway, and headers
+     * head_acceptable would answer 431, with room for their separators */
+    size_t line = HTTP_MAX_PATH_BYTES + 1 + HTTP_MAX_QUERY_BYTES + 64;
+    http_gate_limits lim = {
+        .max_line = line,
+        .max_head = line + 2 + max_header_bytes + 4 * HTTP_MAX_HEADERS + 2,
+        .max_fields = HTTP_MAX_HEADERS,
+        .max_cookies = HTTP_MAX_COOKIES,
+    };
+    return lim;
+}
+
+static void gate_hand_over(void *ctx, int fd, const struct sockaddr *addr, socklen_t addrlen)
+{
+    http_server *srv = ctx;
+    /* on failure (past a connection limit) libmicrohttpd closes the socket */
+    if (MHD_add_connection(srv->daemon, fd, addr, addrlen) != MHD_YES)
+        log_msg(LOG_WARN, "httpd", "hand_over=refused detail=\"%s\"", strerror(errno));
+}
+
+static void gate_refused(void *ctx, const http_gate_verdict *v, const struct sockaddr *addr)
+{
+    http_server *srv = ctx;
+    count_error(srv, v->code);
+    atomic_fetch_add(&srv->by_class[v->status / 100 - 1], 1);
+    char peer[INET6_ADDRSTRLEN] = "?";
+    if (addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, peer, sizeof peer);
+    else if (addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, peer, sizeof peer);
+    log_msg(LOG_WARN, "request", "status=%u code=%s peer=%s detail=\"%s\"", v->status, v->code,
+            peer, v->message);
+}
+
+static void gate_slow_closed(void *ctx, unsigned n)
+{
+    http_server *srv = ctx;
+    atomic_fetch_add(&srv->slow_closed, (unsigned long long)n);
+    log_msg(LOG_WARN, "httpd", "slow_headers_closed=%u", n);
+}
+
+/* ---------------------------------------------------------------------------
  * Server lifecycle
  * ------------------------------------------------------------------------- */
 
@@ -1232,14 +1283,13 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
             metrics_hist_init(&srv->latency[i][c], metrics_seconds_bounds, metrics_seconds_nb,
                               1e6);
 
+    /* The daemon listens on nothing: the gate accepts, judges each new
+     * connection's first head and hands it over (http_gate.h). */
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
-                     MHD_ALLOW_SUSPEND_RESUME;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
     srv->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_request, srv,
+        flags, 0, NULL, NULL, on_request, srv,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,   /* first, to catch all */
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_connections,
@@ -1249,16 +1299,34 @@ int http_server_start(http_server **out, const http_config *cfg, const http_rout
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_END);
-    freeaddrinfo(ai);
     if (!srv->daemon) {
+        freeaddrinfo(ai);
+        free(srv->streams);
+        free(srv);
+        return gt_error_set(err, GT_EIO, "http: libmicrohttpd did not start");
+    }
+    http_gate_config gc = {
+        .limits = gate_limits(cfg->max_header_bytes),
+        .header_timeout_s = srv->header_timeout_s,
+        .max_pending = (unsigned)cfg->max_connections,
+        .max_pending_per_ip = (unsigned)cfg->per_ip_connections,
+        .hand_over = gate_hand_over,
+        .refused = gate_refused,
+        .slow_closed = gate_slow_closed,
+        .ctx = srv,
+    };
+    gt_error gerr = {0};
+    if (http_gate_start(&srv->gate, ai->ai_addr, ai->ai_addrlen, &gc, &gerr) != GT_OK) {
+        freeaddrinfo(ai);
+        MHD_stop_daemon(srv->daemon);
         free(srv->streams);
         free(srv);
         return gt_error_set(err, GT_EIO,
-                            "http: cannot listen on %s:%d (address in use or not local?)",
-                            cfg->host, cfg->port);
+                            "http: cannot listen on %s:%d (%s; address in use or not local?)",
+                            cfg->host, cfg->port, gerr.message);
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info ? info->port : cfg->port;
+    freeaddrinfo(ai);
+    srv->port = http_gate_port(srv->gate);
     /* without it a slow client is still cut by MHD's inactivity timeout */
     if (srv->header_timeout_s &&
         pthread_create(&srv->reaper, NULL, reaper_main, srv) == 0)
@@ -1277,11 +1345,8 @@ void http_server_quiesce(http_server *srv)
 {
     if (!srv || atomic_exchange(&srv->draining, 1))
         return;
-    /* MHD hands the listening socket back to us; closing it makes new
-     * connection attempts fail fast instead of waiting in the backlog. */
-    MHD_socket s = MHD_quiesce_daemon(srv->daemon);
-    if (s != MHD_INVALID_SOCKET)
-        close(s);
+    /* new connection attempts fail fast instead of waiting in the backlog */
+    http_gate_quiesce(srv->gate);
 }
 
 int http_server_drain(http_server *srv, long grace_ms)
@@ -1306,6 +1371,7 @@ void http_server_free(http_server *srv)
         pthread_mutex_unlock(&srv->clocks_mu);
         pthread_join(srv->reaper, NULL);
     }
+    http_gate_free(srv->gate);   /* first: it hands sockets to the daemon */
     MHD_stop_daemon(srv->daemon);
     pthread_mutex_destroy(&srv->clocks_mu);
     pthread_cond_destroy(&srv->clocks_cv);

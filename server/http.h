@@ -49,6 +49,10 @@
 #define HTTP_E_INTERNAL           "internal"
 /* An upload whose bytes do not hash to the X-Checksum-SHA256 it came with. */
 #define HTTP_E_CHECKSUM           "checksum_mismatch"
+/* A request line or header libmicrohttpd could not parse (the gate,
+ * http_gate.h, answers it), and HTTP/0.x or HTTP/2 and later. */
+#define HTTP_E_BAD_REQUEST        "bad_request"
+#define HTTP_E_VERSION            "version_not_supported"
 
 typedef struct http_request http_request;
 typedef struct http_router http_router;
@@ -86,6 +90,9 @@ typedef int (*http_authorize_fn)(http_request *req, unsigned access, void *ctx);
 /* More request headers than this is 431, like more bytes than
  * http_config.max_header_bytes. */
 #define HTTP_MAX_HEADERS 100
+/* Cookie name=value pairs per request (libmicrohttpd keeps a record of
+ * each in the connection's memory); more gets 431. */
+#define HTTP_MAX_COOKIES 200
 
 /* ---------------------------------------------------------------------------
  * Router: built before the server starts, read-only afterwards
