@@ -182,3 +182,63 @@ void metrics_write_keyed(metrics_buf *b, const char *name, const char *label,
     metrics_printf(b, "%s{%s=\"other\"} %llu\n", name, label, k->v[METRICS_MAX_KEYS][col]);
     keyed_unlock(k);
 }
+
+/* The TYPE of family name (len bytes): on the line after its HELP, as
+ * metrics_family writes them, or else wherever it is; "" when none. */
+static void family_type(const char *text, const char *from, const char *name, size_t len,
+                        char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int pass = 0; pass < 2 && !out[0]; pass++)
+        for (const char *line = pass ? text : from; *line;) {
+            if (strncmp(line, "# TYPE ", 7) == 0 && strncmp(line + 7, name, len) == 0 &&
+                line[7 + len] == ' ') {
+                const char *t = line + 8 + len;
+                snprintf(out, cap, "%.*s", (int)strcspn(t, "\n"), t);
+                break;
+            }
+            size_t n = strcspn(line, "\n");
+            line += n + (line[n] != '\0');
+            if (!pass && strncmp(line, "# TYPE ", 7) != 0)
+                break;   /* the first pass looks at the next line only */
+        }
+}
+
+void metrics_openmetrics(const char *text, metrics_buf *out)
+{
+    for (const char *line = text; *line;) {
+        size_t n = strcspn(line, "\n");
+        int help = strncmp(line, "# HELP ", 7) == 0, type = strncmp(line, "# TYPE ", 7) == 0;
+        if (help || type) {
+            const char *name = line + 7;
+            size_t nlen = strcspn(name, " \n");
+            char t[32];
+            family_type(text, line, name, nlen, t, sizeof t);
+            int counter = strcmp(t, "counter") == 0;
+            int total = nlen > 6 && strncmp(name + nlen - 6, "_total", 6) == 0;
+            /* OpenMetrics names a counter family without _total; a counter
+             * whose samples lack it cannot be one */
+            int keep = (int)(counter && total ? nlen - 6 : nlen);
+            if (type) {
+                metrics_printf(out, "# TYPE %.*s %s\n", keep, name,
+                               counter && !total ? "unknown" : t);
+            } else {
+                /* the help text with each double quote escaped */
+                metrics_printf(out, "# HELP %.*s", keep, name);
+                const char *p = name + nlen, *end = line + n;
+                while (p < end) {
+                    size_t run = strcspn(p, "\"\n");
+                    if (p + run > end)
+                        run = (size_t)(end - p);
+                    metrics_printf(out, "%.*s%s", (int)run, p, p + run < end ? "\\\"" : "");
+                    p += run + (p + run < end);
+                }
+                metrics_printf(out, "\n");
+            }
+        } else {
+            metrics_printf(out, "%.*s\n", (int)n, line);
+        }
+        line += n + (line[n] != '\0');
+    }
+    metrics_printf(out, "# EOF\n");
+}

@@ -5,7 +5,8 @@
  * threads, the sampling and training workers).  The writer appends the
  * text format (version 0.0.4) to a growing buffer: # HELP and # TYPE once
  * per metric family, then each series' cumulative _bucket{le="..."} lines
- * ending at le="+Inf", _sum and _count.  Also counters by a label of
+ * ending at le="+Inf", _sum and _count, or in OpenMetrics for a scraper
+ * that asks.  Also counters by a label of
  * bounded cardinality (metrics_keyed).  Depends on nothing. */
 #ifndef METRICS_H
 #define METRICS_H
@@ -79,5 +80,14 @@ void metrics_write_hist(metrics_buf *b, const char *name, const char *labels,
                         const metrics_hist *h);
 /* Writes s into out as a label value: backslash, quote and newline escaped. */
 void metrics_escape(const char *s, char *out, size_t cap);
+
+/* The same families in the OpenMetrics text format (1.0.0), for a scraper
+ * that asks for it (Accept: application/openmetrics-text): a counter
+ * family is named without its _total suffix in # HELP and # TYPE (its
+ * samples keep it), a counter without the suffix becomes "unknown", a
+ * double quote in a HELP text is escaped, and the exposition ends with
+ * "# EOF".  text is what the writers above produced. */
+void metrics_openmetrics(const char *text, metrics_buf *out);
+#define METRICS_OPENMETRICS_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 #endif

@@ -417,7 +417,23 @@ static void route_metrics(http_request *req, void *ctx)
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
         return;
     }
-    static const char *const headers[] = {"Cache-Control", "no-cache", NULL};
+    static const char *const headers[] = {"Cache-Control", "no-cache", "Vary", "Accept", NULL};
+    /* OpenMetrics for a scraper that asks for it (Prometheus sends
+     * application/openmetrics-text first in its Accept), else the classic
+     * text format every scraper reads */
+    const char *accept = http_header(req, "Accept");
+    if (accept && strstr(accept, "application/openmetrics-text")) {
+        metrics_buf om = {0};
+        metrics_openmetrics(b.text, &om);
+        free(b.text);
+        if (om.failed || !om.text) {
+            free(om.text);
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+            return;
+        }
+        http_reply_buffer(req, 200, METRICS_OPENMETRICS_TYPE, om.text, om.len, headers);
+        return;
+    }
     http_reply_buffer(req, 200, "text/plain; version=0.0.4", b.text, b.len, headers);
 }
 

@@ -400,3 +400,64 @@ int svc_prometheus_check(const char *text, char *why, size_t cap)
     }
     return 1;
 }
+
+int svc_openmetrics_check(const char *text, char *why, size_t cap)
+{
+    size_t len = strlen(text);
+    if (len < 6 || strcmp(text + len - 6, "# EOF\n") != 0 || strstr(text, "# EOF\n") != text + len - 6)
+        return prom_fail(why, cap, "", "no final # EOF, or something after it");
+    /* the classic text back, into a buffer of the same size plus the
+     * suffixes put back */
+    size_t cap2 = 2 * len + 1;
+    char *classic = malloc(cap2), counter[256] = "";
+    if (!classic)
+        return prom_fail(why, cap, "", "out of memory");
+    size_t o = 0;
+    int ok = 1;
+    for (const char *line = text; *line && ok; line += strcspn(line, "\n") + 1) {
+        size_t n = strcspn(line, "\n");
+        if (strncmp(line, "# EOF", 5) == 0)
+            break;
+        int help = strncmp(line, "# HELP ", 7) == 0, type = strncmp(line, "# TYPE ", 7) == 0;
+        if (help || type) {
+            const char *name = line + 7;
+            size_t nlen = strcspn(name, " \n");
+            if (type && strncmp(name + nlen, " counter", 8) == 0) {
+                if (nlen > 6 && strncmp(name + nlen - 6, "_total", 6) == 0)
+                    ok = prom_fail(why, cap, line, "a counter family named with _total");
+                snprintf(counter, sizeof counter, "%.*s", (int)nlen, name);
+            } else if (type) {
+                counter[0] = '\0';
+            }
+            /* the HELP's family is a counter when the next line says so */
+            const char *next = line + n + 1;
+            int is_counter = type ? counter[0] != '\0'
+                                  : strncmp(next, "# TYPE ", 7) == 0 &&
+                                        strncmp(next + 7, name, nlen) == 0 &&
+                                        strncmp(next + 7 + nlen, " counter", 8) == 0;
+            o += (size_t)snprintf(classic + o, cap2 - o, "%.7s%.*s%s", line, (int)nlen, name,
+                                  is_counter ? "_total" : "");
+            for (const char *p = name + nlen; p < line + n; p++) {
+                if (help && *p == '"' && p[-1] != '\\')
+                    ok = prom_fail(why, cap, line, "an unescaped quote in a HELP");
+                if (help && *p == '\\' && p[1] == '"')
+                    continue;   /* \" back to " */
+                classic[o++] = *p;
+            }
+            classic[o++] = '\n';
+        } else {
+            if (counter[0] && line[0] != '#' &&
+                (strncmp(line, counter, strlen(counter)) != 0 ||
+                 strncmp(line + strlen(counter), "_total", 6) != 0))
+                ok = prom_fail(why, cap, line, "a counter's sample without _total");
+            memcpy(classic + o, line, n);
+            o += n;
+            classic[o++] = '\n';
+        }
+    }
+    classic[o] = '\0';
+    if (ok)
+        ok = svc_prometheus_check(classic, why, cap);
+    free(classic);
+    return ok;
+}

@@ -75,6 +75,13 @@ char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every
  * cumulative in rising le and end at le="+Inf", which _count equals.
  * 1 when it holds; else 0 with the first fault in why. */
 int svc_prometheus_check(const char *text, char *why, size_t cap);
+/* The OpenMetrics text format (1.0.0) of a /metrics reply asked for with
+ * Accept: application/openmetrics-text: it ends with "# EOF" and nothing
+ * after; a counter family is named without _total and its samples with it;
+ * no HELP text holds an unescaped double quote; and, read back into the
+ * classic format (the suffix put back, the quotes and the EOF taken out),
+ * it passes svc_prometheus_check.  1 when it holds; else 0 with why. */
+int svc_openmetrics_check(const char *text, char *why, size_t cap);
 /* The value of the sample line that starts with series (name and labels
  * exactly as written), or -1 when there is none. */
 double svc_metric(const char *text, const char *series);

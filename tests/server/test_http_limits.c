@@ -305,6 +305,51 @@ static const char *scrape(int port)
     return body + 4;
 }
 
+/* /metrics asked for in OpenMetrics, as Prometheus asks: its content type,
+ * the format (svc_openmetrics_check), and where Debian's Prometheus client
+ * for Python is installed, its OpenMetrics parser's reading of it. */
+static void check_openmetrics(int port)
+{
+    static const char req[] =
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAccept: "
+        "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n\r\n";
+    exchange(port, req, sizeof req - 1, out, sizeof out);
+    const char *body = strstr(out, "\r\n\r\n");
+    CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0 && body &&
+              strstr(out, "Content-Type: application/openmetrics-text; version=1.0.0; "
+                          "charset=utf-8\r\n") && strstr(out, "Vary: Accept"),
+              "OpenMetrics /metrics: %.300s", out);
+    if (!body)
+        return;
+    body += 4;
+    char why[512] = "";
+    CHECK_MSG(svc_openmetrics_check(body, why, sizeof why), "%s", why);
+    CHECK(strstr(body, "\n# TYPE giant_http_errors counter\n") != NULL);
+    CHECK(svc_metric(body, "giant_http_errors_total{code=\"other\"}") == 0);
+    static const char probe[] =
+        "/usr/bin/python3 -c 'import prometheus_client.openmetrics.parser' 2>/dev/null";
+    if (system(probe) != 0) {
+        printf("test_http_limits: OpenMetrics parser check skipped: no prometheus_client for "
+               "/usr/bin/python3 (Debian: python3-prometheus-client)\n");
+        return;
+    }
+    char path[] = "/tmp/giant-openmetrics-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK(write(fd, body, strlen(body)) == (ssize_t)strlen(body));
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import sys\n"
+             "from prometheus_client.openmetrics.parser import text_string_to_metric_families as f\n"
+             "n = sum(1 for _ in f(open(sys.argv[1]).read()))\n"
+             "assert n > 10, n' %s", path);
+    CHECK_MSG(system(cmd) == 0, "the OpenMetrics parser refused %s", path);
+    unlink(path);
+}
+
 static void check_metrics(int port, int admin_port)
 {
     static const char healthz_2xx[] =
@@ -373,6 +418,7 @@ static void check_metrics(int port, int admin_port)
     CHECK(svc_prometheus_check("# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\n"
                                "h_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n",
                                why, sizeof why));
+    check_openmetrics(port);
 }
 
 /* ---------------------------------------------------------------------------
