@@ -140,6 +140,9 @@ static void usage(FILE *f)
             "  --run RUN_ID      the run --report trains\n"
             "  --token TOKEN     the job's ingest token (default env GIANT_REPORT_TOKEN;\n"
             "                    prefer it: flags show in ps)\n"
+            "                    with --gpus N or --ranks N: N processes on this node, rank 0\n"
+            "                    reporting (--start-file FILE: the service's start reply the\n"
+            "                    launcher hands its rank 0; not for hand use)\n"
             "  --quiet           no progress output\n"
             "  --verbose         log records too when stderr is a terminal (they are always\n"
             "                    written to a file or pipe)\n\n"
@@ -161,7 +164,7 @@ int cmd_train(int argc, char **argv)
     const char *data_dir = settings_env_or_default("data_dir");
     const char *device = NULL;
     long long resume = 0, report_run = 0;
-    const char *report_url = NULL, *token = getenv("GIANT_REPORT_TOKEN");
+    const char *report_url = NULL, *token = getenv("GIANT_REPORT_TOKEN"), *start_file = NULL;
     int quiet = 0, verbose = 0;
     int allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0;
     int ranks = 0, gpus = 0;
@@ -175,7 +178,7 @@ int cmd_train(int argc, char **argv)
         {"report", required_argument, 0, 'R'}, {"run", required_argument, 0, 'n'},
         {"token", required_argument, 0, 'T'},
         {"ranks", required_argument, 0, 'K'}, {"gpus", required_argument, 0, 'G'},
-        {"dist-id", required_argument, 0, 'I'},
+        {"dist-id", required_argument, 0, 'I'}, {"start-file", required_argument, 0, 'S'},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
@@ -199,6 +202,7 @@ int cmd_train(int argc, char **argv)
             break;
         }
         case 'I': dist_id = optarg; break;
+        case 'S': start_file = optarg; break;
         case 'K':
         case 'G': {
             char *end;
@@ -231,22 +235,47 @@ int cmd_train(int argc, char **argv)
                             " config or --resume\n");
             return 2;
         }
-        if (ranks > 1 || gpus > 1) {
-            /* a reporting job is one process: its checkpoints and metrics
-             * go to the service from it alone */
-            fprintf(stderr, "giant train: --report trains in one process, not with --ranks or"
-                            " --gpus\n");
-            return 2;
-        }
         if (!token || !token[0]) {
             fprintf(stderr, "giant train: --report needs the job's token (GIANT_REPORT_TOKEN"
                             " or --token)\n");
             return 2;
         }
+        gt_error derr = {0};
+        dist_env re = {.size = 1, .from = "none"};
+        /* only a launcher's ranks (GIANT_RANK...): a batch step has a
+         * SLURM_PROCID without the rest, and a job's trainer is one task */
+        if (getenv("GIANT_RANK") && dist_env_read(&re, &derr)) {
+            fprintf(stderr, "giant train: %s\n", derr.message);
+            return 2;
+        }
+        int n = gpus > 1 ? gpus : ranks > 1 ? ranks : 1;
+        if (ranks > 1 && !device)
+            device = "cpu";   /* as for a local run: --ranks runs CPU processes */
+        if (n > 1 && (re.size > 1 || start_file)) {
+            fprintf(stderr, "giant train: this process is a rank already: --ranks/--gpus start "
+                            "ranks, they are not given to one\n");
+            return 2;
+        }
+        if (re.size > 1 && (re.rank != 0 || !start_file)) {
+            /* the launcher gives rank 0 the start reply and the others the
+             * config: a rank never asks the service itself */
+            fprintf(stderr, "giant train: --report in a group is rank 0's, with --start-file\n");
+            return 2;
+        }
+        if (gpus > 1 && (cmd_train_gpu_count() < gpus || !dist_nccl_available())) {
+            fprintf(stderr, "giant train: --gpus %d needs %d CUDA devices and NCCL; this node "
+                            "has %d devices%s\n", gpus, gpus, cmd_train_gpu_count(),
+                    dist_nccl_available() ? "" : " and this build no NCCL");
+            return 2;
+        }
         if (progress_logs_muted(isatty(2), verbose))
             log_set_level(LOG_WARN);
+        dist_spec rspec = {getenv("GIANT_DIST"), dist_id, re.rank, re.size, 300.0};
         report_args ra = {report_url, token, report_run, data_dir, device,
-                          allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, quiet};
+                          allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, quiet,
+                          start_file, re.size > 1 ? &rspec : NULL};
+        if (n > 1)
+            return report_launch(&ra, n, gpus > 1, verbose);
         return report_train(&ra);
     }
     if (!config_path && !resume) {
@@ -400,8 +429,10 @@ int cmd_train(int argc, char **argv)
          * the fork */
         store_close(db, NULL);
         db = NULL;
-        cmd_train_spawn sp = {run, nranks, gpus > 1, db_path, data_dir, gpus > 1 ? NULL : device,
-                              allow_emulation, quiet, verbose};
+        cmd_train_spawn sp = {.run = run, .n = nranks, .gpus = gpus > 1, .db_path = db_path,
+                              .data_dir = data_dir, .device = gpus > 1 ? NULL : device,
+                              .allow_emulation = allow_emulation, .quiet = quiet,
+                              .verbose = verbose};
         status = cmd_train_spawn_ranks(&sp); /* rank 0 prints the run id */
         free(config_text);
         return status; /* the ranks said why */

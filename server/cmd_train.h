@@ -18,11 +18,19 @@ typedef struct cmd_train_spawn {
     const char *db_path, *data_dir;
     const char *device;    /* CPU ranks: the --device given, or NULL */
     int allow_emulation, quiet, verbose;
+    /* A reporting run (report.h) instead of one in db_path: rank 0 runs
+     * `giant train --report URL --run RUN --start-file START_FILE`, the
+     * others `giant train CONFIG_FILE`; the launcher writes no database. */
+    const char *report_url, *start_file, *config_file;
+    /* Out: why the group failed when rank 0 could not say it (it was
+     * killed, or another rank failed first); "" otherwise.  A local run
+     * has it recorded in db_path already. */
+    char failure[200];
 } cmd_train_spawn;
 
 /* Starts the ranks, waits for all, returns the exit status for the user:
  * rank 0's (0, 130 when interrupted), else 1. */
-int cmd_train_spawn_ranks(const cmd_train_spawn *t);
+int cmd_train_spawn_ranks(cmd_train_spawn *t);
 
 /* A rank other than 0: trains with the group and records nothing. */
 typedef struct cmd_train_worker_args {

@@ -96,14 +96,27 @@ static void exec_rank(const cmd_train_spawn *t, int rank, const char *kind, cons
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     snprintf(runs, sizeof runs, "%lld", (long long)t->run);
-    const char *argv[16];
+    const char *argv[20];
     int k = 0;
     argv[k++] = "giant";
     argv[k++] = "train";
-    argv[k++] = "--resume";
-    argv[k++] = runs;
-    argv[k++] = "--db";
-    argv[k++] = t->db_path;
+    if (t->report_url && rank == 0) {
+        /* rank 0 reports to the service, from the start reply the
+         * launcher got; the others train the config and report nothing */
+        argv[k++] = "--report";
+        argv[k++] = t->report_url;
+        argv[k++] = "--run";
+        argv[k++] = runs;
+        argv[k++] = "--start-file";
+        argv[k++] = t->start_file;
+    } else if (t->report_url) {
+        argv[k++] = t->config_file;
+    } else {
+        argv[k++] = "--resume";
+        argv[k++] = runs;
+        argv[k++] = "--db";
+        argv[k++] = t->db_path;
+    }
     argv[k++] = "--data-dir";
     argv[k++] = t->data_dir;
     if (t->gpus) {
@@ -126,8 +139,9 @@ static void exec_rank(const cmd_train_spawn *t, int rank, const char *kind, cons
     _exit(127);
 }
 
-int cmd_train_spawn_ranks(const cmd_train_spawn *t)
+int cmd_train_spawn_ranks(cmd_train_spawn *t)
 {
+    t->failure[0] = '\0';
     gt_error err = {0};
     const char *kind = t->gpus ? "nccl" : "shm";
     char id[4096] = "", dir[4096] = "";
@@ -247,7 +261,8 @@ int cmd_train_spawn_ranks(const cmd_train_spawn *t)
         else
             snprintf(msg, sizeof msg, "rank %d of %d was killed by signal %d%s", r, t->n,
                      WIFSIGNALED(s0) ? WTERMSIG(s0) : 0, r ? "; the others were stopped" : "");
-        if (store_open(&db, t->db_path, &err) == GT_OK)
+        snprintf(t->failure, sizeof t->failure, "%s", msg);
+        if (!t->report_url && store_open(&db, t->db_path, &err) == GT_OK)
             runs_set_status(db, t->run, "failed", msg, NULL, NULL);
         store_close(db, NULL);
     }

@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "cmd_train.h"
 #include "giant_client.h"
 #include "log.h"
 #include "model_config.h"
@@ -271,6 +273,28 @@ static int fetch_checkpoint(reporter *r, const char *stage, const json_t *want, 
     return GT_OK;
 }
 
+/* POST .../ingest/start: the run's config and newest checkpoints, and the
+ * run marked running on this node; NULL (r->stop, or r->err) when not. */
+static json_t *start_call(reporter *r, const report_args *a, const char *host)
+{
+    char body[512], path[96];
+    const char *job = getenv("SLURM_JOB_ID");
+    json_t *hello = json_pack("{s:s}", "node", host);
+    if (a->device && a->device[0])
+        json_object_set_new(hello, "device", json_string(a->device));
+    if (job && atoll(job) > 0)
+        json_object_set_new(hello, "job_id", json_integer(atoll(job)));
+    char *ht = json_dumps(hello, JSON_COMPACT);
+    json_decref(hello);
+    snprintf(body, sizeof body, "%s", ht ? ht : "{}");
+    free(ht);
+    snprintf(path, sizeof path, "/v1/runs/%lld/ingest/start", (long long)a->run);
+    gc_response res;
+    if (send(r, "POST", path, "application/json", body, strlen(body), NULL, &res))
+        return NULL;
+    return reply_json(r, &res);
+}
+
 int report_train(const report_args *a)
 {
     reporter r = {.run = a->run, .quiet = a->quiet};
@@ -278,6 +302,7 @@ int report_train(const report_args *a)
     r.validations = json_array();
     model_config cfg;
     nn_backend *b = NULL;
+    dist_comm *comm = NULL;
     void *ck1 = NULL, *ck2 = NULL;
     size_t l1 = 0, l2 = 0;
     int status = 1, rc;
@@ -291,24 +316,17 @@ int report_train(const report_args *a)
         goto out;
     gc_set_retries(r.c, 0);     /* send() paces its own retries */
 
-    char host[128] = "", body[512], path[96];
+    char host[128] = "";
     gethostname(host, sizeof host - 1);
-    const char *job = getenv("SLURM_JOB_ID");
-    json_t *hello = json_pack("{s:s}", "node", host);
-    if (a->device && a->device[0])
-        json_object_set_new(hello, "device", json_string(a->device));
-    if (job && atoll(job) > 0)
-        json_object_set_new(hello, "job_id", json_integer(atoll(job)));
-    char *ht = json_dumps(hello, JSON_COMPACT);
-    json_decref(hello);
-    snprintf(body, sizeof body, "%s", ht ? ht : "{}");
-    free(ht);
-    snprintf(path, sizeof path, "/v1/runs/%lld/ingest/start", (long long)a->run);
-    gc_response res;
-    if ((rc = send(&r, "POST", path, "application/json", body, strlen(body), NULL, &res)))
-        goto out;
-    json_t *start = reply_json(&r, &res);
-    if (!start) {
+    json_t *start = NULL;
+    if (a->start_file) {
+        json_error_t je;
+        if (!(start = json_load_file(a->start_file, 0, &je))) {
+            rc = gt_error_set(&r.err, GT_EIO, "reading the start reply %s: %s", a->start_file,
+                              je.text);
+            goto report_failure;
+        }
+    } else if (!(start = start_call(&r, a, host))) {
         status = r.stop ? 143 : 1;
         goto out;
     }
@@ -344,7 +362,15 @@ int report_train(const report_args *a)
                              hook_phase};
     model_resume rs = {ck1, l1, ck2, l2};
     gt_error terr = {0};
-    rc = model_run_train(&cfg, b, a->data_dir, &hooks, &rs, &terr);
+    if (a->spec && a->spec->size > 1) {
+        /* rank 0 of the group: its state (the checkpoints) is broadcast
+         * to the others at each stage's start */
+        if ((rc = dist_open(a->spec, b, &comm, &r.err)))
+            goto report_failure;
+        rc = model_run_train_dist(&cfg, b, a->data_dir, &hooks, &rs, comm, &terr);
+    } else {
+        rc = model_run_train(&cfg, b, a->data_dir, &hooks, &rs, &terr);
+    }
     if (rc == GT_OK) {
         if (flush(&r, "succeeded", NULL) == GT_OK && !r.stop) {
             status = 0;
@@ -381,7 +407,86 @@ out:
     sigaction(SIGTERM, &old_term, NULL);
     free(ck1);
     free(ck2);
+    dist_destroy(comm);
     nn_backend_close(b);
+    json_decref(r.metrics);
+    json_decref(r.validations);
+    json_decref(r.progress);
+    gc_close(r.c);
+    return status;
+}
+
+int report_launch(const report_args *a, int n, int gpus, int verbose)
+{
+    reporter r = {.run = a->run, .quiet = a->quiet};
+    r.metrics = json_array();
+    r.validations = json_array();
+    int status = 1;
+    char host[128] = "", dir[4096] = "", start_path[4200] = "", config_path[4200] = "";
+    json_t *start = NULL, *conf = NULL;
+    gethostname(host, sizeof host - 1);
+    if (gc_open(&r.c, a->url, &r.err) || gc_set_token(r.c, a->token, &r.err))
+        goto out;
+    gc_set_retries(r.c, 0);
+    if (!(start = start_call(&r, a, host))) {
+        status = r.stop ? 143 : 1;
+        goto out;
+    }
+    /* the reply for rank 0 and the config (its executor section, which
+     * means nothing to the engine, left out) for the others, private */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/giant-report.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    conf = json_deep_copy(json_object_get(start, "config"));
+    if (json_is_object(conf))
+        json_object_del(conf, "executor");
+    if (!mkdtemp(dir)) {
+        gt_error_set(&r.err, GT_EIO, "making %s: %s", dir, strerror(errno));
+        dir[0] = '\0';
+    } else {
+        snprintf(start_path, sizeof start_path, "%s/start.json", dir);
+        snprintf(config_path, sizeof config_path, "%s/config.json", dir);
+        if (!json_is_object(conf))
+            gt_error_set(&r.err, GT_EFORMAT, "the service sent no config");
+        else if (json_dump_file(start, start_path, JSON_COMPACT) ||
+                 json_dump_file(conf, config_path, JSON_COMPACT))
+            gt_error_set(&r.err, GT_EIO, "writing the start reply into %s", dir);
+    }
+    if (r.err.code) {
+        flush(&r, "failed", r.err.message);
+        goto out;
+    }
+    /* rank 0 reads the token where a job's trainer always does */
+    setenv("GIANT_REPORT_TOKEN", a->token, 1);
+    cmd_train_spawn sp = {
+        .run = a->run, .n = n, .gpus = gpus, .data_dir = a->data_dir,
+        .device = gpus ? NULL : a->device, .allow_emulation = a->bf16 == MODEL_BF16_EMULATE,
+        .quiet = a->quiet, .verbose = verbose, .report_url = a->url, .start_file = start_path,
+        .config_file = config_path,
+    };
+    status = cmd_train_spawn_ranks(&sp);
+    if (sp.failure[0]) {
+        /* rank 0 was killed, or stopped because another rank failed: the
+         * run's end is the launcher's to report */
+        r.failed = 0;
+        json_array_clear(r.metrics);
+        json_array_clear(r.validations);
+        flush(&r, "failed", sp.failure);
+        snprintf(r.err.message, sizeof r.err.message, "%s", sp.failure);
+        if (status == 0 || status == 143)
+            status = 1;
+    }
+out:
+    if (status == 1)
+        fprintf(stderr, "giant train: run %lld: %s\n", (long long)a->run,
+                r.err.message[0] ? r.err.message : "failed");
+    if (start_path[0])
+        unlink(start_path);
+    if (config_path[0])
+        unlink(config_path);
+    if (dir[0])
+        rmdir(dir);
+    json_decref(start);
+    json_decref(conf);
     json_decref(r.metrics);
     json_decref(r.validations);
     json_decref(r.progress);

@@ -16,12 +16,14 @@
  * SIGTERM (scancel, a requeue, the time limit) stops training at the next
  * step; what was trained since the last checkpoint is trained again by the
  * next start.  A 409 or a reply with cancel_requested stops it too.
- * Depends on api/client, runs (SHA-256), log; engine's model_run. */
+ * Depends on api/client, runs (SHA-256), log, cmd_train_dist (the
+ * launcher); engine's model_run, dist. */
 #ifndef REPORT_H
 #define REPORT_H
 
 #include <stdint.h>
 
+#include "dist.h"
 #include "model_run.h"
 
 typedef struct report_args {
@@ -32,12 +34,27 @@ typedef struct report_args {
     const char *device;        /* overrides train.device (NULL, "": no)      */
     model_bf16_policy bf16;
     int quiet;
+    /* Rank 0 of a group report_launch started: the start reply it got, in
+     * a file (NULL: ask the service), and the group (NULL: one process). */
+    const char *start_file;
+    const dist_spec *spec;
 } report_args;
 
 /* Trains the run; the exit status of `giant train`: 0 succeeded (and
  * reported), 1 failed (reported when the service could be told), 143
  * stopped by a signal or by the service. */
 int report_train(const report_args *a);
+
+/* Data parallel on this node (`--report ... --gpus N` or `--ranks N`): asks
+ * the service to start the run once, writes its reply and the config into
+ * a private folder, and starts n ranks (cmd_train_spawn_ranks): rank 0
+ * trains with report_train from that reply, taking the checkpoints and
+ * reporting as one process does; the others train the config with the
+ * group and report nothing (rank 0's state is broadcast to them).  When
+ * rank 0 could not say why the group failed (it was killed, or another
+ * rank failed first), the launcher reports it.  The exit status is as
+ * report_train's. */
+int report_launch(const report_args *a, int n, int gpus, int verbose);
 
 /* Flushes a batch of metrics when adding n more would pass the limit of
  * one request (the ingest contract's 1000). */

@@ -166,7 +166,7 @@ static int sh_quote(char *out, size_t cap, const char *s)
 
 /* Writes the job script for run (0600: it holds the token). */
 static int write_script(const slurm_config *cfg, int64_t run, const char *token,
-                        const char *path, gt_error *err)
+                        const char *parallel, const char *path, gt_error *err)
 {
     char giant[2100], url[1100], data[2100], tok[80];
     if (sh_quote(giant, sizeof giant, cfg->giant) || sh_quote(url, sizeof url, cfg->report_url) ||
@@ -191,8 +191,8 @@ static int write_script(const slurm_config *cfg, int64_t run, const char *token,
             "export GIANT_REPORT_TOKEN\n"
             "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}\n"
             "export OMP_WAIT_POLICY\n"
-            "exec %s train --report %s --run %lld --data-dir %s\n",
-            (long long)run, (long long)run, tok, giant, url, (long long)run, data);
+            "exec %s train --report %s --run %lld --data-dir %s%s\n",
+            (long long)run, (long long)run, tok, giant, url, (long long)run, data, parallel);
     if (fflush(f) != 0 || fclose(f) != 0)
         return gt_error_set(err, GT_EIO, "cannot write %s: %s", path, strerror(errno));
     return GT_OK;
@@ -233,6 +233,14 @@ static void submit(slurm *s, int64_t run)
     const char *gres = json_string_value(json_object_get(ex, "gres"));
     long long minutes = json_integer_value(json_object_get(ex, "time_limit_min"));
     int requeue = !json_is_false(json_object_get(ex, "requeue"));
+    /* data parallel on the node: the trainer launches its ranks itself */
+    long long gpus = json_integer_value(json_object_get(ex, "gpus"));
+    long long ranks = json_integer_value(json_object_get(ex, "ranks"));
+    char parallel[32] = "";
+    if (gpus > 1)
+        snprintf(parallel, sizeof parallel, " --gpus %lld", gpus);
+    else if (ranks > 1)
+        snprintf(parallel, sizeof parallel, " --ranks %lld", ranks);
     if (!partition || !partition[0])
         partition = cfg->partition;
     if (!gres || !gres[0])
@@ -260,7 +268,7 @@ static void submit(slurm *s, int64_t run)
         fail_run(s->db, run, why);
         return;
     }
-    if (write_script(cfg, run, token, script, &err)) {
+    if (write_script(cfg, run, token, parallel, script, &err)) {
         json_decref(conf);
         fail_run(s->db, run, err.message);
         return;

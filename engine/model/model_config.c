@@ -543,7 +543,7 @@ static int slurm_word_ok(const char *s, const char *extra)
 static int parse_executor(walker *w, const json_t *obj, model_config *cfg)
 {
     static const char *const keys[] = {"kind", "partition", "time_limit_min", "gres", "requeue",
-                                       NULL};
+                                       "gpus", "ranks", NULL};
     model_executor *e = &cfg->executor;
     int rc, kind = (int)e->kind;
     if ((rc = check_keys(w, obj, "executor", keys)) ||
@@ -551,9 +551,18 @@ static int parse_executor(walker *w, const json_t *obj, model_config *cfg)
         (rc = get_string(w, obj, "executor", "partition", e->partition, sizeof e->partition)) ||
         (rc = get_int32(w, obj, "executor", "time_limit_min", 0, 525600, &e->time_limit_min)) ||
         (rc = get_string(w, obj, "executor", "gres", e->gres, sizeof e->gres)) ||
-        (rc = get_bool(w, obj, "executor", "requeue", &e->requeue)))
+        (rc = get_bool(w, obj, "executor", "requeue", &e->requeue)) ||
+        (rc = get_int32(w, obj, "executor", "gpus", 0, 64, &e->gpus)) ||
+        (rc = get_int32(w, obj, "executor", "ranks", 0, 64, &e->ranks)))
         return rc;
     e->kind = (model_executor_kind)kind;
+    if (e->gpus > 1 && e->ranks > 1)
+        return fail(w, "executor.ranks", "gpus (one process per GPU) or ranks (CPU processes), "
+                    "not both%s", "");
+    int n = e->gpus > 1 ? e->gpus : e->ranks;
+    if (n > 1 && cfg->batch % n != 0)
+        return fail(w, n == e->gpus ? "executor.gpus" : "executor.ranks",
+                    "train.batch (the global batch) must be a multiple of the processes%s", "");
     if (!slurm_word_ok(e->partition, ""))
         return fail(w, "executor.partition", "only letters, digits, '_', '-' and '.'%s", "");
     if (!slurm_word_ok(e->gres, ":,="))
@@ -561,7 +570,7 @@ static int parse_executor(walker *w, const json_t *obj, model_config *cfg)
                     "only letters, digits and _ - . : , = (e.g. \"gpu:1\")%s", "");
     if (e->kind == MODEL_EXEC_LOCAL) {
         static const char *const slurm_only[] = {"partition", "time_limit_min", "gres",
-                                                 "requeue", NULL};
+                                                 "requeue", "gpus", "ranks", NULL};
         for (const char *const *k = slurm_only; *k; k++)
             if (json_object_get(obj, *k))
                 return fail_key(w, "executor", *k, "only with kind \"slurm\"%s", "");
@@ -788,5 +797,12 @@ json_t *model_config_to_json(const model_config *c)
                                       c->executor.partition, "time_limit_min",
                                       c->executor.time_limit_min, "gres", c->executor.gres,
                                       "requeue", c->executor.requeue));
+    /* written only when set: the configs recorded before them read back
+     * to the same text */
+    json_t *ex = root ? json_object_get(root, "executor") : NULL;
+    if (ex && c->executor.gpus)
+        json_object_set_new(ex, "gpus", json_integer(c->executor.gpus));
+    if (ex && c->executor.ranks)
+        json_object_set_new(ex, "ranks", json_integer(c->executor.ranks));
     return root;
 }

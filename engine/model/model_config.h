@@ -19,7 +19,8 @@
  *                  "beta1", "beta2", "adam_eps", "grad_clip", "ema", "log_every",
  *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
  *     "sample":  { "solver", "steps", "time_power" },
- *     "executor": { "kind", "partition", "time_limit_min", "gres", "requeue" } }
+ *     "executor": { "kind", "partition", "time_limit_min", "gres", "requeue",
+ *                   "gpus", "ranks" } }
  *
  * Validation is strict: an unknown key, a wrong type or a value out of range
  * is an error that names the field by its dotted path ("train.lr"), so the
@@ -72,6 +73,10 @@ typedef struct model_executor {
     int time_limit_min;        /* 0 = the service's default                 */
     char gres[129];            /* "" = the service's default ("gpu:1")      */
     int requeue;               /* Slurm may requeue the job (default 1)     */
+    /* data parallel inside the job: N processes on its node, gradients
+     * all-reduced (giant train --report --gpus N / --ranks N); 0 = one */
+    int gpus;                  /* one process per GPU, over NCCL            */
+    int ranks;                 /* CPU processes, over shared memory         */
 } model_executor;
 
 typedef enum model_solver {

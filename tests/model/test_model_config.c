@@ -384,6 +384,27 @@ int main(void)
     expect_bad("{\"executor\":{\"kind\":\"slurm\",\"time_limit_min\":525601}}",
                "executor.time_limit_min");
     expect_bad("{\"executor\":{\"account\":\"x\"}}", "executor.account");
+    /* data parallel in the job: gpus or ranks, written back only when set,
+     * a divisor of the global batch, for slurm only */
+    CHECK(json_object_get(ex, "gpus") == NULL && json_object_get(ex, "ranks") == NULL);
+    CHECK_EQ_INT(parse("{\"train\":{\"batch\":64},\"executor\":{\"kind\":\"slurm\","
+                       "\"gpus\":4}}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.executor.gpus, 4);
+    CHECK_EQ_INT(cfg.executor.ranks, 0);
+    jback = model_config_to_json(&cfg);
+    ex = json_object_get(jback, "executor");
+    CHECK_EQ_INT(json_integer_value(json_object_get(ex, "gpus")), 4);
+    CHECK(json_object_get(ex, "ranks") == NULL);
+    json_decref(jback);
+    CHECK_EQ_INT(parse("{\"train\":{\"batch\":64},\"executor\":{\"kind\":\"slurm\","
+                       "\"ranks\":2}}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.executor.ranks, 2);
+    expect_bad("{\"train\":{\"batch\":64},\"executor\":{\"kind\":\"slurm\",\"gpus\":2,"
+               "\"ranks\":2}}", "executor.ranks");
+    expect_bad("{\"train\":{\"batch\":100},\"executor\":{\"kind\":\"slurm\",\"gpus\":8}}",
+               "executor.gpus");
+    expect_bad("{\"executor\":{\"kind\":\"slurm\",\"gpus\":65}}", "executor.gpus");
+    expect_bad("{\"executor\":{\"kind\":\"local\",\"ranks\":2}}", "executor.ranks");
     expect_bad("{\"executor\":\"slurm\"}", "executor");
     return check_finish();
 }

@@ -13,7 +13,12 @@
  *   StartTime=now) the trainer resumes from the last uploaded checkpoint
  *   (its log names that step);
  * - run B is then cancelled through the API: scancel, job CANCELLED, run
- *   cancelled.
+ *   cancelled;
+ * - run C (executor.ranks 2) trains data parallel in its job: the script
+ *   runs giant train --report ... --ranks 2, two CPU processes train, rank
+ *   0 alone reports (each step's metrics once), and the run succeeds;
+ * - run D (also 2 ranks) loses rank 1 to a SIGKILL mid-run: the launcher
+ *   stops rank 0 and the run fails naming rank 1 of 2.
  * Skipped (77), with the reason, when not root, when the Slurm or munge
  * programs are missing, or when the daemons do not come up. */
 #include "check.h"
@@ -472,7 +477,70 @@ int main(void)
               jstr(j, "error", NULL), jstr(j, "executor", "state"));
     CHECK(strstr(jstr(j, "error", NULL), "scancel") != NULL);
     json_decref(j);
-    printf("run B cancelled in %.1f s; %.1f s in all\n", now_s() - t_b, now_s() - t0);
+    printf("run B cancelled in %.1f s\n", now_s() - t_b);
+    double t_c0 = now_s();
+
+    /* run C: data parallel in its job (executor.ranks 2: the job's trainer
+     * launches two CPU processes, rank 0 reports), every step once */
+    cfg = config("slurm-c", 30, 30, 5, 10);
+    json_t *cc = json_loads(cfg, 0, NULL);
+    free(cfg);
+    json_object_set_new(json_object_get(cc, "executor"), "ranks", json_integer(2));
+    cfg = json_dumps(cc, JSON_COMPACT);
+    json_decref(cc);
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
+    free(cfg);
+    long long rc_id = jint(j, "id", NULL);
+    /* recorded as given (written back only when set) */
+    CHECK_EQ_INT(json_integer_value(json_object_get(
+                     json_object_get(json_object_get(j, "config"), "executor"), "ranks")), 2);
+    json_decref(j);
+    j = wait_until(c, rc_id, job_state_is, "COMPLETED", 90000);
+    CHECK_MSG(status_is(j, "succeeded"), "run C: %s (%s), job %s", jstr(j, "status", NULL),
+              jstr(j, "error", NULL), jstr(j, "executor", "state"));
+    CHECK_EQ_INT(jint(j, "progress", "done_steps"), 60);
+    long long job_c = jint(j, "executor", "job_id");
+    json_decref(j);
+    snprintf(out, sizeof out, "%s/slurm/run-%lld.sh", data, rc_id);
+    CHECK_MSG(file_has(out, " --ranks 2"), "run C's job script has no --ranks 2");
+    snprintf(out, sizeof out, "%s/slurm/run-%lld-%lld.out", data, rc_id, job_c);
+    CHECK_MSG(file_has(out, "2 ranks (CPU processes, shared memory)"), "run C's log: %s", out);
+    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=loss", rc_id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    CHECK_EQ_INT((long long)json_array_size(json_object_get(j, "series")), 2);
+    json_array_foreach(json_object_get(j, "series"), i, s)
+        CHECK_EQ_INT(jint(s, "count", NULL), 6);   /* reported by rank 0 alone */
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints", rc_id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    CHECK(json_array_size(json_object_get(j, "items")) >= 2);
+    json_decref(j);
+    printf("run C (2 ranks) succeeded on Slurm in %.1f s\n", now_s() - t_c0);
+
+    /* run D: a rank other than 0 dies (SIGKILL): the launcher stops the
+     * other and reports which rank failed */
+    double t_d0 = now_s();
+    cfg = config("slurm-d", 200, 20000, 10, 20);
+    cc = json_loads(cfg, 0, NULL);
+    free(cfg);
+    json_object_set_new(json_object_get(cc, "executor"), "ranks", json_integer(2));
+    cfg = json_dumps(cc, JSON_COMPACT);
+    json_decref(cc);
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
+    free(cfg);
+    long long d = jint(j, "id", NULL);
+    json_decref(j);
+    j = wait_until(c, d, has_checkpoint, NULL, 60000);
+    json_decref(j);
+    /* rank 1 trains the config file the launcher wrote; rank 0 has the
+     * start reply */
+    CHECK_EQ_INT(svc_sh("pkill -KILL -f 'giant-report[.].*/config[.]json'"), 0);
+    j = wait_until(c, d, status_is, "failed", 30000);
+    CHECK_MSG(status_is(j, "failed") && strstr(jstr(j, "error", NULL), "rank 1 of 2"),
+              "run D: %s (%s)", jstr(j, "status", NULL), jstr(j, "error", NULL));
+    json_decref(j);
+    printf("run D failed with its rank in %.1f s; %.1f s in all\n", now_s() - t_d0,
+           now_s() - t0);
 
     gc_close(c);
     if (check_failures_) {
