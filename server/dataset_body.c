@@ -2,8 +2,6 @@
  * Every refusal names the key at fault. */
 #include "dataset_body.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "gt_error.h"
@@ -12,20 +10,6 @@
 
 static const char builtin_only[] = "the service takes a built-in geometry: dataset_1_photons, "
                                    "dataset_1_pions, dataset_2 or dataset_3";
-
-static int refuse(dataset_body_fault *f, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int refuse(dataset_body_fault *f, const char *field, const char *fmt, ...)
-{
-    f->status = 422;
-    snprintf(f->field, sizeof f->field, "%s", field);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->message, sizeof f->message, fmt, ap);
-    va_end(ap);
-    return 0;
-}
 
 /* Names become file names: letters, digits, '-', '_', '.', no leading dot. */
 static int name_ok(const char *s)
@@ -47,13 +31,13 @@ static int parse_file(json_t *body, json_t *path, dataset_body *out, dataset_bod
 {
     json_t *geometry = json_object_get(body, "geometry");
     if (!json_is_string(path) || json_string_length(path) == 0)
-        return refuse(f, "path", "path must be a string");
+        return body_refuse(f, 422, "path", "path must be a string");
     if (geometry && !json_is_string(geometry))
-        return refuse(f, "geometry", "geometry must be a string");
+        return body_refuse(f, 422, "geometry", "geometry must be a string");
     out->path = json_string_value(path);
     out->geometry = geometry ? json_string_value(geometry) : "dataset_2";
     if (!model_geometry_is_builtin(out->geometry))
-        return refuse(f, "geometry", "%s", builtin_only);
+        return body_refuse(f, 422, "geometry", "%s", builtin_only);
     return 1;
 }
 
@@ -68,12 +52,12 @@ static int parse_synthetic(json_t *syn, long max_showers, dataset_body *out,
     if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?o}", "geometry",
                        &geometry, "particle", &particle, "n", &n, "seed", &seed, "energy",
                        &energy) != 0)
-        return refuse(f, "synthetic", "%s", jerr.text);
+        return body_refuse(f, 422, "synthetic", "%s", jerr.text);
     if (n < 1 || n > max_showers)
-        return refuse(f, "synthetic.n", "n must be 1 to %ld (--max-synthetic-showers)",
-                      max_showers);
+        return body_refuse(f, 422, "synthetic.n",
+                           "n must be 1 to %ld (--max-synthetic-showers)", max_showers);
     if (seed < 0)
-        return refuse(f, "synthetic.seed", "seed must be non-negative");
+        return body_refuse(f, 422, "synthetic.seed", "seed must be non-negative");
     /* the spec run configs and sample requests take, parsed by the same
      * function */
     model_energy_default(&out->energy);
@@ -82,12 +66,12 @@ static int parse_synthetic(json_t *syn, long max_showers, dataset_body *out,
     if (energy && model_energy_from_json(energy, "synthetic.energy", MODEL_ENERGY_MIN_MEV,
                                          MODEL_ENERGY_MAX_MEV, &out->energy, field, sizeof field,
                                          &err) != GT_OK)
-        return refuse(f, field, "%s", err.message);
+        return body_refuse(f, 422, field, "%s", err.message);
     synth_particle p;
     if (particle && synth_parse_particle(particle, &p, &err) != GT_OK)
-        return refuse(f, "synthetic.particle", "%s", err.message);
+        return body_refuse(f, 422, "synthetic.particle", "%s", err.message);
     if (!model_geometry_is_builtin(geometry))
-        return refuse(f, "synthetic.geometry", "%s", builtin_only);
+        return body_refuse(f, 422, "synthetic.geometry", "%s", builtin_only);
     out->geometry = geometry;
     out->particle = particle;
     out->n = n;
@@ -101,30 +85,22 @@ int dataset_body_parse(const json_t *cbody, long max_synthetic_showers, dataset_
     memset(out, 0, sizeof *out);
     memset(f, 0, sizeof *f);
     json_t *body = (json_t *)cbody;       /* Jansson's getters take no const */
-    if (!json_is_object(body))
-        return refuse(f, "", "the body must be an object");
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        if (strcmp(key, "name") && strcmp(key, "path") && strcmp(key, "geometry") &&
-            strcmp(key, "synthetic")) {
-            char field[sizeof f->field];
-            snprintf(field, sizeof field, "%s", key);   /* a long key is cut, not copied whole */
-            return refuse(f, field, "unknown field '%.200s'", key);
-        }
-    }
+    static const char *const known[] = {"name", "path", "geometry", "synthetic", NULL};
+    if (!body_known_keys(body, known, f, sizeof f->field, "unknown field '%.200s'"))
+        return 0;
     json_t *name = json_object_get(body, "name"), *path = json_object_get(body, "path");
     json_t *geometry = json_object_get(body, "geometry"), *syn = json_object_get(body, "synthetic");
     if (!json_is_string(name) || !name_ok(json_string_value(name)))
-        return refuse(f, "name", "name must be 1 to 100 of [A-Za-z0-9._-], not starting with '.'");
+        return body_refuse(f, 422, "name",
+                           "name must be 1 to 100 of [A-Za-z0-9._-], not starting with '.'");
     out->name = json_string_value(name);
     if ((path != NULL) == (syn != NULL))
-        return refuse(f, "", "give either path or synthetic");
+        return body_refuse(f, 422, "", "give either path or synthetic");
     if (path)
         return parse_file(body, path, out, f);
     if (geometry || !json_is_object(syn))
-        return refuse(f, geometry ? "geometry" : "synthetic",
-                      "synthetic must be an object (geometry goes inside it)");
+        return body_refuse(f, 422, geometry ? "geometry" : "synthetic",
+                           "synthetic must be an object (geometry goes inside it)");
     return parse_synthetic(syn, max_synthetic_showers, out, f);
 }
 

@@ -7,21 +7,20 @@
  * A body is {"name", "path", "geometry"} (a file to register) or
  * {"name", "synthetic": {"geometry", "particle", "n", "seed", "energy"}}
  * (a dataset the datasets worker simulates; energy is the spec of run
- * configs and sample requests, model_energy).  Depends on Jansson and the
- * engine's model_data (the built-in geometries), model_energy and synth. */
+ * configs and sample requests, model_energy).  Depends on body_check,
+ * Jansson and the engine's model_data (the built-in geometries),
+ * model_energy and synth. */
 #ifndef GIANT_DATASET_BODY_H
 #define GIANT_DATASET_BODY_H
 
 #include <jansson.h>
 
+#include "body_check.h"
 #include "model_energy.h"
 
-typedef struct dataset_body_fault {
-    int status;                /* 422                                       */
-    char field[64];            /* the body's key at fault ("" = the body),
-                                  dotted inside synthetic ("synthetic.n")   */
-    char message[256];
-} dataset_body_fault;
+/* status 422; field the body's key at fault ("" = the body), dotted inside
+ * synthetic ("synthetic.n"); message. */
+typedef body_fault dataset_body_fault;
 
 /* An accepted body.  The strings point into the body it came from and live
  * as long as it does. */

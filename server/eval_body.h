@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include "body_check.h"
+
 /* The fewest showers an evaluation compares: the classifier needs 10 rows
  * a split. */
 #define EVAL_BODY_MIN_SHOWERS 20
@@ -14,11 +16,9 @@
 /* The metrics, in the order a request's are written back. */
 extern const char *const eval_body_metrics[4];
 
-typedef struct eval_body_fault {
-    int status;                /* 422, or 500 when out of memory            */
-    char field[64];            /* the body's key at fault ("" = the body)  */
-    char message[256];
-} eval_body_fault;
+/* status 422, or 500 when out of memory; field the body's key at fault
+ * ("" = the body); message. */
+typedef body_fault eval_body_fault;
 
 /* The request with every default filled, a new reference: dataset_id,
  * ref2_dataset_id (an id or null), n (default min(max_showers, 2000), at

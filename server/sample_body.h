@@ -8,13 +8,15 @@
  * "seed" (>= 0), "steps" (1 to 1000) and "row0" (0 to SAMPLE_BODY_MAX_ROW0:
  * the first shower is that row of the seed's sample).  Count requests have
  * their energies drawn here as `giant sample` draws them.  Depends on
- * Jansson and the engine's model_energy and synth. */
+ * body_check, Jansson and the engine's model_energy and synth. */
 #ifndef SAMPLE_BODY_H
 #define SAMPLE_BODY_H
 
 #include <stdint.h>
 
 #include <jansson.h>
+
+#include "body_check.h"
 
 /* Rows a request may start at: row0 + n stays far inside an int64 and the
  * engine's per-row counters. */
@@ -38,14 +40,21 @@ typedef struct sample_body {
 } sample_body;
 
 /* Why a body was refused: the status (422, or 500 when out of memory), the
- * field at fault ("" for the body as a whole), the message, and for a
- * request over a showers cap (too_many = 1) the cap it went over. */
+ * field at fault ("" for the body as a whole; at most 47 bytes, as this
+ * API has always cut it), the message, and for a request over a showers cap
+ * (too_many = 1) the cap it went over.  The first three are a body_fault
+ * (base, what body_check fills), also read by their own names. */
 typedef struct sample_body_fault {
-    int status;
+    union {
+        body_fault base;
+        struct {
+            int status;
+            char field[64];
+            char message[256];
+        };
+    };
     int too_many;
     long limit;
-    char field[48];
-    char message[256];
 } sample_body_fault;
 
 /* 1 with out filled, or 0 with fault filled (out then holds nothing to

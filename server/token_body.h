@@ -3,17 +3,16 @@
  * fault), so that a fuzzer reaches every path of it (fuzz_token_body).
  * Only its shape is checked here: the expiry, the name and the role are
  * checked by auth (auth_expiry, auth_token_create), which need the
- * database.  Depends on Jansson. */
+ * database.  Depends on body_check and Jansson. */
 #ifndef GIANT_TOKEN_BODY_H
 #define GIANT_TOKEN_BODY_H
 
 #include <jansson.h>
 
-typedef struct token_body_fault {
-    int status;                /* 422                                       */
-    char field[64];            /* the body's key at fault ("" = the body)  */
-    char message[256];
-} token_body_fault;
+#include "body_check.h"
+
+/* status 422; field the body's key at fault ("" = the body); message. */
+typedef body_fault token_body_fault;
 
 /* An accepted body: each member a string of the body, or NULL when it is
  * absent or null.  The strings live as long as the body does. */
