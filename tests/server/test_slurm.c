@@ -333,6 +333,20 @@ static char *config(const char *name, int steps1, int steps2, int log_every, int
     return text;
 }
 
+/* config() with executor.ranks 2: the job's trainer launches two CPU
+ * processes. */
+static char *two_rank_config(const char *name, int steps1, int steps2, int log_every,
+                             int ckpt_every)
+{
+    char *text = config(name, steps1, steps2, log_every, ckpt_every);
+    json_t *c = json_loads(text, 0, NULL);
+    free(text);
+    json_object_set_new(json_object_get(c, "executor"), "ranks", json_integer(2));
+    text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    return text;
+}
+
 int main(void)
 {
     double t0 = now_s();
@@ -482,12 +496,7 @@ int main(void)
 
     /* run C: data parallel in its job (executor.ranks 2: the job's trainer
      * launches two CPU processes, rank 0 reports), every step once */
-    cfg = config("slurm-c", 30, 30, 5, 10);
-    json_t *cc = json_loads(cfg, 0, NULL);
-    free(cfg);
-    json_object_set_new(json_object_get(cc, "executor"), "ranks", json_integer(2));
-    cfg = json_dumps(cc, JSON_COMPACT);
-    json_decref(cc);
+    cfg = two_rank_config("slurm-c", 30, 30, 5, 10);
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
     free(cfg);
     long long rc_id = jint(j, "id", NULL);
@@ -520,12 +529,7 @@ int main(void)
     /* run D: a rank other than 0 dies (SIGKILL): the launcher stops the
      * other and reports which rank failed */
     double t_d0 = now_s();
-    cfg = config("slurm-d", 200, 20000, 10, 20);
-    cc = json_loads(cfg, 0, NULL);
-    free(cfg);
-    json_object_set_new(json_object_get(cc, "executor"), "ranks", json_integer(2));
-    cfg = json_dumps(cc, JSON_COMPACT);
-    json_decref(cc);
+    cfg = two_rank_config("slurm-d", 200, 20000, 10, 20);
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
     free(cfg);
     long long d = jint(j, "id", NULL);
