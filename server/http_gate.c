@@ -367,7 +367,14 @@ static void accept_all(http_gate *g)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            return;   /* EAGAIN, out of descriptors (the backlog waits), or shut down */
+            if (errno == EMFILE || errno == ENFILE) {
+                /* out of descriptors: the listening socket stays readable,
+                 * so without a pause the thread would spin until one is
+                 * closed; the backlog waits meanwhile */
+                struct timespec pause = { 0, 20 * 1000 * 1000 };
+                nanosleep(&pause, NULL);
+            }
+            return;   /* EAGAIN, out of descriptors, or shut down */
         }
         /* a free slot, and the address under its share of them */
         unsigned char key[16], other[16];
