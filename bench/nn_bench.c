@@ -60,14 +60,19 @@ static stat2 summarize(double *t, int n)
 static void bench_trunk(nn_backend *b, nn_trunk_config *cfg, int batch, int iters)
 {
     nn_trunk *t;
+    /* what a training step holds, by part (bytes_live between the calls) */
+    size_t live0 = b->bytes_live;
     TRYB(nn_trunk_create(b, cfg, &t, &err));
     TRYB(nn_trunk_init(t, 1, 1.0f, &err));
+    size_t live_w = b->bytes_live;
     TRYB(nn_trunk_plan(t, batch, &err));
+    size_t live_a = b->bytes_live;
     nn_adamw_opt opt;
     nn_adamw_config oc;
     nn_adamw_config_default(&oc);
     oc.lr = 1e-4f;
     TRYB(nn_adamw_create(&opt, nn_trunk_params(t), &oc, &err));
+    size_t live_o = b->bytes_live;
     float *x, *c, *y, *out, *dout, *loss;
     size_t nx = (size_t)batch * cfg->in_dim, no = (size_t)batch * cfg->out_dim;
     TRYB(nn_alloc(b, nx * 4, (void **)&x, &err));
@@ -79,6 +84,7 @@ static void bench_trunk(nn_backend *b, nn_trunk_config *cfg, int batch, int iter
     TRYB(nn_rand_fill(b, x, nx, NN_DIST_NORMAL, 0, 1, 7, 0, 0, &err));
     TRYB(nn_rand_fill(b, c, (size_t)batch * cfg->cond_dim, NN_DIST_UNIFORM, 0, 1, 7, 1, 0, &err));
     TRYB(nn_rand_fill(b, y, no, NN_DIST_NORMAL, 0, 1, 7, 2, 0, &err));
+    size_t live_io = b->bytes_live;
     nn_tensor X = nn_f32(x, batch, cfg->in_dim), C = nn_f32(c, batch, cfg->cond_dim);
     nn_tensor O = nn_f32(out, batch, cfg->out_dim), Y = nn_f32(y, batch, cfg->out_dim);
     nn_tensor DO = nn_f32(dout, batch, cfg->out_dim), DX = nn_f32(NULL, batch, cfg->in_dim);
@@ -122,6 +128,16 @@ static void bench_trunk(nn_backend *b, nn_trunk_config *cfg, int batch, int iter
     free(tf);
     free(tb);
     free(to);
+    /* the same allocations as on a GPU (bench/gpu/bench_trunk prints the
+     * device's total): the weights with their gradients and any bf16 copy,
+     * the trunk's activation arena, AdamW's moments, the step's input,
+     * target, output and output gradient (fp32 in every precision), and
+     * whatever the step allocated on first use */
+    const double mib = 1048576.0;
+    printf("# giant %s train memory: %.1f MiB = weights + gradients %.1f, activations %.1f, "
+           "AdamW %.1f, step input/target/output/gradient %.1f, allocated by the step %.1f\n",
+           prec, (b->bytes_live - live0) / mib, (live_w - live0) / mib, (live_a - live_w) / mib,
+           (live_o - live_a) / mib, (live_io - live_o) / mib, (b->bytes_live - live_io) / mib);
     fflush(stdout);
     /* sampling: the library's forward (oneDNN), then the fixed-order one
      * the sampler runs (nn_trunk_pack: batch-invariant, the same bits on

@@ -61,12 +61,19 @@ def main():
     # device memory: the trunk's training step (what it allocates through
     # the backend) and the real trainer (nvidia-smi's peak beyond idle)
     for label, bf, fp in (("bf16 / fp32 training memory, trunk step", "train_bf16", "train_fp32"),
+                          ("bf16 / fp32 training memory, PyTorch peak", "torch_train_bf16",
+                           "torch_train_fp32"),
                           ("bf16 / fp32 training memory, giant train", "trainer_baseline-bf16-euler",
                            "trainer_baseline-fp32-heun")):
         if MEMORY.get(fp, 0) > 0 and bf in MEMORY:
             x = MEMORY[bf] / MEMORY[fp]
             print(f"{label:<52} {x:6.2f}x   (target <= 0.67x: "
                   f"{'met' if x <= 0.67 else 'NOT met'}; {MEMORY[bf]:.0f} / {MEMORY[fp]:.0f} MiB)")
+    for prec in ("fp32", "bf16"):
+        g, t = MEMORY.get(f"train_{prec}", 0), MEMORY.get(f"torch_train_{prec}", 0)
+        if g > 0 and t > 0:
+            print(f"{'giant / PyTorch training memory, ' + prec:<52} {g / t:6.2f}x   "
+                  f"({g:.0f} / {t:.0f} MiB)")
     for k, (ms, tf, ps) in r.items():
         if k.startswith("sample") and k.endswith("_graph"):
             ok = "met" if ps > 1e6 else "NOT met"

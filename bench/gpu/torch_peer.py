@@ -113,8 +113,14 @@ def main():
             loss.backward()
             opt.step()
 
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
         ms = timed(step, reps)
         result(f"torch_train_{prec}_eager", ms, train_flops(BATCH), BATCH / (ms * 1e-3))
+        # the peer's peak over its training steps: weights, AdamW's moments,
+        # the batch, and what autocast saves for the backward
+        peak = torch.cuda.max_memory_allocated() / 1048576.0
+        print(f"MEMORY torch_train_{prec} {peak:.1f}", flush=True)
 
         def fwd():
             with torch.no_grad(), ac:

@@ -198,7 +198,12 @@ int nn_trunk_create(nn_backend *b, const nn_trunk_config *cfg, nn_trunk **out, g
 static void free_arena(nn_trunk *t)
 {
     nn_free(t->b, t->arena);
-    t->arena = NULL;
+    nn_free(t->b, t->dx_mem);
+    nn_free(t->b, t->x32_mem);
+    t->arena = t->dx_mem = t->x32_mem = NULL;
+    t->dxin = t->dxe = NULL;
+    if (t->x_direct)
+        t->ex[0].x = t->xin = NULL;
     t->arena_bytes = 0;
     t->batch = 0;
     free(t->h_idx);
@@ -310,16 +315,20 @@ static void plan_layout(nn_trunk *t, planner *pl, int B)
     size_t Bz = (size_t)B;
     int bf = c->precision == NN_BF16;
     int routed = c->kind == NN_TRUNK_ROUTED;
+    size_t slots = N ? N : 1;              /* per-block saved activations */
+    size_t slots32 = bf ? 1 : slots;       /* fp32 a and s: see x_direct */
+    /* the skip multiplies the fp32 input; a routed trunk gathers it */
+    t->x_direct = bf && !routed && c->skip == NN_SKIP_NONE;
     for (int i = 0; i < t->n_ex; i++) {
         expert *e = &t->ex[i];
-        e->x = TAKE_F(pl, Bz * D);
+        e->x = t->x_direct ? NULL : TAKE_F(pl, Bz * D);
         e->x_bf = bf ? TAKE_H(pl, Bz * D) : NULL;
         e->h = TAKE_F(pl, (N + 1) * Bz * H);
-        e->a = TAKE_F(pl, (N ? N : 1) * Bz * H);
-        e->a_bf = bf ? TAKE_H(pl, (N ? N : 1) * Bz * H) : NULL;
-        e->z = TAKE_F(pl, (N ? N : 1) * Bz * H);
-        e->s = TAKE_F(pl, (N ? N : 1) * Bz * H);
-        e->s_bf = bf ? TAKE_H(pl, (N ? N : 1) * Bz * H) : NULL;
+        e->a = TAKE_F(pl, slots32 * Bz * H);
+        e->a_bf = bf ? TAKE_H(pl, slots * Bz * H) : NULL;
+        e->z = TAKE_F(pl, slots * Bz * H);
+        e->s = TAKE_F(pl, slots32 * Bz * H);
+        e->s_bf = bf ? TAKE_H(pl, slots * Bz * H) : NULL;
         e->af = TAKE_F(pl, Bz * H);
         e->af_bf = bf ? TAKE_H(pl, Bz * H) : NULL;
         e->mean = TAKE_F(pl, (N + 1) * Bz);
@@ -333,7 +342,6 @@ static void plan_layout(nn_trunk *t, planner *pl, int B)
     t->dtmp = TAKE_F(pl, Bz * H);
     t->da = TAKE_F(pl, Bz * H);
     t->g_bf = bf ? TAKE_H(pl, Bz * G) : NULL;
-    t->dxin = TAKE_F(pl, Bz * D);
     t->scalars = TAKE_F(pl, 4);
     if (c->skip == NN_SKIP_GATED) {
         t->skip_g = TAKE_F(pl, Bz * O);
@@ -341,7 +349,6 @@ static void plan_layout(nn_trunk *t, planner *pl, int B)
     }
     if (routed) {
         size_t E = (size_t)c->n_experts, K = (size_t)c->top_k;
-        t->dxe = TAKE_F(pl, Bz * D);
         t->de = TAKE_F(pl, Bz * O);
         t->logits = TAKE_F(pl, Bz * E);
         t->probs = TAKE_F(pl, Bz * E);
@@ -395,6 +402,42 @@ int nn_trunk_plan(nn_trunk *t, int batch, gt_error *err)
     return nn_memset(t->b, mem, 0, t->arena_bytes, err);
 }
 
+/* One buffer of the planned batch outside the arena, zeroed (see
+ * nn_trunk.dx_mem and x32_mem). */
+static int alloc_aside(nn_trunk *t, size_t bytes, void **mem, gt_error *err)
+{
+    GT_TRY(nn_alloc(t->b, bytes, mem, err));
+    int rc = nn_memset(t->b, *mem, 0, bytes, err);
+    if (rc) {
+        nn_free(t->b, *mem);
+        *mem = NULL;
+    }
+    return rc;
+}
+
+/* dxin (and a routed trunk's dxe), on the first backward that wants d_x. */
+static int need_dx(nn_trunk *t, gt_error *err)
+{
+    if (t->dx_mem)
+        return GT_OK;
+    size_t one = ((size_t)t->batch * (size_t)t->D * sizeof(float) + 63) & ~(size_t)63;
+    int routed = t->cfg.kind == NN_TRUNK_ROUTED;
+    GT_TRY(alloc_aside(t, routed ? 2 * one : one, &t->dx_mem, err));
+    t->dxin = (float *)t->dx_mem;
+    t->dxe = routed ? (float *)((char *)t->dx_mem + one) : NULL;
+    return GT_OK;
+}
+
+/* The fp32 input of an x_direct trunk, on its first fp32 forward. */
+static int need_x32(nn_trunk *t, gt_error *err)
+{
+    if (t->x32_mem)
+        return GT_OK;
+    GT_TRY(alloc_aside(t, (size_t)t->batch * (size_t)t->D * sizeof(float), &t->x32_mem, err));
+    t->ex[0].x = t->xin = (float *)t->x32_mem;
+    return GT_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* public forward / backward                                                */
 /* ------------------------------------------------------------------------ */
@@ -425,11 +468,60 @@ static int check_io(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, gt_
     return GT_OK;
 }
 
-/* xin = x ++ embed(cond), then a finiteness check of the whole input: one
- * fp32 sum of squares is NaN or Inf iff some input is (or is ~1e19+). */
-static int assemble_input(nn_trunk *t, nn_tensor x, nn_tensor cond, float *xin, gt_error *err)
+static int refuse_nonfinite(float ss, gt_error *err)
+{
+    if (!isfinite(ss))
+        return gt_error_set(err, GT_EINVAL,
+                            "trunk forward: input x or cond contains NaN or infinite values");
+    return GT_OK;
+}
+
+/* The bf16 input of an x_direct trunk: x and embed(cond) cast into their
+ * columns of x_bf, the same bits as casting the assembled fp32 input.  The
+ * finiteness check sums x and the embedding apart (x row by row when the
+ * caller's view has gaps between rows). */
+static int assemble_input_bf16(nn_trunk *t, nn_tensor x, nn_tensor cond, gt_error *err)
 {
     const nn_trunk_config *c = &t->cfg;
+    int n = x.rows, nemb = c->cond_dim * c->emb_dim;
+    nn_tensor xb = TH(t->ex[0].x_bf, n, t->D);
+    nn_tensor emb = T(t->emb, n, nemb);
+    if (c->in_dim)
+        GT_TRY(nn_cast_bf16(t->b, nn_tensor_cols(xb, 0, c->in_dim), x, err));
+    if (c->cond_dim) {
+        GT_TRY(nn_embed_fwd(t->b, emb, cond, c->emb_dim, c->emb_scale, c->emb_max_period, err));
+        GT_TRY(nn_cast_bf16(t->b, nn_tensor_cols(xb, c->in_dim, nemb), emb, err));
+    }
+    if (!t->check_input)
+        return GT_OK;
+    float ss[2] = {0.0f, 0.0f};
+    GT_TRY(nn_memset(t->b, t->scalars + 2, 0, 2 * sizeof(float), err));
+    if (c->cond_dim)
+        GT_TRY(nn_sumsq(t->b, t->scalars + 3, emb.data, (size_t)n * nemb, err));
+    if (c->in_dim && x.ld == x.cols) {
+        GT_TRY(nn_sumsq(t->b, t->scalars + 2, x.data, (size_t)n * x.cols, err));
+    } else if (c->in_dim) {
+        for (int r = 0; r < n; r++) {
+            GT_TRY(nn_sumsq(t->b, t->scalars + 2, (const float *)x.data + (size_t)r * x.ld,
+                            (size_t)x.cols, err));
+            GT_TRY(nn_copy_d2h(t->b, ss, t->scalars + 2, sizeof ss[0], err));
+            GT_TRY(refuse_nonfinite(ss[0], err));
+        }
+    }
+    GT_TRY(nn_copy_d2h(t->b, ss, t->scalars + 2, sizeof ss, err));
+    return refuse_nonfinite(ss[0] + ss[1], err);
+}
+
+/* xin = x ++ embed(cond), then a finiteness check of the whole input: one
+ * fp32 sum of squares is NaN or Inf iff some input is (or is ~1e19+). */
+static int assemble_input(nn_trunk *t, nn_tensor x, nn_tensor cond, gt_error *err)
+{
+    const nn_trunk_config *c = &t->cfg;
+    if (t->x_direct && t->compute == NN_BF16)
+        return assemble_input_bf16(t, x, cond, err);
+    if (t->x_direct)
+        GT_TRY(need_x32(t, err));
+    float *xin = t->xin;
     int n = x.rows, nemb = c->cond_dim * c->emb_dim;
     nn_tensor parts[2];
     int np = 0;
@@ -446,10 +538,7 @@ static int assemble_input(nn_trunk *t, nn_tensor x, nn_tensor cond, float *xin, 
     float ss = 0.0f;
     GT_TRY(nn_sumsq(t->b, t->scalars + 2, xin, (size_t)n * t->D, err));
     GT_TRY(nn_copy_d2h(t->b, &ss, t->scalars + 2, sizeof ss, err));
-    if (!isfinite(ss))
-        return gt_error_set(err, GT_EINVAL,
-                            "trunk forward: input x or cond contains NaN or infinite values");
-    return GT_OK;
+    return refuse_nonfinite(ss, err);
 }
 
 /* The gated skip: out += g * x[:, :O], g = emb . W_skip^T + b_skip (fp32;
@@ -496,8 +585,12 @@ int nn_trunk_forward(nn_trunk *t, nn_tensor x, nn_tensor cond, nn_tensor out, in
         return gt_error_set(err, GT_EINVAL, "trunk forward: NULL trunk");
     GT_TRY(check_io(t, x, cond, out, err));
     int n = x.rows;
+    if (training && t->compute != t->cfg.precision)
+        return gt_error_set(err, GT_EINVAL,
+                            "trunk forward: a bf16 trunk trains in bf16 (fp32 precision on it "
+                            "is for evaluation; its arena keeps one fp32 slot per activation)");
     t->fwd_rows = 0;
-    GT_TRY(assemble_input(t, x, cond, t->xin, err));
+    GT_TRY(assemble_input(t, x, cond, err));
     if (t->cfg.kind == NN_TRUNK_EXPERT)
         GT_TRY(nn_expert_forward(t, &t->ex[0], n, out, training, err));
     else
@@ -531,8 +624,10 @@ int nn_trunk_backward(nn_trunk *t, nn_tensor d_out, nn_tensor d_x, gt_error *err
     int n = t->fwd_rows;
     GT_TRY(need_gradient(d_out, "d_out", n, t->cfg.out_dim, err));
     int want_dx = d_x.data != NULL;
-    if (want_dx)
+    if (want_dx) {
         GT_TRY(need_gradient(d_x, "d_x", n, t->cfg.in_dim, err));
+        GT_TRY(need_dx(t, err));
+    }
     if (t->cfg.kind == NN_TRUNK_EXPERT)
         GT_TRY(nn_expert_backward(t, &t->ex[0], d_out, want_dx ? t->dxin : NULL, err));
     else

@@ -39,18 +39,23 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
     float eps = c->ln_eps;
     size_t BH = (size_t)B * H;
     nn_tensor X;
-    GT_TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
+    if (t->x_direct && t->compute == NN_BF16)
+        X = TH(e->x_bf, n, t->D);   /* assembled there (nn_trunk.c) */
+    else
+        GT_TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
     nn_tensor h0 = T(e->h, n, H);
     GT_TRY(linear(t, training, h0, X, e->w_in, P(t, e->b_in), NN_ACT_NONE, 0, err));
     nn_tensor hl = h0;
     for (int l = 0; l < N; l++) {
         const ex_block *k = &e->blk[l];
         size_t lo = training ? (size_t)l : 0;   /* inference reuses slot 0 */
-        nn_tensor a = T(e->a + lo * BH, n, H), A;
+        /* under bf16 the backward reads the bf16 copies: one fp32 slot */
+        size_t lo32 = c->precision == NN_BF16 ? 0 : lo;
+        nn_tensor a = T(e->a + lo32 * BH, n, H), A;
         GT_TRY(nn_ln_fwd(b, a, e->mean + lo * B, e->rstd + lo * B, hl, P(t, k->ln_g),
                       P(t, k->ln_b), eps, err));
         GT_TRY(operand(t, a, e->a_bf ? e->a_bf + lo * BH : NULL, &A, err));
-        nn_tensor s = T(e->s + lo * BH, n, H), S;
+        nn_tensor s = T(e->s + lo32 * BH, n, H), S;
         if (training) {
             nn_tensor z = T(e->z + lo * BH, n, H);
             GT_TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));

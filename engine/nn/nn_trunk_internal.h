@@ -24,13 +24,16 @@ typedef struct expert {
     int w_in, b_in, lnf_g, lnf_b, w_out, b_out;
     ex_block *blk;
     /* arena (planned batch B; N blocks; H hidden; D input; O output) */
-    float *x;            /* B x D   input rows (gathered for a routed expert) */
+    float *x;            /* B x D   input rows (gathered for a routed expert);
+                          * NULL until needed when the trunk assembles
+                          * straight into x_bf (nn_trunk.x_direct) */
     uint16_t *x_bf;      /* B x D   bf16 copy (bf16 precision) */
     float *h;            /* (N+1) x B x H residual stream */
-    float *a;            /* N x B x H LayerNorm outputs */
+    float *a;            /* N x B x H LayerNorm outputs (one B x H slot
+                          * under bf16 precision: the backward reads a_bf) */
     uint16_t *a_bf;      /* N x B x H */
     float *z;            /* N x B x H pre-activations */
-    float *s;            /* N x B x H SiLU outputs */
+    float *s;            /* N x B x H SiLU outputs (one slot under bf16) */
     uint16_t *s_bf;      /* N x B x H */
     float *af;           /* B x H final LayerNorm output */
     uint16_t *af_bf;
@@ -53,12 +56,23 @@ struct nn_trunk {
     void *arena;
     size_t arena_bytes;
     int batch;           /* planned rows */
+    /* Under bf16 precision the arena saves each activation a GEMM reads
+     * once, in bf16: a and s keep one fp32 slot (the cast's source), and
+     * an expert trunk without the skip assembles its input straight into
+     * x_bf (x_direct).  Buffers only some calls need are allocated on
+     * their first use, outside the arena: the input gradients (dxin, dxe)
+     * for a backward that wants d_x, and the fp32 input x of an x_direct
+     * trunk for an fp32 forward.  Neither happens inside a captured
+     * training step or sampler pass. */
+    int x_direct;
+    void *dx_mem;        /* dxin (and dxe), or NULL */
+    void *x32_mem;       /* ex[0].x of an x_direct trunk, or NULL */
     float *emb;          /* B x cond_dim*emb_dim */
     float *xin;          /* B x D (routed; the expert kind uses ex[0].x) */
     float *dh, *dtmp, *da;     /* B x H gradient scratch */
     uint16_t *g_bf;      /* B x max(H, O) bf16 copy of a gradient */
-    float *dxin;         /* B x D */
-    float *dxe;          /* B x D (routed: an expert's dxin) */
+    float *dxin;         /* B x D (dx_mem) */
+    float *dxe;          /* B x D (dx_mem; routed: an expert's dxin) */
     float *de;           /* B x O (routed: gathered, scaled d_out) */
     float *logits, *probs, *dprobs, *dlogits;   /* B x E */
     int32_t *idx;                               /* B*k, slot order */
@@ -66,7 +80,7 @@ struct nn_trunk {
     int32_t *rows_d, *pos_d;                    /* dispatch order, padded */
     float *scale_d, *dscale_d;                  /* dispatch order, padded */
     float *frac;         /* E */
-    float *scalars;      /* 4: balance, entropy, sumsq */
+    float *scalars;      /* 4: balance, entropy, sumsq of x, of the embedding */
     float *skip_g;       /* B x O: the skip gate g(cond) of the last forward */
     float *skip_p;       /* B x O: product scratch */
     /* host mirrors (planned with the arena) */
