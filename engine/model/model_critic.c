@@ -24,8 +24,10 @@ struct model_critic {
     float *g1, *g2;            /* [B, H] scratch */
     float *u0, *r0;            /* [B, in0] */
     float *ones, *out;         /* [B] */
-    /* host scratch */
-    float *u0_h, *r0_h;
+    float *zeros, *nsq, *k;    /* [B]: the penalty's per-row norms and scales */
+    int32_t *iota;             /* [B]: 0 .. B-1, the rows of gather_dot */
+    /* host scratch, [B] */
+    float *nsq_h, *k_h;
 };
 
 void model_critic_destroy(model_critic *c)
@@ -37,12 +39,13 @@ void model_critic_destroy(model_critic *c)
         nn_free(c->b, c->h[l]);
         nn_free(c->b, c->v[l]);
     }
-    float *bufs[] = {c->h0, c->g1, c->g2, c->u0, c->r0, c->ones, c->out};
+    float *bufs[] = {c->h0, c->g1, c->g2, c->u0, c->r0, c->ones, c->out, c->zeros, c->nsq, c->k};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(c->b, bufs[i]);
+    nn_free(c->b, c->iota);
     nn_params_free(&c->p);
-    free(c->u0_h);
-    free(c->r0_h);
+    free(c->nsq_h);
+    free(c->k_h);
     free(c);
 }
 
@@ -100,17 +103,28 @@ int model_critic_create(nn_backend *b, const model_critic_config *cfg, int batch
         (rc = falloc(c, &c->g2, (size_t)B * (H > c->in0 ? H : c->in0), err)) ||
         (rc = falloc(c, &c->u0, (size_t)B * c->in0, err)) ||
         (rc = falloc(c, &c->r0, (size_t)B * c->in0, err)) ||
-        (rc = falloc(c, &c->ones, (size_t)B, err)) || (rc = falloc(c, &c->out, (size_t)B, err)))
+        (rc = falloc(c, &c->ones, (size_t)B, err)) || (rc = falloc(c, &c->out, (size_t)B, err)) ||
+        (rc = falloc(c, &c->zeros, (size_t)B, err)) || (rc = falloc(c, &c->nsq, (size_t)B, err)) ||
+        (rc = falloc(c, &c->k, (size_t)B, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(int32_t), (void **)&c->iota, err)))
         goto fail;
-    c->u0_h = malloc((size_t)B * c->in0 * sizeof(float));
-    c->r0_h = malloc((size_t)B * c->in0 * sizeof(float));
-    if (!c->u0_h || !c->r0_h) {
+    c->nsq_h = malloc((size_t)B * sizeof(float));
+    c->k_h = malloc((size_t)B * sizeof(float));
+    int32_t *iota_h = malloc((size_t)B * sizeof(int32_t));
+    if (!c->nsq_h || !c->k_h || !iota_h) {
+        free(iota_h);
         rc = gt_error_set(err, GT_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < B; i++)
-        c->r0_h[i] = 1.0f;
-    if ((rc = nn_copy_h2d(b, c->ones, c->r0_h, (size_t)B * sizeof(float), err)))
+    for (int i = 0; i < B; i++) {
+        c->k_h[i] = 1.0f;
+        iota_h[i] = i;
+    }
+    rc = nn_copy_h2d(b, c->iota, iota_h, (size_t)B * sizeof(int32_t), err);
+    free(iota_h);
+    if (rc || (rc = nn_copy_h2d(b, c->ones, c->k_h, (size_t)B * sizeof(float), err)) ||
+        (rc = nn_memset(b, c->zeros, 0, (size_t)B * sizeof(float), err)) ||
+        (rc = nn_memset(b, c->r0, 0, (size_t)B * c->in0 * sizeof(float), err)))
         goto fail;
     *out = c;
     return GT_OK;
@@ -233,29 +247,30 @@ int model_critic_penalty(model_critic *c, float lambda, float *penalty, float *m
                          NN_ACT_NONE, 0, err));
         u = dst;
     }
-    /* Per-row norms over the data columns, in double on the host:
-     * dP/dg_i = (2 lambda / B) (|g_i| - 1) g_i / |g_i| (0 on condition columns). */
-    GT_TRY(nn_copy_d2h(c->b, c->u0_h, c->u0, (size_t)B * in0 * sizeof(float), err));
+    /* Per-row norms over the data columns: the squares summed on the
+     * device (fp32 out, the sum itself in double on the CPU), the B norms
+     * and scales on the host in double, and r_0 = k_i g_i back on the
+     * device (0 on condition columns):
+     * dP/dg_i = (2 lambda / B) (|g_i| - 1) g_i / |g_i|.  Only 2 B floats
+     * cross to the host, not the B x in0 gradient twice (a GPU's step
+     * time went to those copies). */
+    nn_tensor g = nn_tensor_cols(nn_f32(c->u0, B, in0), 0, D);
+    GT_TRY(nn_gather_dot(c->b, c->nsq, g, c->iota, g, err));
+    GT_TRY(nn_copy_d2h(c->b, c->nsq_h, c->nsq, (size_t)B * sizeof(float), err));
     double pen = 0, nsum = 0;
     for (int i = 0; i < B; i++) {
-        const float *g = c->u0_h + (size_t)i * in0;
-        float *r = c->r0_h + (size_t)i * in0;
-        double s = 0;
-        for (int j = 0; j < D; j++)
-            s += (double)g[j] * g[j];
-        double n = sqrt(s);
+        double n = sqrt((double)c->nsq_h[i]);
         pen += (n - 1) * (n - 1);
         nsum += n;
-        double k = n > 0 ? 2.0 * lambda * (n - 1) / (n * B) : 0.0;
-        for (int j = 0; j < D; j++)
-            r[j] = (float)(k * g[j]);
-        for (int j = D; j < in0; j++)
-            r[j] = 0.0f;
+        c->k_h[i] = (float)(n > 0 ? 2.0 * lambda * (n - 1) / (n * B) : 0.0);
     }
     *penalty = (float)(lambda * pen / B);
     if (mean_norm)
         *mean_norm = (float)(nsum / B);
-    GT_TRY(nn_copy_h2d(c->b, c->r0, c->r0_h, (size_t)B * in0 * sizeof(float), err));
+    GT_TRY(nn_copy_h2d(c->b, c->k, c->k_h, (size_t)B * sizeof(float), err));
+    /* r0's condition columns stay 0 from creation */
+    GT_TRY(nn_axpby_rows(c->b, nn_tensor_cols(nn_f32(c->r0, B, in0), 0, D), c->k, g, c->zeros, g,
+                         err));
     /* Back through the chain, from u_0 up to u_L = w_out:
      *   dW_l += v_l^T r_{l-1};  r_l = M_l (r_{l-1} W_l^T);  dw_out += sum_i r_L.
      * The masks are constant almost everywhere and the biases never enter

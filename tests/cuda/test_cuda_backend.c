@@ -592,6 +592,19 @@ static void test_softmax_route(int E)
     poison(&dot);
     BOTH OK(nn_gather_dot(b, P(dot), T(x), (int32_t *)P(ri), T(y), &err));
     pcmp(&dot, "gather_dot", TOL_RED);
+    /* the critic's penalty: each row's squared norm over a column view of
+     * a wider matrix, the view dotted with itself through the identity */
+    pair iota = pnew(1, 40);
+    int32_t ident[40];
+    for (int i = 0; i < 40; i++)
+        ident[i] = i;
+    OK(nn_copy_h2d(CPU, iota.c, ident, sizeof ident, &err));
+    OK(nn_copy_h2d(GPU, iota.g, ident, sizeof ident, &err));
+    poison(&dot);
+    BOTH OK(nn_gather_dot(b, P(dot), pview(&y, side, C - 3), (int32_t *)P(iota),
+                          pview(&y, side, C - 3), &err));
+    pcmp(&dot, "gather_dot (strided, self)", TOL_RED);
+    PFREE(&iota);
 
     /* router losses */
     pair frac = pnew(1, E), loss = pnew(1, 2);
