@@ -9,6 +9,16 @@
 static int cpu_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     CPU_UNUSED(b, err);
+    if (y.dtype == NN_BF16) {
+        int rows = x.rows, cols = x.cols;
+        CPU_FOR_ROWS(i, rows, NUMEL(x)) {
+            const float *xr = ROW(x, i);
+            uint16_t *yr = ROWH(y, i);
+            for (int j = 0; j < cols; j++)
+                yr[j] = nn_bf16_from_f32(nn_silu(xr[j]));
+        }
+        return GT_OK;
+    }
     CPU_EW(y, x, x, nn_silu(a));
     return GT_OK;
 }

@@ -12,11 +12,17 @@ static int cpu_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_t
     int rows = x.rows, cols = x.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(x)) {
         const float *xr = ROW(x, i);
-        float *yr = ROW(y, i);
         float mu, rs;
         nn_ln_row_stats(xr, cols, eps, &mu, &rs);
-        for (int j = 0; j < cols; j++)
-            yr[j] = nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]);
+        if (y.dtype == NN_BF16) {
+            uint16_t *yr = ROWH(y, i);
+            for (int j = 0; j < cols; j++)
+                yr[j] = nn_bf16_from_f32(nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]));
+        } else {
+            float *yr = ROW(y, i);
+            for (int j = 0; j < cols; j++)
+                yr[j] = nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]);
+        }
         mean[i] = mu;
         rstd[i] = rs;
     }

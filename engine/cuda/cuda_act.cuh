@@ -150,6 +150,22 @@ struct cuda_bias_f {
     }
 };
 
+/* SiLU into bf16: the fp32 SiLU rounded as cast_bf16 rounds it, one pass
+ * (the trunk's SiLU output under bf16 feeds only a matmul). */
+struct cuda_silu_bf16_f {
+    uint16_t *y; int ldy;
+    const float *x; int ldx;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V];
+        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            a[k] = cuda_silu_op{}(a[k]);
+        cuda_st<V>(y + (long long)i * ldy + j, a);
+    }
+};
+
 /* fp32 -> bf16 bit-exactly as the CPU (nn_bf16_from_f32); 4-wide it reads
  * 16 bytes and writes 8. */
 struct cuda_cast_bf16_f {
@@ -196,6 +212,11 @@ static int cuda_grad(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, Gra
 
 static int cuda_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
+    if (y.dtype == NN_BF16) {
+        cuda_silu_bf16_f f = {(uint16_t *)y.data, y.ld, (const float *)x.data, x.ld};
+        return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(x) && cuda_vec4_out_ok(y),
+                         err);
+    }
     return cuda_map(b, y, x, cuda_silu_op{}, err);
 }
 

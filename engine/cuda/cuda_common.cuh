@@ -272,6 +272,14 @@ static inline int cuda_vec4_ok(nn_tensor t)
     return t.data == NULL || (cuda_aligned(t.data, 16) && t.ld % 4 == 0);
 }
 
+/* An output that is fp32 or bf16 (4 bf16 values are 8 bytes). */
+static inline int cuda_vec4_out_ok(nn_tensor t)
+{
+    if (t.dtype != NN_BF16)
+        return cuda_vec4_ok(t);
+    return t.data == NULL || (cuda_aligned(t.data, 8) && t.ld % 4 == 0);
+}
+
 template <int V>
 __device__ __forceinline__ void cuda_ld(float (&r)[V], const float *p)
 {
@@ -297,6 +305,23 @@ __device__ __forceinline__ void cuda_st(float *p, const float (&r)[V])
 #pragma unroll
         for (int k = 0; k < V; k++)
             p[k] = r[k];
+    }
+}
+
+/* The same store into bf16, each value rounded as nn_bf16_from_f32 rounds
+ * it (the CPU's cast): 4-wide it writes 8 bytes. */
+template <int V>
+__device__ __forceinline__ void cuda_st(uint16_t *p, const float (&r)[V])
+{
+    if constexpr (V == 4) {
+        uint2 o;
+        o.x = (uint32_t)nn_bf16_from_f32(r[0]) | ((uint32_t)nn_bf16_from_f32(r[1]) << 16);
+        o.y = (uint32_t)nn_bf16_from_f32(r[2]) | ((uint32_t)nn_bf16_from_f32(r[3]) << 16);
+        *reinterpret_cast<uint2 *>(p) = o;
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            p[k] = nn_bf16_from_f32(r[k]);
     }
 }
 

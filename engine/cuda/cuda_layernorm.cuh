@@ -15,8 +15,9 @@
 /* kernels                                                                  */
 /* ------------------------------------------------------------------------ */
 
-template <int V>
-__global__ void cuda_ln_fwd_kernel(float *y, int ldy, float *mean, float *rstd, const float *x,
+/* OutT: float, or uint16_t for a bf16 output (the cast folded in) */
+template <int V, class OutT>
+__global__ void cuda_ln_fwd_kernel(OutT *y, int ldy, float *mean, float *rstd, const float *x,
                                    int ldx, const float *gamma, const float *beta, float eps,
                                    int rows, int cols)
 {
@@ -52,7 +53,7 @@ __global__ void cuda_ln_fwd_kernel(float *y, int ldy, float *mean, float *rstd, 
         if (rstd)
             rstd[row] = rs;
     }
-    float *yr = cuda_row(y, ldy, row);
+    OutT *yr = y + (long long)row * ldy;
     for (int j = lane * V; j < cols; j += 32 * V) {
         float a[V], g[V], bt[V];
         cuda_ld<V>(a, xr + j);
@@ -135,17 +136,22 @@ static int cuda_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_
     cuda_state *s = cuda_st(b);
     if (x.rows <= 0 || x.cols <= 0)
         return GT_OK;
-    int vec = x.cols % 4 == 0 && cuda_vec4_ok(x) && cuda_vec4_ok(y) &&
+    int vec = x.cols % 4 == 0 && cuda_vec4_ok(x) && cuda_vec4_out_ok(y) &&
               cuda_aligned(gamma, 16) && cuda_aligned(beta, 16);
     unsigned g = cuda_grid_rows(x.rows);
-    if (vec)
+    const float *xp = (const float *)x.data;
+    if (y.dtype == NN_BF16 && vec)
         cuda_ln_fwd_kernel<4><<<g, CUDA_THREADS, 0, s->stream>>>(
-            (float *)y.data, y.ld, mean, rstd, (const float *)x.data, x.ld, gamma, beta, eps,
-            x.rows, x.cols);
+            (uint16_t *)y.data, y.ld, mean, rstd, xp, x.ld, gamma, beta, eps, x.rows, x.cols);
+    else if (y.dtype == NN_BF16)
+        cuda_ln_fwd_kernel<1><<<g, CUDA_THREADS, 0, s->stream>>>(
+            (uint16_t *)y.data, y.ld, mean, rstd, xp, x.ld, gamma, beta, eps, x.rows, x.cols);
+    else if (vec)
+        cuda_ln_fwd_kernel<4><<<g, CUDA_THREADS, 0, s->stream>>>(
+            (float *)y.data, y.ld, mean, rstd, xp, x.ld, gamma, beta, eps, x.rows, x.cols);
     else
         cuda_ln_fwd_kernel<1><<<g, CUDA_THREADS, 0, s->stream>>>(
-            (float *)y.data, y.ld, mean, rstd, (const float *)x.data, x.ld, gamma, beta, eps,
-            x.rows, x.cols);
+            (float *)y.data, y.ld, mean, rstd, xp, x.ld, gamma, beta, eps, x.rows, x.cols);
     CUDA_LAUNCHED("cuda_ln_fwd_kernel", err);
     return GT_OK;
 }

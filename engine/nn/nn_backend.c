@@ -107,14 +107,6 @@ static int need_ptr(const void *p, int nonempty, const char *op, const char *wha
     return GT_OK;
 }
 
-static inline int need_contiguous(nn_tensor t, const char *op, const char *what, gt_error *err)
-{
-    if (t.ld != t.cols && t.rows > 1)
-        return gt_error_set(err, GT_EINVAL, "%s: %s must be contiguous (ld %d != cols %d)", op,
-                            what, t.ld, t.cols);
-    return GT_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* memory                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -231,9 +223,23 @@ static int unary_check(nn_backend *b, nn_tensor y, nn_tensor x, const char *op, 
     return same_shape(y, x, op, "y", "x", err);
 }
 
+/* A unary op whose output may also be bf16: the fp32 result rounded as
+ * cast_bf16 rounds it (the trunk's LayerNorm and SiLU outputs under bf16
+ * feed a matmul only, so the cast pass is folded into them). */
+static int unary_check_out_bf16(nn_backend *b, nn_tensor y, nn_tensor x, const char *op,
+                                gt_error *err)
+{
+    if (y.dtype != NN_BF16)
+        return unary_check(b, y, x, op, err);
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(nn_tensor_check(y, op, err));
+    GT_TRY(need_f32(x, op, "x", err));
+    return same_shape(y, x, op, "y", "x", err);
+}
+
 int nn_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    GT_TRY(unary_check(b, y, x, "silu_fwd", err));
+    GT_TRY(unary_check_out_bf16(b, y, x, "silu_fwd", err));
     return b->ops->silu_fwd(b, y, x, err);
 }
 
@@ -265,7 +271,7 @@ int nn_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float s
 int nn_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
               const float *gamma, const float *beta, float eps, gt_error *err)
 {
-    GT_TRY(unary_check(b, y, x, "ln_fwd", err));
+    GT_TRY(unary_check_out_bf16(b, y, x, "ln_fwd", err));
     GT_TRY(need_ptr(mean, x.rows > 0, "ln_fwd", "mean", err));
     GT_TRY(need_ptr(rstd, x.rows > 0, "ln_fwd", "rstd", err));
     GT_TRY(need_ptr(gamma, x.cols > 0, "ln_fwd", "gamma", err));

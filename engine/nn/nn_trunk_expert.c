@@ -38,6 +38,7 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
     int H = c->hidden, N = c->blocks, B = t->batch;
     float eps = c->ln_eps;
     size_t BH = (size_t)B * H;
+    int bf = t->compute == NN_BF16;
     nn_tensor X;
     if (t->x_direct && t->compute == NN_BF16)
         X = TH(e->x_bf, n, t->D);   /* assembled there (nn_trunk.c) */
@@ -51,19 +52,22 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
         size_t lo = training ? (size_t)l : 0;   /* inference reuses slot 0 */
         /* under bf16 the backward reads the bf16 copies: one fp32 slot */
         size_t lo32 = c->precision == NN_BF16 ? 0 : lo;
-        nn_tensor a = T(e->a + lo32 * BH, n, H), A;
-        GT_TRY(nn_ln_fwd(b, a, e->mean + lo * B, e->rstd + lo * B, hl, P(t, k->ln_g),
+        /* under bf16, LayerNorm writes its bf16 output itself (the same
+         * bits as fp32 then cast_bf16, one pass fewer) */
+        nn_tensor A = bf ? TH(e->a_bf + lo * BH, n, H) : T(e->a + lo32 * BH, n, H);
+        GT_TRY(nn_ln_fwd(b, A, e->mean + lo * B, e->rstd + lo * B, hl, P(t, k->ln_g),
                       P(t, k->ln_b), eps, err));
-        GT_TRY(operand(t, a, e->a_bf ? e->a_bf + lo * BH : NULL, &A, err));
         nn_tensor s = T(e->s + lo32 * BH, n, H), S;
         if (training) {
             nn_tensor z = T(e->z + lo * BH, n, H);
             GT_TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));
-            GT_TRY(nn_silu_fwd(b, s, z, err));
+            S = bf ? TH(e->s_bf + lo * BH, n, H) : s;   /* SiLU likewise */
+            GT_TRY(nn_silu_fwd(b, S, z, err));
         } else {
+            /* the packed layer applies SiLU in its own kernel */
             GT_TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));
+            GT_TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
         }
-        GT_TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
         nn_tensor hn = hl;
         if (training) {
             /* keep h_l for the LayerNorm backward: h_{l+1} = h_l + ... */
@@ -74,10 +78,9 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
         hl = hn;
     }
     size_t lf = training ? (size_t)N : 0;
-    nn_tensor af = T(e->af, n, H), AF;
-    GT_TRY(nn_ln_fwd(b, af, e->mean + lf * B, e->rstd + lf * B, hl, P(t, e->lnf_g),
+    nn_tensor AF = bf ? TH(e->af_bf, n, H) : T(e->af, n, H);
+    GT_TRY(nn_ln_fwd(b, AF, e->mean + lf * B, e->rstd + lf * B, hl, P(t, e->lnf_g),
                   P(t, e->lnf_b), eps, err));
-    GT_TRY(operand(t, af, e->af_bf, &AF, err));
     GT_TRY(linear(t, training, out, AF, e->w_out, P(t, e->b_out), NN_ACT_NONE, 0, err));
     e->rows = n;
     return GT_OK;

@@ -613,6 +613,40 @@ static void test_misc(void)
     for (int i = 0; i < R * 3; i++)
         bad += h[i] != nn_bf16_from_f32(a[i]);
     CHECK_EQ_INT(bad, 0);
+    /* SiLU and LayerNorm into bf16 (the trunk's bf16 path): the fp32
+     * result rounded as the cast rounds it, bit for bit; a strided bf16
+     * output leaves the columns past its view alone */
+    {
+        float *f = buf(R * 3), *mu = buf(R), *rs = buf(R), *gm = rbuf(3, 1.0f), *bt = rbuf(3, 1.0f);
+        uint16_t *hb = NULL;
+        OK(nn_alloc(B, R * 4 * 2, (void **)&hb, &E));
+        nn_tensor hv = nn_tensor_make(hb, NN_BF16, R, 3);
+        hv.ld = 4;
+        for (int i = 0; i < R * 4; i++)
+            hb[i] = 0x7FC1;
+        OK(nn_silu_fwd(B, nn_f32(f, R, 3), nn_f32(a, R, 3), &E));
+        OK(nn_silu_fwd(B, hv, nn_f32(a, R, 3), &E));
+        for (int i = 0; i < R; i++) {
+            for (int j = 0; j < 3; j++)
+                bad += hb[i * 4 + j] != nn_bf16_from_f32(f[i * 3 + j]);
+            bad += hb[i * 4 + 3] != 0x7FC1;
+        }
+        CHECK_EQ_INT(bad, 0);
+        OK(nn_ln_fwd(B, nn_f32(f, R, 3), mu, rs, nn_f32(a, R, 3), gm, bt, 1e-5f, &E));
+        OK(nn_ln_fwd(B, hv, mu, rs, nn_f32(a, R, 3), gm, bt, 1e-5f, &E));
+        for (int i = 0; i < R; i++) {
+            for (int j = 0; j < 3; j++)
+                bad += hb[i * 4 + j] != nn_bf16_from_f32(f[i * 3 + j]);
+            bad += hb[i * 4 + 3] != 0x7FC1;
+        }
+        CHECK_EQ_INT(bad, 0);
+        /* the input stays fp32 */
+        CHECK_EQ_INT(nn_silu_fwd(B, hv, nn_tensor_make(hb, NN_BF16, R, 3), &E), GT_EINVAL);
+        float *fb[] = {f, mu, rs, gm, bt};
+        for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++)
+            nn_free(B, fb[i]);
+        nn_free(B, hb);
+    }
     /* AdamW op == per-element reference, bf16 copy written */
     float *p = rbuf(100, 1.0f), *gr = rbuf(100, 1.0f), *m = buf(100), *v = buf(100);
     float pr[100], mr[100], vr[100];

@@ -99,8 +99,13 @@ static int ref_bias_grad(nn_backend *b, float *db, nn_tensor dy, int acc, gt_err
 static int ref_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     (void)b, (void)err;
-    REF_EACH(x)
-        AT(y, i, j) = nn_silu(AT(x, i, j));
+    REF_EACH(x) {
+        float v = nn_silu(AT(x, i, j));
+        if (y.dtype == NN_BF16)
+            ATH(y, i, j) = nn_bf16_from_f32(v);
+        else
+            AT(y, i, j) = v;
+    }
     return GT_OK;
 }
 
@@ -140,8 +145,13 @@ static int ref_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_t
             mean[i] = mu;
         if (rstd)
             rstd[i] = rs;
-        for (int j = 0; j < x.cols; j++)
-            AT(y, i, j) = nn_ln_elem(AT(x, i, j), mu, rs, g[j], be[j]);
+        for (int j = 0; j < x.cols; j++) {
+            float v = nn_ln_elem(AT(x, i, j), mu, rs, g[j], be[j]);
+            if (y.dtype == NN_BF16)
+                ATH(y, i, j) = nn_bf16_from_f32(v);
+            else
+                AT(y, i, j) = v;
+        }
     }
     return GT_OK;
 }

@@ -246,6 +246,24 @@ static void pcmp_exact(pair *p, const char *what)
     free(g);
 }
 
+/* On each side, a (bf16) holds the same bytes as b (bf16): an op writing
+ * bf16 itself equals the op in fp32 followed by that side's cast_bf16. */
+static void psame_sides(pair *a, pair *b2, const char *what)
+{
+    size_t bytes = a->n * nn_dtype_size(a->dt);
+    unsigned char *ac = calloc(bytes + 1, 1), *ag = calloc(bytes + 1, 1);
+    unsigned char *bc = calloc(bytes + 1, 1), *bg = calloc(bytes + 1, 1);
+    fetch(a, ac, ag);
+    fetch(b2, bc, bg);
+    int same = !memcmp(ac, bc, bytes) && !memcmp(ag, bg, bytes);
+    CHECK_MSG(same, "%s: differs from fp32 then cast_bf16", what);
+    printf("  %-28s %s\n", what, same ? "= fp32 then cast, both sides" : "DIFFERS");
+    free(ac);
+    free(ag);
+    free(bc);
+    free(bg);
+}
+
 /* ------------------------------------------------------------------------ */
 /* op tests                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -392,6 +410,15 @@ static void test_elementwise(int rows, int cols)
     poison(&y);
     BOTH OK(nn_mul(b, T(y), T(x), T(x2), &err));
     pcmp(&y, "mul", 0.0);
+    /* SiLU into bf16 (the trunk's bf16 path) */
+    pair yb = pnew_t(rows, cols, NN_BF16), yc = pnew_t(rows, cols, NN_BF16);
+    poison(&yb);
+    BOTH OK(nn_silu_fwd(b, T(y), T(x), &err));
+    BOTH OK(nn_cast_bf16(b, T(yc), T(y), &err));
+    BOTH OK(nn_silu_fwd(b, T(yb), T(x), &err));
+    pcmp(&yb, "silu_fwd to bf16", TOL_BF16);
+    psame_sides(&yb, &yc, "silu_fwd to bf16");
+    PFREE(&yb, &yc);
     /* in place: y aliases x */
     BOTH OK(nn_silu_fwd(b, T(y), T(y), &err));
     pcmp(&y, "silu_fwd in place", TOL_EW);
@@ -470,6 +497,14 @@ static void test_layernorm(int rows, int cols)
     pcmp(&y, "ln_fwd y", TOL_RED);
     pcmp(&mean, "ln_fwd mean", TOL_RED);
     pcmp(&rstd, "ln_fwd rstd", TOL_RED);
+    /* into bf16 (the trunk's bf16 path): that side's fp32 output, cast */
+    pair yb = pnew_t(rows, cols, NN_BF16), yc = pnew_t(rows, cols, NN_BF16);
+    poison(&yb);
+    BOTH OK(nn_cast_bf16(b, T(yc), T(y), &err));
+    BOTH OK(nn_ln_fwd(b, T(yb), P(mean), P(rstd), T(x), P(g), P(be), 1e-5f, &err));
+    pcmp(&yb, "ln_fwd to bf16", TOL_BF16);
+    psame_sides(&yb, &yc, "ln_fwd to bf16");
+    PFREE(&yb, &yc);
     BOTH OK(nn_ln_bwd(b, T(dx), P(dg), P(dbe), T(dy), T(x), P(mean), P(rstd), P(g), 0, &err));
     pcmp(&dx, "ln_bwd dx", TOL_RED);
     pcmp(&dg, "ln_bwd dgamma (accumulated)", TOL_RED);
