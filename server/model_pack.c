@@ -209,13 +209,29 @@ typedef struct part_view {
     size_t size;
 } part_view;
 
+int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_t field_len,
+                      gt_error *err)
+{
+    char scratch[8];
+    if (!field) {
+        field = scratch;
+        field_len = sizeof scratch;
+    }
+    GT_TRY(model_config_parse(p->config_json, p->config_len, cfg, field, field_len, err));
+    json_t *root = json_loadb(p->config_json, p->config_len, 0, NULL);
+    if (!json_object_get(json_object_get(root, "sample"), "symmetrize"))
+        cfg->symmetrize = 0;
+    json_decref(root);
+    return GT_OK;
+}
+
 /* The contents once every part hashed right: what makes a file a model
  * this build can serve. */
 static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt_error *err)
 {
     model_config cfg;
     char field[128] = "";
-    int rc = model_config_parse(p->config_json, p->config_len, &cfg, field, sizeof field, err);
+    int rc = model_pack_config(p, &cfg, field, sizeof field, err);
     if (rc)
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "config.json", err,
                       "config.json: %s%s%s", field[0] ? field : "", field[0] ? ": " : "",

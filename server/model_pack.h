@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "gt_error.h"
+#include "model_config.h"
 
 #define MODEL_PACK_VERSION 1        /* the newest format this build reads */
 
@@ -90,5 +91,13 @@ typedef struct model_pack {
 int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault *fault,
                     char part[64], gt_error *err);
 void model_pack_free(model_pack *p);
+
+/* The model's config.json as a run config.  A file's config names every
+ * field of the giant that wrote it, so a field it lacks is one added
+ * since, read as what that giant did: sample.symmetrize off (migration
+ * 0012 does the same to recorded runs).  field (may be NULL) names the
+ * offending field on failure. */
+int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_t field_len,
+                      gt_error *err);
 
 #endif

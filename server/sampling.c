@@ -114,8 +114,7 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
          * both checkpoints, checked again as at import */
         if ((rc = models_file_by_id(s->db, model, &file, &file_len, err)) ||
             (rc = model_pack_read(file, file_len, &pack, NULL, NULL, err)) ||
-            (rc = model_config_parse(pack.config_json, pack.config_len, &cfg, field,
-                                     sizeof field, err)))
+            (rc = model_pack_config(&pack, &cfg, field, sizeof field, err)))
             goto out;
         c1 = pack.ckpt[0];
         l1 = pack.ckpt_len[0];

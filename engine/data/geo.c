@@ -337,3 +337,42 @@ int geo_find_voxel(const geo_geometry *g, int layer, double r, double alpha)
         ia = l->n_alpha - 1;
     return l->offset + ia * l->n_r + ir;
 }
+
+static int gcd_int(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int geo_rotation_count(const geo_geometry *g)
+{
+    int G = 0;
+    for (int i = 0; i < g->n_active; i++) {
+        int n = g->layers[g->active[i]].n_alpha;
+        if (n > 1)
+            G = gcd_int(G, n);
+    }
+    return G > 0 ? G : 1;
+}
+
+void geo_turn_shower(const geo_geometry *g, const float *in, float *out, int k, int mirror)
+{
+    const int G = geo_rotation_count(g);
+    k = ((k % G) + G) % G;
+    for (int i = 0; i < g->n_active; i++) {
+        const geo_layer *l = &g->layers[g->active[i]];
+        const int na = l->n_alpha, nr = l->n_r;
+        const int shift = k * (na / G);   /* na is a multiple of G, or 1 */
+        for (int a = 0; a < na; a++) {
+            int b = (a + shift) % na;
+            if (mirror)
+                b = na - 1 - b;
+            memcpy(out + l->offset + (size_t)b * nr, in + l->offset + (size_t)a * nr,
+                   (size_t)nr * sizeof(float));
+        }
+    }
+}

@@ -57,4 +57,19 @@ int geo_find_voxel(const geo_geometry *g, int layer, double r, double alpha);
 /* Radial bin of r in a layer, -1 when outside [r_edges[0], r_edges[n_r]). */
 int geo_find_r_bin(const geo_layer *l, double r);
 
+/* The symmetry of the binning about the beam axis.  Angular bins are
+ * uniform over [-pi, pi) in every layer, so turning a shower by 2 pi / G,
+ * G the gcd of the layers' angular bin counts (ignoring layers with one),
+ * moves every layer's bins onto bins, and so does the mirror alpha -> -alpha
+ * (bin a -> n_alpha - 1 - a).  A shower of a particle along the axis is as
+ * likely as its turned and mirrored copies: the sampler uses this to spread
+ * a model's small angular biases evenly (engine/model/README.md).
+ *
+ * geo_rotation_count: G (1 when no layer has two angular bins or more).
+ * geo_turn_shower: out = in turned by k rotations of 2 pi / G (any k; taken
+ * mod G), then mirrored when `mirror`: within each layer and radial bin, a
+ * permutation of the angular bins.  in and out must not overlap. */
+int geo_rotation_count(const geo_geometry *g);
+void geo_turn_shower(const geo_geometry *g, const float *in, float *out, int k, int mirror);
+
 #endif

@@ -88,6 +88,7 @@ void model_config_defaults(model_config *cfg)
     cfg->solver = MODEL_SOLVER_HEUN;
     cfg->sample_steps = 20;
     cfg->time_power = 2;
+    cfg->symmetrize = 1;
 
     cfg->executor.kind = MODEL_EXEC_LOCAL;
     cfg->executor.requeue = 1;
@@ -513,12 +514,13 @@ static int parse_train(walker *w, const json_t *obj, model_config *cfg)
 
 static int parse_sample(walker *w, const json_t *obj, model_config *cfg)
 {
-    static const char *const keys[] = {"solver", "steps", "time_power", NULL};
+    static const char *const keys[] = {"solver", "steps", "time_power", "symmetrize", NULL};
     int rc, solver = (int)cfg->solver;
     if ((rc = check_keys(w, obj, "sample", keys)) ||
         (rc = get_enum(w, obj, "sample", "solver", SOLVERS, &solver)) ||
         (rc = get_int32(w, obj, "sample", "steps", 1, 1000, &cfg->sample_steps)) ||
-        (rc = get_int32(w, obj, "sample", "time_power", 1, 4, &cfg->time_power)))
+        (rc = get_int32(w, obj, "sample", "time_power", 1, 4, &cfg->time_power)) ||
+        (rc = get_bool(w, obj, "sample", "symmetrize", &cfg->symmetrize)))
         return rc;
     cfg->solver = (model_solver)solver;
     return GT_OK;
@@ -786,8 +788,9 @@ json_t *model_config_to_json(const model_config *c)
         (json_int_t)c->log_every, "val_every", (json_int_t)c->val_every, "val_size",
         c->val_size, "ckpt_every", (json_int_t)c->ckpt_every, "keep_checkpoints",
         c->keep_checkpoints);
-    json_t *sample = json_pack("{s:s, s:i, s:i}", "solver", SOLVERS[c->solver], "steps",
-                               c->sample_steps, "time_power", c->time_power);
+    json_t *sample = json_pack("{s:s, s:i, s:i, s:b}", "solver", SOLVERS[c->solver], "steps",
+                               c->sample_steps, "time_power", c->time_power, "symmetrize",
+                               c->symmetrize);
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", c->name, "dataset", dataset,
                              "model", model, "train", train, "sample", sample);
     if (root && c->executor.kind != MODEL_EXEC_LOCAL)

@@ -18,7 +18,7 @@
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
  *                  "beta1", "beta2", "adam_eps", "grad_clip", "ema", "log_every",
  *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
- *     "sample":  { "solver", "steps", "time_power" },
+ *     "sample":  { "solver", "steps", "time_power", "symmetrize" },
  *     "executor": { "kind", "partition", "time_limit_min", "gres", "requeue",
  *                   "gpus", "ranks" } }
  *
@@ -182,6 +182,10 @@ typedef struct model_config {
                          * (t = 0 is the noise): p > 1 puts the short steps
                          * where the velocity turns fastest, near the noise;
                          * 1 for ddim (its own grid) */
+    int symmetrize;     /* each shower turned by a random one of the
+                         * geometry's rotations about the beam axis and
+                         * mirrored at random, keyed by (seed, row)
+                         * (geo_turn_shower): 0 in runs recorded before it */
 
     /* executor: written back only when it is not "local", so the configs
      * of local runs keep the bytes they had before it existed */

@@ -34,6 +34,8 @@ typedef struct stage_net {
 /* Noise of layer token l of an autoregressive stage 2 comes from stream
  * AR_STREAM + l (rows as in fill_noise). */
 #define AR_STREAM 200u
+/* sample.symmetrize's turn and mirror of row r: block r of this stream */
+#define TURN_STREAM 90u
 
 /* The integration's per-row constants (the time column of the network's
  * conditions, the coefficients of every axpby): each distinct float gets,
@@ -103,6 +105,7 @@ struct model_sampler {
     int *act_h;                         /* rows of the batch still generating */
     /* host buffers */
     float *t_h, *ca_h, *cb_h, *e_inc_h, *c1_h, *x1_h, *c2_h, *edep_h, *x2_h;
+    float *turn_h;                      /* one shower: sample.symmetrize's copy */
     /* per-row constants (const_rows) */
     const_slot *consts;                 /* CONST_SLOTS, open addressing */
     int n_consts, max_consts;
@@ -138,7 +141,7 @@ void model_sampler_close(model_sampler *s)
     free(s->consts);
     float *host[] = {s->t_h,  s->ca_h, s->cb_h,  s->e_inc_h, s->c1_h,  s->x1_h,
                      s->c2_h, s->edep_h, s->x2_h, s->tok_h,  s->ctx_h, s->cnd_h,
-                     s->prev_h};
+                     s->prev_h, s->turn_h};
     free(s->rem_h);
     free(s->hist_h);
     free(s->act_h);
@@ -320,8 +323,9 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
     s->c2_h = malloc((size_t)B * 2 * sizeof(float));
     s->edep_h = malloc((size_t)B * sizeof(float));
     s->x2_h = malloc(bd * sizeof(float));
+    s->turn_h = malloc((size_t)s->geo.n_voxels * sizeof(float));
     if (!s->consts || !s->t_h || !s->ca_h || !s->cb_h || !s->e_inc_h || !s->c1_h || !s->x1_h ||
-        !s->c2_h || !s->edep_h || !s->x2_h) {
+        !s->c2_h || !s->edep_h || !s->x2_h || !s->turn_h) {
         rc = gt_error_set(err, GT_ENOMEM, "out of memory");
         goto fail;
     }
@@ -633,6 +637,29 @@ typedef struct piece {
     int at;          /* row within the batch */
 } piece;
 
+/* sample.symmetrize: each decoded shower turned by one of the geometry's
+ * rotations about the beam axis and mirrored, both drawn from (request
+ * seed, row) on their own stream, so a row's bytes still depend on nothing
+ * but (seed, row).  Why: a model's small angular biases (one angular bin
+ * hit a few percent more often than another, the same in every shower) are
+ * spread evenly, as the reference's are; the low-level classifier found
+ * exactly those (engine/model/README.md, "The beam axis's symmetry"). */
+static void turn_showers(model_sampler *s, const model_sample_request *q, int64_t first,
+                         int rows)
+{
+    const int V = s->geo.n_voxels, G = geo_rotation_count(&s->geo);
+    for (int r = 0; r < rows; r++) {
+        uint32_t w[4];
+        nn_rng_block(q->seed, TURN_STREAM, (uint64_t)(q->row0 + first + r), w);
+        int k = (int)(((uint64_t)w[0] * (uint64_t)G) >> 32), mirror = (int)(w[1] >> 31);
+        float *shower = q->showers + (size_t)(first + r) * V;
+        if (!k && !mirror)
+            continue;
+        geo_turn_shower(&s->geo, shower, s->turn_h, k, mirror);
+        memcpy(shower, s->turn_h, (size_t)V * sizeof(float));
+    }
+}
+
 /* Starting noise: row `row` of a request is filled from (seed, stream) at
  * block offset row * ceil(D/4), so a row's noise depends only on (seed, row),
  * however requests are split and batched.  A piece's rows are consecutive
@@ -843,6 +870,8 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         float *x2 = s->x2_h + (size_t)p[i].at * D2;
         const float *ed = s->edep_h + p[i].at;
         model_repr_showers(&s->repr, x2, ed, p[i].rows, q->showers + (size_t)p[i].first * V);
+        if (s->cfg.symmetrize)
+            turn_showers(s, q, p[i].first, p[i].rows);
         if (q->e_dep)
             memcpy(q->e_dep + p[i].first, ed, (size_t)p[i].rows * sizeof(float));
     }

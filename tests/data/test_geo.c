@@ -1,5 +1,6 @@
 /* geo: the four CaloChallenge binning files and malformed XML. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -245,6 +246,72 @@ static void test_fuzz(void)
     CHECK(failed > 100);
 }
 
+/* The turn about the beam axis: geo_rotation_count is the gcd of the
+ * angular bin counts, and geo_turn_shower moves each voxel's energy to the
+ * voxel whose centre is the old centre turned by 2 pi k / G (then mirrored
+ * phi -> -phi), so it is a permutation, k = G is the identity, turns add up
+ * and a mirror twice is the identity. */
+static void test_turn(const char *file, int rotations)
+{
+    geo_geometry g;
+    if (load(&g, file))
+        return;
+    CHECK_MSG(geo_rotation_count(&g) == rotations, "%s: %d rotations, want %d", file,
+              geo_rotation_count(&g), rotations);
+    const int V = g.n_voxels, G = rotations;
+    float *one = calloc((size_t)V, sizeof(float)), *out = calloc((size_t)V, sizeof(float));
+    float *a = calloc((size_t)V, sizeof(float)), *b2 = calloc((size_t)V, sizeof(float));
+    int bad = 0;
+    rng_state r = rng_init(5, 0);
+    for (int v = 0; v < V; v += (V > 2000 ? 7 : 1)) {
+        for (int t = 0; t < 4; t++) {
+            int k = (int)(rng_next_below(&r, (uint64_t)G) + (t & 1 ? G : 0)), m = t >> 1;
+            memset(one, 0, (size_t)V * sizeof(float));
+            one[v] = 1.0f;
+            geo_turn_shower(&g, one, out, k, m);
+            int w = -1, n = 0;
+            for (int u = 0; u < V; u++)
+                if (out[u] != 0.0f) {
+                    w = u;
+                    n++;
+                }
+            if (n != 1 || out[w] != 1.0f || g.voxel_layer[w] != g.voxel_layer[v]) {
+                bad++;
+                continue;
+            }
+            /* the centre turned: (x, y) by theta = 2 pi k / G, then y -> -y
+             * (a layer with one angular bin is a full ring: it stays) */
+            if (g.layers[g.voxel_layer[v]].n_alpha == 1) {
+                bad += w != v;
+                continue;
+            }
+            double th = 2.0 * M_PI * (double)k / G;
+            double x = g.eta[v] * cos(th) - g.phi[v] * sin(th);
+            double y = g.eta[v] * sin(th) + g.phi[v] * cos(th);
+            if (m)
+                y = -y;
+            bad += fabs(x - g.eta[w]) > 1e-3 * (1 + fabs(x)) ||
+                   fabs(y - g.phi[w]) > 1e-3 * (1 + fabs(y));
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d voxels turned wrong", file, bad);
+    for (int v = 0; v < V; v++)
+        a[v] = (float)v;
+    geo_turn_shower(&g, a, out, G, 0);
+    CHECK(memcmp(a, out, (size_t)V * sizeof(float)) == 0);
+    geo_turn_shower(&g, a, out, 0, 1);
+    geo_turn_shower(&g, out, b2, 0, 1);
+    CHECK(memcmp(a, b2, (size_t)V * sizeof(float)) == 0);
+    geo_turn_shower(&g, a, out, 1, 0);
+    geo_turn_shower(&g, out, b2, G - 1 + 2 * G, 0);
+    CHECK(memcmp(a, b2, (size_t)V * sizeof(float)) == 0);
+    free(one);
+    free(out);
+    free(a);
+    free(b2);
+    geo_free(&g);
+}
+
 int main(void)
 {
     test_dataset2();
@@ -253,6 +320,10 @@ int main(void)
     test_counts("binning_dataset_1_photons.xml", 368, 24, 5, 22, "photon", 0);
     test_counts("binning_dataset_1_pions.xml", 533, 24, 7, 211, "pion", 0);
     test_dataset1_details();
+    test_turn("binning_dataset_2.xml", 16);
+    test_turn("binning_dataset_3.xml", 50);
+    test_turn("binning_dataset_1_photons.xml", 10);
+    test_turn("binning_dataset_1_pions.xml", 10);
     test_bad();
     test_fuzz();
     return check_finish();

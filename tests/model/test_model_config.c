@@ -48,6 +48,7 @@ int main(void)
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
     CHECK_EQ_INT(cfg.time_power, 2);
+    CHECK_EQ_INT(cfg.symmetrize, 1);
     /* a run recorded before them names the old values (migration 0003) */
     CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"trunk\":{\"skip\":\"gated\"}},"
                        "\"stage2\":{\"dequantize\":false,\"voxel_alpha\":1e-6,"
@@ -319,6 +320,15 @@ int main(void)
         json_t *o = model_config_to_json(&cfg);
         CHECK(json_integer_value(json_object_get(json_object_get(o, "sample"), "time_power")) ==
               1);
+        json_decref(o);
+    }
+    /* a run recorded before the turned showers names false (0012) */
+    expect_bad("{\"sample\":{\"symmetrize\":1}}", "sample.symmetrize");
+    CHECK_EQ_INT(parse("{\"sample\":{\"symmetrize\":false}}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.symmetrize, 0);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_is_false(json_object_get(json_object_get(o, "sample"), "symmetrize")));
         json_decref(o);
     }
     expect_bad("{\"name\":\"a\\u0000b\"}", ""); /* Jansson refuses NUL */

@@ -44,7 +44,7 @@ typedef struct variant {
     model_stage2_mode mode;
     model_trunk_kind kind;
     model_solver solver;
-    int before;         /* 0, or the migration (4, 5, 8, 9) whose old values a run
+    int before;         /* 0, or the migration (4, 5, 8, 9, 12) whose old values a run
                          * recorded before it keeps: it must serve the
                          * bytes pinned then */
     int history;        /* model.stage2.history (autoregressive) */
@@ -86,6 +86,13 @@ static const variant VARIANTS[] = {
     /* the previous layers' shares among the token conditions */
     {"autoregressive history 2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
      MODEL_SOLVER_HEUN, 0, 2},
+    /* showers not turned about the beam axis: before 0012 (the hashes
+     * "flow oneshot heun" and "autoregressive" had then); each also checks
+     * that the turned showers are its own, turned */
+    {"flow oneshot heun before 0012", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_HEUN, 12, 0},
+    {"autoregressive before 0012", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 12, 0},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -95,12 +102,12 @@ static const variant VARIANTS[] = {
  * this file exists to catch.  A change of the model or its data pipeline
  * changes them too; then print and update. */
 static const uint64_t GOLDEN[][2] = {
-    {0x8253c55eec2f8020ull, 0x35036c6eb1254828ull},   /* flow oneshot heun */
-    {0xa202ff500dec72afull, 0x6cb3debb6d99a09bull},   /* flow oneshot euler */
-    {0x0f01929638f9f3ebull, 0x62e2c5465bf2b10eull},   /* routed */
-    {0xf32e78a6dce20502ull, 0x7d64dde8f5128c01ull},   /* autoregressive */
-    {0xe66312f93a9f3bb0ull, 0xe86b439d50c9d3c8ull},   /* wgan */
-    {0x2a043714d609c912ull, 0x286374b38dce1a5dull},   /* ddpm */
+    {0x934f29aab9673f12ull, 0xb4e8b1fa03bd0190ull},   /* flow oneshot heun */
+    {0x8514947c3eb00e13ull, 0xd07946f46e80fdf1ull},   /* flow oneshot euler */
+    {0x3e35c9ebd3e8b7c7ull, 0x4ba9712797e0dfe4ull},   /* routed */
+    {0x639ca6f8be16a6acull, 0xbc11de01a979fcf5ull},   /* autoregressive */
+    {0xa29bf879a5186432ull, 0x7bc566c2bf89d254ull},   /* wgan */
+    {0xe44d59fb7fbd380aull, 0xd3cfbdfc6526197dull},   /* ddpm */
     {0x4a8fdee51390d80cull, 0xd2baaaa56980d0b4ull},   /* flow oneshot no rings */
     {0x2e23259302f0059bull, 0x4ddb94cb16c5a831ull},   /* flow oneshot before 0005 */
     {0x8aa2befe3ce04a6full, 0x0a19f2356b0bf149ull},   /* flow oneshot before 0008 */
@@ -108,7 +115,9 @@ static const uint64_t GOLDEN[][2] = {
     {0x7e0a4f12f5a20b9eull, 0x2a7d73f6252ef185ull},   /* flow oneshot heun before 0009 */
     {0xcb28bd4c969c3c4full, 0x82dbc07caf1582b8ull},   /* flow oneshot euler before 0009 */
     {0xefbafc1a69961de8ull, 0xe2383821416aa877ull},   /* autoregressive before 0009 */
-    {0x1523abd2905acd43ull, 0x638cfa9394847d8aull},   /* autoregressive history 2 */
+    {0xd50d032aac918747ull, 0x7d259080e5f21538ull},   /* autoregressive history 2 */
+    {0x8253c55eec2f8020ull, 0x35036c6eb1254828ull},   /* flow oneshot heun before 0012 */
+    {0xf32e78a6dce20502ull, 0x7d64dde8f5128c01ull},   /* autoregressive before 0012 */
 };
 
 typedef struct trained {
@@ -165,8 +174,10 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
     if (v->before == 4 || v->before == 5 || v->before == 8)
         c->stage2.ring_counts = 0;
     c->sample_steps = 3;
-    if (v->before || v->obj == MODEL_OBJ_DDPM)
+    if ((v->before && v->before < 12) || v->obj == MODEL_OBJ_DDPM)
         c->time_power = 1; /* the uniform grid (ddpm: what parsing gives) */
+    if (v->before)
+        c->symmetrize = 0; /* every run recorded before 0012 */
 }
 
 static uint64_t fnv(const float *x, size_t n)
@@ -417,6 +428,67 @@ static void check_diverged(const variant *v, nn_backend *b, int stage)
     free(t.ck[2]);
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* sample.symmetrize on: each row is the unturned row (ref) with every
+ * (layer, radial bin)'s angular values permuted (sorted, they are the same
+ * bytes), not every row is left as it was, and the rows still do not
+ * depend on how they were batched. */
+static void check_turned(const variant *v, int bf16, nn_backend *b, const trained *t0,
+                         const float *e_inc, const float *ref, size_t V)
+{
+    gt_error err;
+    trained t = *t0;
+    t.cfg.symmetrize = 1;
+    const size_t n = (size_t)N_ROWS * V;
+    float *got = calloc(n, sizeof(float)), *again = calloc(n, sizeof(float));
+    const int whole[1] = {0}, cuts[3] = {0, 5, 19};
+    CHECK(sample(b, &t, 64, whole, 1, e_inc, got, NULL, &err) == GT_OK);
+    CHECK(sample(b, &t, 8, cuts, 3, e_inc, again, NULL, &err) == GT_OK);
+    CHECK_MSG(memcmp(got, again, n * sizeof(float)) == 0, "%s: turned showers depend on the "
+              "batching", v->name);
+    geo_geometry g;
+    memset(&g, 0, sizeof g);
+    const void *xml;
+    size_t xl;
+    int rc = model_geometry_builtin_xml(t.cfg.geometry, &xml, &xl, &err);
+    if (!rc)
+        rc = geo_load_memory(&g, xml, (int)xl, &err);
+    CHECK_MSG(rc == GT_OK, "%s", err.message);
+    int moved = 0, bad = 0;
+    float *a = malloc(4096 * sizeof(float)), *c = malloc(4096 * sizeof(float));
+    for (int r = 0; !rc && r < N_ROWS; r++) {
+        const float *x = ref + (size_t)r * V, *y = got + (size_t)r * V;
+        moved += memcmp(x, y, V * sizeof(float)) != 0;
+        for (int li = 0; li < g.n_active; li++) {
+            const geo_layer *l = &g.layers[g.active[li]];
+            for (int j = 0; j < l->n_r && l->n_alpha <= 4096; j++) {
+                for (int q = 0; q < l->n_alpha; q++) {
+                    a[q] = x[l->offset + q * l->n_r + j];
+                    c[q] = y[l->offset + q * l->n_r + j];
+                }
+                qsort(a, (size_t)l->n_alpha, sizeof(float), cmp_float);
+                qsort(c, (size_t)l->n_alpha, sizeof(float), cmp_float);
+                bad += memcmp(a, c, (size_t)l->n_alpha * sizeof(float)) != 0;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s %s: %d (row, layer, ring)s are not a turn of the unturned ones",
+              v->name, bf16 ? "bf16" : "fp32", bad);
+    CHECK_MSG(moved > N_ROWS / 2, "%s: only %d of %d rows were turned", v->name, moved, N_ROWS);
+    printf("%-20s %s: turned about the axis: %d of %d rows moved, every ring a permutation\n",
+           v->name, bf16 ? "bf16" : "fp32", moved, N_ROWS);
+    free(a);
+    free(c);
+    geo_free(&g);
+    free(got);
+    free(again);
+}
+
 static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t golden)
 {
     gt_error err;
@@ -518,6 +590,8 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
         nn_backend_close(o);
     }
     check_copies(v, bf16, b, &t, e_inc, ref, n);
+    if (v->before == 12)
+        check_turned(v, bf16, b, &t, e_inc, ref, V);
     uint64_t h = fnv(ref, n);
     printf("%-20s %s: %d of %d ways to sample agree; %.2f network calls per shower; "
            "hash %016llx (%zu voxels)\n",

@@ -344,6 +344,23 @@ int main(void)
                   "1, 3"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
+    /* 0012: runs recorded before the turned showers do not turn them
+     * (false, as JSON false: the config parser takes no 0); one that names
+     * the field keeps it */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 12 && list[11].version == 12);
+    CHECK_EQ_INT(store_migrate(s, list, 11, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES ('{\"sample\":{\"steps\":7}}'),"
+                         " ('{\"sample\":{\"symmetrize\":true}}'), ('{}')"), SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 11);
+    CHECK(!strcmp(text(s, "SELECT group_concat(json_extract(config, '$.sample'), ' ') FROM runs",
+                       buf, sizeof buf),
+                  "{\"steps\":7,\"symmetrize\":false} {\"symmetrize\":true} "
+                  "{\"symmetrize\":false}"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
     remove_db(path);
 
     char sum[17];
