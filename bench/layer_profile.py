@@ -16,8 +16,14 @@ is taken out of each (so what is left is the shower's own fluctuation),
 over the showers where both layers have energy.  A model that does not know
 where a shower stands on its longitudinal profile shows it here.
 
+With --angles it prints instead how often each angular bin is hit (over
+every layer, ring and shower) and its share of the energy: the reference is
+symmetric about the beam axis, so every bin is alike up to noise, and a
+model's angular bias (the same in every shower, which the high-level
+features sum away) shows as the spread between bins.
+
 Usage: bench/layer_profile.py GENERATED.h5 REFERENCE.h5 [--alpha A --radial R]
-       [--auc K | --corr]
+       [--auc K | --corr | --angles]
 (the dataset-2 binning by default: 45 layers of 16 angles x 9 rings, the
 ring index fastest, as CaloChallenge stores voxels)."""
 import argparse
@@ -108,6 +114,20 @@ def print_corr(files, n_layers, n_alpha, n_r):
         print(name + " | " + " | ".join(cells))
 
 
+def print_angles(files, n_layers, n_alpha, n_r):
+    print("file      | hit rate by angular bin, relative to its mean (min .. max) | "
+          "spread (max/min - 1) | energy share spread")
+    for name, x in files:
+        v = x.reshape(len(x), n_layers, n_alpha, n_r)
+        hits = (v > 0).mean((0, 1, 3))
+        e = v.sum((0, 1, 3))
+        share = e / e.sum()
+        rel = hits / hits.mean()
+        print("%-9s | %s | %.2f %% | %.2f %%" % (
+            name, " ".join("%.3f" % r for r in rel), 100 * (rel.max() / rel.min() - 1),
+            100 * (share.max() / share.min() - 1)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("generated")
@@ -116,6 +136,7 @@ def main():
     ap.add_argument("--radial", type=int, default=9)
     ap.add_argument("--auc", type=int, default=0, metavar="K")
     ap.add_argument("--corr", action="store_true")
+    ap.add_argument("--angles", action="store_true")
     a = ap.parse_args()
     fg, fr = h5py.File(a.generated, "r"), h5py.File(a.reference, "r")
     gen, ref = fg["showers"][:], fr["showers"][:]
@@ -124,6 +145,9 @@ def main():
         print_corr((("generated", gen, fg["incident_energies"][:].ravel()),
                     ("reference", ref, fr["incident_energies"][:].ravel())),
                    n_layers, a.alpha, a.radial)
+        return
+    if a.angles:
+        print_angles((("generated", gen), ("reference", ref)), n_layers, a.alpha, a.radial)
         return
     if a.auc:
         print_auc(gen, ref, n_layers, a.alpha, a.radial, a.auc)
