@@ -22,8 +22,15 @@ symmetric about the beam axis, so every bin is alike up to noise, and a
 model's angular bias (the same in every shower, which the high-level
 features sum away) shows as the spread between bins.
 
+With --spread it prints instead the spread of the hit counts, per decade of
+E_inc, every fifth layer: the standard deviation of the layer's hits, and
+how much of its variance is the rings' own (the sum of the per-ring count
+variances) against what the rings share (the rest: their covariances).  A
+model that gets the means right but regresses towards them shows smaller
+numbers in both.
+
 Usage: bench/layer_profile.py GENERATED.h5 REFERENCE.h5 [--alpha A --radial R]
-       [--auc K | --corr | --angles]
+       [--auc K | --corr | --angles | --spread]
 (the dataset-2 binning by default: 45 layers of 16 angles x 9 rings, the
 ring index fastest, as CaloChallenge stores voxels)."""
 import argparse
@@ -128,6 +135,29 @@ def print_angles(files, n_layers, n_alpha, n_r):
             100 * (share.max() / share.min() - 1)))
 
 
+def print_spread(files, n_layers, n_alpha, n_r):
+    print("layer | E_inc decade | hits std gen / ref | rings' own variance gen / ref | "
+          "shared (covariance) gen / ref")
+    stats = []
+    for x, e in files:
+        v = x.reshape(len(x), n_layers, n_alpha, n_r)
+        stats.append(((v > 0).sum(2), np.log10(e)))   # [showers, layers, rings] counts
+    (cg, lg), (cr, lr) = stats
+    for layer in range(0, n_layers, 5):
+        for d in range(int(np.floor(min(lg.min(), lr.min()))),
+                       int(np.ceil(max(lg.max(), lr.max())))):
+            mg, mr = (lg >= d) & (lg < d + 1), (lr >= d) & (lr < d + 1)
+            if mg.sum() < 50 or mr.sum() < 50:
+                continue
+            out = []
+            for c in (cg[mg, layer], cr[mr, layer]):
+                own, total = c.var(0).sum(), c.sum(1).var()
+                out.append((np.sqrt(total), own, total - own))
+            print("%5d | 1e%d-1e%d MeV | %5.2f %5.2f | %6.2f %6.2f | %6.2f %6.2f" % (
+                layer, d, d + 1, out[0][0], out[1][0], out[0][1], out[1][1], out[0][2],
+                out[1][2]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("generated")
@@ -137,6 +167,7 @@ def main():
     ap.add_argument("--auc", type=int, default=0, metavar="K")
     ap.add_argument("--corr", action="store_true")
     ap.add_argument("--angles", action="store_true")
+    ap.add_argument("--spread", action="store_true")
     a = ap.parse_args()
     fg, fr = h5py.File(a.generated, "r"), h5py.File(a.reference, "r")
     gen, ref = fg["showers"][:], fr["showers"][:]
@@ -145,6 +176,10 @@ def main():
         print_corr((("generated", gen, fg["incident_energies"][:].ravel()),
                     ("reference", ref, fr["incident_energies"][:].ravel())),
                    n_layers, a.alpha, a.radial)
+        return
+    if a.spread:
+        print_spread(((gen, fg["incident_energies"][:].ravel()),
+                      (ref, fr["incident_energies"][:].ravel())), n_layers, a.alpha, a.radial)
         return
     if a.angles:
         print_angles((("generated", gen), ("reference", ref)), n_layers, a.alpha, a.radial)
