@@ -221,6 +221,8 @@ int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_
     json_t *root = json_loadb(p->config_json, p->config_len, 0, NULL);
     if (!json_object_get(json_object_get(root, "sample"), "symmetrize"))
         cfg->symmetrize = 0;
+    if (!json_object_get(json_object_get(json_object_get(root, "model"), "stage2"), "count_stick"))
+        cfg->stage2.count_stick = 0;
     json_decref(root);
     return GT_OK;
 }

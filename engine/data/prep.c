@@ -48,14 +48,21 @@ void prep_layout_set_rings(prep_layout *p, int on)
 {
     p->rings = on != 0;
     if (!p->rings)
-        p->counts = 0;
+        p->counts = p->count_stick = 0;
     layout_blocks(p);
 }
 
 void prep_layout_set_counts(prep_layout *p, int on)
 {
     p->counts = on != 0 && p->rings;
+    if (!p->counts)
+        p->count_stick = 0;
     layout_blocks(p);
+}
+
+void prep_layout_set_count_stick(prep_layout *p, int on)
+{
+    p->count_stick = on != 0 && p->counts;
 }
 
 double prep_logit_map_alpha(double p, double alpha)
@@ -147,6 +154,54 @@ static double dequant_uniform(uint64_t key, int v)
     return ((double)(z >> 40) + 0.5) / 16777216.0;
 }
 
+/* The hits a stick-broken ring may take when R hits are left for it and
+ * `after` more rings, each of n_alpha voxels: at least what those rings
+ * cannot hold, at most what is left or what it can hold. */
+static void hit_bounds(int left, int after, int na, int *lo, int *hi)
+{
+    *lo = left - na * after > 0 ? left - na * after : 0;
+    *hi = left < na ? left : na;
+}
+
+/* p->count_stick: a layer's ring hit counts (hits[j]) and their noise
+ * (u[j], uniform in (0, 1)) -> xc = [ N + u_0 ; s for rings nr-1 .. 1 ],
+ * N the layer's hits and s = (n - lo + u') / (hi - lo + 1) the share, in
+ * (0, 1), of ring j's count within what is left for it (hit_bounds; ring 0
+ * takes the rest).  u' = 0.001 + 0.998 u keeps the value off the edges of
+ * its cell, so that float rounding cannot move floor(s * width). */
+static void encode_count_stick(const int *hits, const double *u, int nr, int na, float *xc)
+{
+    int left = 0;
+    for (int j = 0; j < nr; j++)
+        left += hits[j];
+    xc[0] = (float)(left + u[0]);
+    for (int i = 1; i < nr; i++) {
+        const int j = nr - i; /* outer rings first */
+        int lo, hi;
+        hit_bounds(left, j, na, &lo, &hi);
+        xc[i] = (float)((hits[j] - lo + 0.001 + 0.998 * u[i]) / (double)(hi - lo + 1));
+        left -= hits[j];
+    }
+}
+
+/* Its inverse for decoding: each ring's count, within its bounds whatever
+ * the values (NaN: the fewest hits), so the rings always hold the total
+ * (clamped to the layer's voxels). */
+static void decode_count_stick(const float *xc, int nr, int na, int *hits)
+{
+    const int most = nr * na;
+    int left = !(xc[0] >= 0) ? 0 : xc[0] >= (float)most ? most : (int)floorf(xc[0]);
+    for (int i = 1; i < nr; i++) {
+        const int j = nr - i;
+        int lo, hi;
+        hit_bounds(left, j, na, &lo, &hi);
+        double s = xc[i], n = !(s >= 0) ? lo : lo + floor(s * (hi - lo + 1));
+        hits[j] = n > hi ? hi : n < lo ? lo : (int)n;
+        left -= hits[j];
+    }
+    hits[0] = left; /* within [0, na]: ring 1's lower bound saw to it */
+}
+
 /* Layer k with rings: xb = [ring fractions of the layer (n_r) ; voxel
  * fractions of their ring (n_voxels, as stored: voxel a * n_r + j is in
  * ring j)].  Noise keys: voxel v -> v, ring j of layer k -> V + its ring
@@ -161,6 +216,8 @@ static void encode_layer_rings(const prep_layout *p, int k, const float *shower,
     const int ring0 = p->block_off[k] - l->offset; /* ring features before this layer */
     const int ring_idx0 = p->counts ? ring0 / 2 : ring0; /* rings before this layer */
     float *xr = xb, *xc = p->counts ? xb + nr : NULL, *xv = xb + (p->counts ? 2 * nr : nr);
+    int ring_hits_of[GEO_MAX_R_BINS] = {0}; /* with count_stick: each ring's hits */
+    double ring_u[GEO_MAX_R_BINS] = {0};    /* and their noise */
     for (int j = 0; j < nr; j++) {
         double ring = 0;
         for (int a = 0; a < na; a++)
@@ -180,7 +237,11 @@ static void encode_layer_rings(const prep_layout *p, int k, const float *shower,
                 float e = shower[l->offset + a * nr + j];
                 hits += dq ? e >= thr : e > 0;
             }
-            xc[j] = (float)(hits + dequant_uniform(key, p->n_voxels + p->n_rings + ring_idx0 + j));
+            double u = dequant_uniform(key, p->n_voxels + p->n_rings + ring_idx0 + j);
+            if (p->count_stick)
+                ring_hits_of[j] = hits, ring_u[j] = u;
+            else
+                xc[j] = (float)(hits + u);
         }
         /* an empty ring's voxels: a noise split of it (dequantized) or the
          * uniform one, so they lie on the simplex like every ring's */
@@ -213,6 +274,8 @@ static void encode_layer_rings(const prep_layout *p, int k, const float *shower,
             xv[a * nr + j] = (float)prep_logit_map_alpha(f, alpha);
         }
     }
+    if (xc && p->count_stick)
+        encode_count_stick(ring_hits_of, ring_u, nr, na, xc);
 }
 
 /* Scales the entries of e[a * stride] (n of them; the threshold's
@@ -291,6 +354,9 @@ static void decode_layer_rings(const prep_layout *p, int k, const float *xb, dou
         rsum += rf[j];
     }
     const float *xv = xb + (p->counts ? 2 * nr : nr);
+    int stick_hits[GEO_MAX_R_BINS]; /* with count_stick: each ring's hits */
+    if (p->count_stick)
+        decode_count_stick(xb + nr, nr, na, stick_hits);
     for (int j = 0; j < nr; j++) {
         double ring = p->dequantize ? layer_e * rf[j] : rsum > 0 ? layer_e * rf[j] / rsum : 0;
         double vsum = 0, v[GEO_MAX_ALPHA_BINS];
@@ -308,7 +374,7 @@ static void decode_layer_rings(const prep_layout *p, int k, const float *xb, dou
             if (v[a] > vbest)
                 vbest = v[a], best = a * nr + j;
         }
-        int keep = p->counts ? ring_hits(xb[nr + j], na) : na;
+        int keep = p->count_stick ? stick_hits[j] : p->counts ? ring_hits(xb[nr + j], na) : na;
         /* a count of 0 empties the ring, whatever its energy: the layer's
          * other rings carry it (keeping one voxel instead, keep_largest's
          * reading, measured worse: 3.9x against 3.7x the floor) */

@@ -40,6 +40,7 @@ typedef struct prep_layout {
     int rings;               /* 0 after prep_layout_init; prep_layout_set_rings */
     int keep_largest;        /* 0 after prep_layout_init; see prep_decode_shower */
     int counts;              /* 0 after prep_layout_init; prep_layout_set_counts */
+    int count_stick;         /* 0 after prep_layout_init; prep_layout_set_count_stick */
     int n_rings;             /* ring features (sum of n_r) when rings, else 0  */
     /* Layer k's features (its ring fractions, then its voxel fractions) are
      * x[n_u + block_off[k] .. + block_width[k]). */
@@ -104,6 +105,27 @@ void prep_layout_set_rings(prep_layout *p, int on);
  * ring's hits are its largest voxels, so decode(encode(shower)) is
  * unchanged. */
 void prep_layout_set_counts(prep_layout *p, int on);
+
+/* The ring hit counts stick-broken (p->count_stick = 1, through this call;
+ * needs counts, and turning counts off turns it off; dim is unchanged).
+ * A layer's n_r count features become
+ *   [ N + u ; s_{n_r - 1} ; ... ; s_1 ]
+ * N the layer's hits and s_j, in (0, 1), ring j's hits within those left
+ * for it once the rings outside it took theirs: with L left and j rings
+ * inside it (n_alpha voxels each), ring j holds n in [lo, hi], lo =
+ * max(0, L - j n_alpha), hi = min(L, n_alpha), and s_j = (n - lo + u') /
+ * (hi - lo + 1), u' uniform in (0.001, 0.999) from ring j's count noise
+ * key.  Ring 0 takes what is left.  Decoding reads N = floor (clamped to
+ * the layer's voxels) and each n = lo + floor(s (hi - lo + 1)) clamped to
+ * its bounds, so any values give counts that add up to N and fit their
+ * rings.  Why: a layer's hit total, the quantity the sparsity measures, is
+ * then one value instead of a sum of n_r values each with its own error,
+ * and an outer ring's hits (what the widths weigh most) are decided as a
+ * share of a known total.  Outer rings first: the inner ones are full in
+ * the dense layers, so the innermost taking the rest has the least to
+ * decide; inner rings first measured no better than independent counts
+ * (engine/model/README.md, "The rings' hits together"). */
+void prep_layout_set_count_stick(prep_layout *p, int on);
 
 /* logit(alpha + (1 - 2 alpha) p) for p clamped to [0, 1], and its inverse
  * (the result clamped to [0, 1]). */

@@ -61,6 +61,7 @@ void model_config_defaults(model_config *cfg)
     cfg->stage2.dequantize_top = 1e-4;
     cfg->stage2.keep_largest = 1;
     cfg->stage2.ring_counts = 1;
+    cfg->stage2.count_stick = 1;
     cfg->stage2.layer_weight = 4;
     wgan_defaults(&cfg->stage1.wgan);
     wgan_defaults(&cfg->stage2.wgan);
@@ -348,8 +349,8 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
     static const char *const keys1[] = {"objective", "trunk", "wgan", NULL};
     static const char *const keys2[] = {"objective", "mode", "dequantize", "dequantize_top",
                                         "skip_spent_layers", "history", "voxel_alpha", "rings",
-                                        "ring_counts", "keep_largest", "layer_weight", "trunk",
-                                        "wgan", NULL};
+                                        "ring_counts", "count_stick", "keep_largest",
+                                        "layer_weight", "trunk", "wgan", NULL};
     int rc, objective = (int)s->objective, mode = (int)s->mode;
     if ((rc = check_keys(w, obj, path, is_stage2 ? keys2 : keys1)) ||
         (rc = get_enum(w, obj, path, "objective", OBJECTIVES, &objective)) ||
@@ -360,6 +361,7 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
         (is_stage2 && (rc = get_int32(w, obj, path, "history", 0, MODEL_AR_MAX_HISTORY,
                                       &s->history))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "ring_counts", &s->ring_counts))) ||
+        (is_stage2 && (rc = get_bool(w, obj, path, "count_stick", &s->count_stick))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "keep_largest", &s->keep_largest))) ||
         (is_stage2 && (rc = get_real(w, obj, path, "layer_weight", 0, 1, 100, &s->layer_weight))) ||
         (is_stage2 && (rc = get_real(w, obj, path, "dequantize_top", 0, 1, 1, &s->dequantize_top))) ||
@@ -377,6 +379,13 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
         if (json_is_true(rc_json))
             return fail_key(w, path, "ring_counts", "needs rings (model.stage2.rings)%s", "");
         s->ring_counts = 0;
+    }
+    /* the stick-breaking is of the counts: likewise */
+    if (is_stage2 && !s->ring_counts) {
+        if (json_is_true(json_object_get(obj, "count_stick")))
+            return fail_key(w, path, "count_stick",
+                            "needs ring hit counts (model.stage2.ring_counts)%s", "");
+        s->count_stick = 0;
     }
     const json_t *trunk;
     char p[256];
@@ -762,14 +771,14 @@ json_t *model_config_to_json(const model_config *c)
                                       c->synthetic_energy, "min_mev", c->synthetic_emin_mev,
                                       "max_mev", c->synthetic_emax_mev));
     json_t *model = json_pack(
-        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:f, s:b, s:i, s:o}}",
+        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:b, s:f, s:b, s:i, s:o}}",
         "stage1",
         "objective",
         OBJECTIVES[c->stage1.objective], "trunk", trunk_json(&c->stage1.trunk), "stage2",
         "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode],
         "dequantize", c->stage2.dequantize, "dequantize_top", c->stage2.dequantize_top,
         "voxel_alpha", c->stage2.voxel_alpha, "rings", c->stage2.rings, "ring_counts",
-        c->stage2.ring_counts, "keep_largest", c->stage2.keep_largest, "layer_weight",
+        c->stage2.ring_counts, "count_stick", c->stage2.count_stick, "keep_largest", c->stage2.keep_largest, "layer_weight",
         c->stage2.layer_weight, "skip_spent_layers", c->stage2.skip_spent_layers, "history",
         c->stage2.history, "trunk", trunk_json(&c->stage2.trunk));
     const model_stage_config *st[2] = {&c->stage1, &c->stage2};

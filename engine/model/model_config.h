@@ -11,7 +11,7 @@
  *        before: "energy" the dist's name beside "emin_mev", "emax_mev")
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
  *                  "stage2": { "mode", "objective", "dequantize", "dequantize_top",
- *                              "voxel_alpha", "rings", "ring_counts", "keep_largest",
+ *                              "voxel_alpha", "rings", "ring_counts", "count_stick", "keep_largest",
  *                              "layer_weight",
  *                              "trunk", "wgan" } },
  *     "train":   { "precision", "device", "seed", "batch", "steps",
@@ -130,6 +130,11 @@ typedef struct model_stage_config {
                              * count is a feature and decoding keeps that
                              * many voxels (prep_layout_set_counts; default
                              * on, off without rings) */
+    int count_stick;        /* stage 2 only, with ring_counts: a layer's
+                             * hit total is one feature and the rings'
+                             * counts its stick-breaking, outer rings first
+                             * (prep_layout_set_count_stick; default on,
+                             * off without ring_counts) */
     int keep_largest;       /* stage 2 only: a decoded ring or layer whose
                              * energy reaches the threshold keeps its largest
                              * voxel (prep_layout.keep_largest; default on) */

@@ -499,6 +499,7 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     a->repr.layout.keep_largest = cfg->stage2.keep_largest;
     prep_layout_set_rings(&a->repr.layout, cfg->stage2.rings);
     prep_layout_set_counts(&a->repr.layout, cfg->stage2.ring_counts);
+    prep_layout_set_count_stick(&a->repr.layout, cfg->stage2.count_stick);
     const int dim = a->repr.layout.dim;
     a->dim2 = dim;
     a->n_train = ntr;

@@ -275,6 +275,8 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
                           cfg->stage2.ring_counts ? "true" : "false");
         goto fail;
     }
+    /* the count features' meaning; the vector's width cannot tell it */
+    prep_layout_set_count_stick(&s->repr.layout, cfg->stage2.count_stick);
     const int D = s->repr.layout.dim, B = max_batch;
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
     model_ar_dims_of(&s->repr.layout, s->ar ? cfg->stage2.history : 0, &s->ard);

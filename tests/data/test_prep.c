@@ -191,6 +191,77 @@ static void counts_cases(const char *file, const prep_layout *base, double thr)
     free(e);
 }
 
+/* The same layer with the counts stick-broken: [N + u ; s_{nr-1} .. s_1].
+ * Case 0: N = 3.5, the outer rings' shares 0.1 (no hit of 0..3 left),
+ * ring 1's 0.3 (floor(0.3 * 4) = 1 of the 3 left), so ring 0 takes 2: the
+ * shower of the counts' case 0.  Case 1: N = 2.5 and every share NaN (the
+ * fewest hits each ring may take): ring 0 takes both, ring 1 is empty and
+ * ring 0 carries the layer.  Case 2: N far over the layer's voxels and
+ * every share 7: each ring full, clamped, so ring 0 keeps its four voxels
+ * with energy and the values never ask a ring for more than it holds. */
+static void count_stick_cases(const char *file, const prep_layout *base, double thr)
+{
+    prep_layout p = *base;
+    p.dequantize = 1;
+    p.voxel_alpha = 1e-10;
+    prep_layout_set_rings(&p, 1);
+    prep_layout_set_count_stick(&p, 1); /* no counts: stays off */
+    CHECK_EQ_INT(p.count_stick, 0);
+    prep_layout_set_counts(&p, 1);
+    const int dim = p.dim;
+    prep_layout_set_count_stick(&p, 1);
+    CHECK_EQ_INT(p.count_stick, 1);
+    CHECK_EQ_INT(p.dim, dim); /* the same width */
+    const geo_geometry *g = p.geo;
+    int k = -1;
+    for (int i = 0; i < g->n_active && k < 0; i++)
+        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= 4)
+            k = i;
+    if (k < 0 || !(thr > 0)) {
+        CHECK_MSG(0, "%s: no layer to test the stick-broken counts on", file);
+        return;
+    }
+    const geo_layer *l = &g->layers[g->active[k]];
+    const int nr = l->n_r;
+    float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
+    const double el = 1000.0 * thr;
+    for (int i = 0; i < p.n_u; i++)
+        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
+    for (int i = p.n_u; i < p.dim; i++)
+        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
+    float *xb = x + p.n_u + p.block_off[k];
+    const double v0[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int j = 0; j < nr; j++)
+        xb[j] = (float)prep_logit_map_alpha(j == 0 ? 0.6 : j == 1 ? 0.4 : 1e-12, 1e-10);
+    for (int a = 0; a < 4; a++)
+        xb[2 * nr + a * nr + 0] = (float)prep_logit_map_alpha(v0[a], 1e-10);
+    xb[2 * nr + 2 * nr + 1] = (float)prep_logit_map_alpha(1.0, 1e-10); /* ring 1, angle 2 */
+    for (int c = 0; c < 3; c++) {
+        xb[nr] = c == 0 ? 3.5f : c == 1 ? 2.5f : 1e6f;
+        for (int i = 1; i < nr; i++) /* s of ring nr - i */
+            xb[nr + i] = c == 1 ? NAN : c == 2 ? 7.0f : nr - i == 1 ? 0.3f : 0.1f;
+        prep_decode_shower(&p, x, (float)el, e);
+        int hits, r0 = 0, r1 = 0;
+        double sum = layer_sum(&p, e, k, &hits);
+        for (int a = 0; a < l->n_alpha; a++) {
+            r0 += e[l->offset + a * nr] > 0;
+            r1 += e[l->offset + a * nr + 1] > 0;
+        }
+        const float *r0a = e + l->offset, *r1v = e + l->offset + 2 * nr + 1;
+        const int want_r0 = c == 2 ? 4 : 2, want_r1 = c == 1 ? 0 : 1;
+        double want0 = c == 0 ? 0.6 * el * 4 / 7 : c == 1 ? el * 4 / 7 : 0.6 * el * 0.4;
+        double want1 = c == 1 ? 0 : 0.4 * el;
+        CHECK_MSG(fabs(sum - el) <= 1e-5 * el && r0 == want_r0 && r1 == want_r1 &&
+                      hits == want_r0 + want_r1 && fabs(r0a[0] - want0) <= 1e-5 * el &&
+                      fabs(*r1v - want1) <= 1e-5 * el,
+                  "%s count stick case %d: rings 0 and 1 keep %d and %d hits (want %d and %d), "
+                  "ring 0 angle 0 holds %g (want %g), ring 1 %g (want %g), layer %g of %g",
+                  file, c, r0, r1, want_r0, want_r1, r0a[0], want0, *r1v, want1, sum, el);
+    }
+    free(x);
+    free(e);
+}
+
 static void roundtrip_geometry(const char *file, int n)
 {
     geo_geometry g;
@@ -325,9 +396,11 @@ static void roundtrip_geometry(const char *file, int n)
      * block holds its ring fractions, then (counts) its rings' hit counts,
      * then its voxels' fractions of their ring; the stick-breaking is
      * unchanged, a ring's fraction is its share of the layer, a count
-     * reads back as the ring's hits, and decoding gives back the shower. */
-    for (int mode = 0; mode < 8; mode++) {
-        const int dq = mode & 1, keep = (mode >> 1) & 1, counts = mode >> 2;
+     * reads back as the ring's hits (stick-broken: the layer's total, then
+     * each ring's share of what is left, outer rings first), and decoding
+     * gives back the shower. */
+    for (int mode = 0; mode < 12; mode++) {
+        const int dq = mode & 1, keep = (mode >> 1) & 1, counts = mode >= 4, stick = mode >= 8;
         prep_layout pr = p;
         pr.dequantize = dq;
         pr.voxel_alpha = 1e-10;
@@ -336,6 +409,7 @@ static void roundtrip_geometry(const char *file, int n)
         CHECK_EQ_INT(pr.counts, 0);
         prep_layout_set_rings(&pr, 1);
         prep_layout_set_counts(&pr, counts);
+        prep_layout_set_count_stick(&pr, stick);
         int nring = 0;
         for (int k = 0; k < g.n_active; k++)
             nring += g.layers[g.active[k]].n_r;
@@ -361,6 +435,7 @@ static void roundtrip_geometry(const char *file, int n)
                 double el = 0;
                 for (int v = 0; v < l->n_voxels; v++)
                     el += si[l->offset + v];
+                int ring_hits[GEO_MAX_R_BINS] = {0}, layer_hits = 0;
                 for (int j = 0; j < l->n_r && el > 0; j++) {
                     double ring = 0;
                     for (int a = 0; a < l->n_alpha; a++)
@@ -375,9 +450,23 @@ static void roundtrip_geometry(const char *file, int n)
                     }
                     if (dq && ring < d.threshold_mev)
                         hits = 0;
-                    if (counts)
+                    if (counts && !stick)
                         r_bad += (int)floorf(xb[l->n_r + j]) != hits ||
                                  !(xb[l->n_r + j] > (float)hits);
+                    ring_hits[j] = hits;
+                    layer_hits += hits;
+                }
+                if (stick && el > 0) {
+                    const int nr = l->n_r, na = l->n_alpha;
+                    r_bad += (int)floorf(xb[nr]) != layer_hits || !(xb[nr] > (float)layer_hits);
+                    int left = layer_hits;
+                    for (int j = nr - 1; j >= 1; j--) {
+                        int lo = left - j * na > 0 ? left - j * na : 0, hi = left < na ? left : na;
+                        float sj = xb[nr + (nr - j)];
+                        r_bad += !(sj > 0 && sj < 1) || ring_hits[j] < lo || ring_hits[j] > hi ||
+                                 (int)floor(sj * (hi - lo + 1)) != ring_hits[j] - lo;
+                        left -= ring_hits[j];
+                    }
                 }
             }
             prep_decode_shower(&pr, xr, ed, back);
@@ -395,12 +484,13 @@ static void roundtrip_geometry(const char *file, int n)
                     r_bad++;
             }
         }
+        /* counts 2: stick-broken */
         CHECK_MSG(r_bad == 0, "%s rings (dequantize %d, keep_largest %d, counts %d): %d values "
-                  "off", file, dq, keep, counts, r_bad);
+                  "off", file, dq, keep, counts + stick, r_bad);
         CHECK_MSG(r_lost * 1000 <= r_occ, "%s rings (dequantize %d, keep_largest %d, counts %d): "
-                  "%d of %d occupied voxels lost", file, dq, keep, counts, r_lost, r_occ);
+                  "%d of %d occupied voxels lost", file, dq, keep, counts + stick, r_lost, r_occ);
         printf("%s: rings round trip (dequantize %d, keep_largest %d, counts %d), %d occupied "
-               "voxels, %d lost at the threshold\n", file, dq, keep, counts, r_occ, r_lost);
+               "voxels, %d lost at the threshold\n", file, dq, keep, counts + stick, r_occ, r_lost);
         /* the batch decoder, on the OpenMP threads: each row's bytes as alone */
         prep_decode_showers(&pr, xall, eall, n, batch_back);
         CHECK_MSG(!memcmp(batch_back, rows_back, (size_t)n * g.n_voxels * sizeof *rows_back),
@@ -413,6 +503,7 @@ static void roundtrip_geometry(const char *file, int n)
     }
     keep_largest_cases(file, &p, d.threshold_mev);
     counts_cases(file, &p, d.threshold_mev);
+    count_stick_cases(file, &p, d.threshold_mev);
 
     /* an empty layer: uniform fractions, and zeros when decoded */
     float *one = calloc(g.n_voxels, sizeof *one);

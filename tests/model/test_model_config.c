@@ -47,6 +47,7 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.keep_largest, 1);
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
+    CHECK_EQ_INT(cfg.stage2.count_stick, 1);
     CHECK_EQ_INT(cfg.time_power, 2);
     CHECK_EQ_INT(cfg.symmetrize, 1);
     /* a run recorded before them names the old values (migration 0003) */
@@ -67,6 +68,7 @@ int main(void)
     CHECK_EQ_INT(cfg.stage2.keep_largest, 0);
     CHECK(cfg.stage2.layer_weight == 1);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 0); /* no rings: no counts, unasked */
+    CHECK_EQ_INT(cfg.stage2.count_stick, 0);  /* nor their stick-breaking */
     CHECK_EQ_INT(cfg.stage2.skip_spent_layers, 1);
     {
         json_t *o = model_config_to_json(&cfg);
@@ -78,6 +80,7 @@ int main(void)
         CHECK(json_is_false(json_object_get(s2, "keep_largest")));
         CHECK(json_number_value(json_object_get(s2, "layer_weight")) == 1);
         CHECK(json_is_false(json_object_get(s2, "ring_counts")));
+        CHECK(json_is_false(json_object_get(s2, "count_stick")));
         CHECK(json_is_true(json_object_get(s2, "skip_spent_layers")));
         CHECK(!strcmp(json_string_value(json_object_get(json_object_get(s2, "trunk"), "skip")),
                       "none"));
@@ -103,6 +106,22 @@ int main(void)
                  GT_OK);
     CHECK_EQ_INT(cfg.stage2.rings, 1);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 0);
+    CHECK_EQ_INT(cfg.stage2.count_stick, 0);
+    expect_bad("{\"model\":{\"stage2\":{\"count_stick\":1}}}", "model.stage2.count_stick");
+    expect_bad("{\"model\":{\"stage1\":{\"count_stick\":true}}}", "model.stage1.count_stick");
+    expect_bad("{\"model\":{\"stage2\":{\"ring_counts\":false,\"count_stick\":true}}}",
+               "model.stage2.count_stick");
+    /* a run recorded before 0013 names it off, with counts on */
+    CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"count_stick\":false}}}", &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
+    CHECK_EQ_INT(cfg.stage2.count_stick, 0);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_is_false(json_object_get(
+            json_object_get(json_object_get(o, "model"), "stage2"), "count_stick")));
+        json_decref(o);
+    }
     expect_bad("{\"model\":{\"stage1\":{\"layer_weight\":2}}}", "model.stage1.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":0}}}", "model.stage2.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":101}}}", "model.stage2.layer_weight");

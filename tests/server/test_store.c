@@ -361,6 +361,25 @@ int main(void)
                   "{\"symmetrize\":false}"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
+    /* 0013: runs recorded before the stick-broken hit counts keep each
+     * ring's count; one that names the field keeps it, and a config with
+     * no model object gains one */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 13 && list[12].version == 13);
+    CHECK_EQ_INT(store_migrate(s, list, 12, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES"
+                         " ('{\"model\":{\"stage2\":{\"rings\":true}}}'),"
+                         " ('{\"model\":{\"stage2\":{\"count_stick\":true}}}'), ('{}')"),
+                 SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 12);
+    CHECK(!strcmp(text(s, "SELECT group_concat(json_extract(config, '$.model.stage2'), ' ') "
+                          "FROM runs", buf, sizeof buf),
+                  "{\"rings\":true,\"count_stick\":false} {\"count_stick\":true} "
+                  "{\"count_stick\":false}"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
     remove_db(path);
 
     char sum[17];
