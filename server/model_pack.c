@@ -223,6 +223,8 @@ int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_
         cfg->symmetrize = 0;
     if (!json_object_get(json_object_get(json_object_get(root, "model"), "stage2"), "count_stick"))
         cfg->stage2.count_stick = 0;
+    if (!json_object_get(json_object_get(json_object_get(root, "model"), "stage1"), "profile"))
+        cfg->stage1.profile = 0;
     json_decref(root);
     return GT_OK;
 }

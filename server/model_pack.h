@@ -94,9 +94,9 @@ void model_pack_free(model_pack *p);
 
 /* The model's config.json as a run config.  A file's config names every
  * field of the giant that wrote it, so a field it lacks is one added
- * since, read as what that giant did: sample.symmetrize and
- * model.stage2.count_stick off (migrations 0012 and 0013 do the same to
- * recorded runs).  field (may be NULL) names the
+ * since, read as what that giant did: sample.symmetrize,
+ * model.stage2.count_stick and model.stage1.profile off (migrations 0012,
+ * 0013 and 0014 do the same to recorded runs).  field (may be NULL) names the
  * offending field on failure. */
 int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_t field_len,
                       gt_error *err);

@@ -63,6 +63,7 @@ void model_config_defaults(model_config *cfg)
     cfg->stage2.ring_counts = 1;
     cfg->stage2.count_stick = 1;
     cfg->stage2.layer_weight = 4;
+    cfg->stage1.profile = 1;
     wgan_defaults(&cfg->stage1.wgan);
     wgan_defaults(&cfg->stage2.wgan);
 
@@ -346,7 +347,7 @@ static int parse_wgan(walker *w, const json_t *obj, const char *path, model_wgan
 static int parse_stage(walker *w, const json_t *obj, const char *path, model_stage_config *s,
                        int is_stage2)
 {
-    static const char *const keys1[] = {"objective", "trunk", "wgan", NULL};
+    static const char *const keys1[] = {"objective", "profile", "trunk", "wgan", NULL};
     static const char *const keys2[] = {"objective", "mode", "dequantize", "dequantize_top",
                                         "skip_spent_layers", "history", "voxel_alpha", "rings",
                                         "ring_counts", "count_stick", "keep_largest",
@@ -354,6 +355,7 @@ static int parse_stage(walker *w, const json_t *obj, const char *path, model_sta
     int rc, objective = (int)s->objective, mode = (int)s->mode;
     if ((rc = check_keys(w, obj, path, is_stage2 ? keys2 : keys1)) ||
         (rc = get_enum(w, obj, path, "objective", OBJECTIVES, &objective)) ||
+        (!is_stage2 && (rc = get_bool(w, obj, path, "profile", &s->profile))) ||
         (is_stage2 && (rc = get_enum(w, obj, path, "mode", MODES, &mode))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "dequantize", &s->dequantize))) ||
         (is_stage2 && (rc = get_bool(w, obj, path, "rings", &s->rings))) ||
@@ -771,10 +773,10 @@ json_t *model_config_to_json(const model_config *c)
                                       c->synthetic_energy, "min_mev", c->synthetic_emin_mev,
                                       "max_mev", c->synthetic_emax_mev));
     json_t *model = json_pack(
-        "{s:{s:s, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:b, s:f, s:b, s:i, s:o}}",
+        "{s:{s:s, s:b, s:o}, s:{s:s, s:s, s:b, s:f, s:f, s:b, s:b, s:b, s:b, s:f, s:b, s:i, s:o}}",
         "stage1",
         "objective",
-        OBJECTIVES[c->stage1.objective], "trunk", trunk_json(&c->stage1.trunk), "stage2",
+        OBJECTIVES[c->stage1.objective], "profile", c->stage1.profile, "trunk", trunk_json(&c->stage1.trunk), "stage2",
         "objective", OBJECTIVES[c->stage2.objective], "mode", MODES[c->stage2.mode],
         "dequantize", c->stage2.dequantize, "dequantize_top", c->stage2.dequantize_top,
         "voxel_alpha", c->stage2.voxel_alpha, "rings", c->stage2.rings, "ring_counts",

@@ -108,6 +108,11 @@ typedef struct model_wgan_config {
 
 typedef struct model_stage_config {
     model_objective objective;
+    int profile;            /* stage 1 only: stage 1 also draws the shower's
+                             * longitudinal profile (its energy-weighted mean
+                             * layer and spread), and stage 2 is conditioned
+                             * on it (model_data.h, MODEL_PROFILE_DIM;
+                             * default on) */
     model_stage2_mode mode; /* stage 2 only */
     int dequantize;         /* stage 2 only: empty voxels as noise under the
                              * readout threshold (default on) */

@@ -263,13 +263,24 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
         prep_layout_set_rings(&r->layout, 1);
     if (r->shower.dim != r->layout.dim)
         prep_layout_set_counts(&r->layout, 1);
-    if (r->cond.dim != 1 || r->ratio.dim != 1 || r->shower.dim != r->layout.dim) {
-        int dim = r->shower.dim;
+    /* stage 1's statistics are as wide as its vector: with the profile
+     * (model.stage1.profile) three features, one before it */
+    r->n_profile = r->ratio.dim - 1;
+    if (r->cond.dim != 1 || (r->n_profile != 0 && r->n_profile != MODEL_PROFILE_DIM)) {
+        int c = r->cond.dim, d1 = r->ratio.dim;
+        model_repr_free(r);
+        return gt_error_set(err, GT_EFORMAT,
+                            "model representation block: %d condition and %d stage-1 "
+                            "features (need 1, and 1 or %d)",
+                            c, d1, 1 + MODEL_PROFILE_DIM);
+    }
+    if (r->shower.dim != r->layout.dim) {
+        int dim = r->shower.dim, want = r->layout.dim;
         model_repr_free(r);
         return gt_error_set(err, GT_EFORMAT,
                             "model was trained for a %d-feature shower vector, the geometry "
                             "gives %d",
-                            dim, r->layout.dim);
+                            dim, want);
     }
     return GT_OK;
 }
@@ -291,11 +302,34 @@ void model_arrays_free(model_arrays *a)
     memset(a, 0, sizeof *a);
 }
 
-/* Encodes the listed rows: x2 [n, dim], c1 [n] (log10 E), x1 [n] (ln ratio). */
+void model_profile_of(const geo_geometry *g, const float *shower, float *out)
+{
+    /* sums in double: a 1 TeV shower's layers span six decades */
+    double e = 0, m1 = 0, m2 = 0;
+    const int L = g->n_active;
+    for (int k = 0; k < L; k++) {
+        const geo_layer *ly = &g->layers[g->active[k]];
+        double el = 0;
+        for (int v = 0; v < ly->n_voxels; v++)
+            el += shower[ly->offset + v];
+        e += el;
+        m1 += el * k;
+        m2 += el * (double)k * k;
+    }
+    out[0] = out[1] = 0.0f;
+    if (!(e > 0) || L < 2)
+        return;
+    double mean = m1 / e, var = m2 / e - mean * mean;
+    out[0] = (float)(mean / (L - 1));
+    out[1] = (float)(sqrt(var > 0 ? var : 0) / (L - 1));
+}
+
+/* Encodes the listed rows: x2 [n, dim], c1 [n] (log10 E), x1 [n, dim1] (ln
+ * ratio, then the profile with model.stage1.profile). */
 static int encode_rows(const model_repr *r, const model_dataset *ds, const int64_t *rows,
                        int64_t n, float *x2, float *c1, float *x1, float *edep, gt_error *err)
 {
-    const int V = ds->geo.n_voxels, dim = r->layout.dim;
+    const int V = ds->geo.n_voxels, dim = r->layout.dim, D1 = model_repr_dim1(r);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = rows[i];
         float e_dep = 0;
@@ -306,7 +340,9 @@ static int encode_rows(const model_repr *r, const model_dataset *ds, const int64
         if (rc)
             return gt_error_wrap(err, "shower %lld", (long long)k);
         c1[i] = prep_condition_energy(ds->e_inc[k]);
-        x1[i] = ln_ratio(e_dep, ds->e_inc[k]);
+        x1[(size_t)i * D1] = ln_ratio(e_dep, ds->e_inc[k]);
+        if (r->n_profile)
+            model_profile_of(&ds->geo, ds->showers + (size_t)k * V, x1 + (size_t)i * D1 + 1);
         edep[i] = e_dep;
     }
     return GT_OK;
@@ -316,7 +352,7 @@ static int encode_rows(const model_repr *r, const model_dataset *ds, const int64
 /* autoregressive tokens                                                    */
 /* ------------------------------------------------------------------------ */
 
-void model_ar_dims_of(const prep_layout *p, int history, model_ar_dims *d)
+void model_ar_dims_of(const prep_layout *p, int history, int n_profile, model_ar_dims *d)
 {
     int vmax = 1;
     for (int k = 0; k < p->n_layers; k++) {
@@ -328,7 +364,8 @@ void model_ar_dims_of(const prep_layout *p, int history, model_ar_dims *d)
     d->dim = 1 + vmax;
     d->n_ctx = vmax;
     d->history = history;
-    d->n_cond = 4 + history;
+    d->n_profile = n_profile;
+    d->n_cond = 4 + history + n_profile;
 }
 
 void model_ar_history_push(double *share, int history, double layer_share)
@@ -370,8 +407,9 @@ void model_ar_tokens(const model_repr *r, int history, const float *x2, const fl
 {
     const prep_layout *p = &r->layout;
     model_ar_dims d;
-    model_ar_dims_of(p, history, &d);
+    model_ar_dims_of(p, history, r->n_profile, &d);
     const int L = d.n_tokens, D = d.dim, P = d.n_ctx, C = d.n_cond, H = d.history;
+    const int C2 = model_repr_cond2(r), K = d.n_profile;
     for (int64_t i = 0; i < n; i++) {
         const float *x = x2 + (size_t)i * p->dim;
         double rem = 1.0, share[MODEL_AR_MAX_HISTORY] = {0};
@@ -386,12 +424,14 @@ void model_ar_tokens(const model_repr *r, int history, const float *x2, const fl
             if (l > 0)
                 memcpy(cx, x + p->n_u + p->block_off[l - 1],
                        (size_t)p->block_width[l - 1] * sizeof *cx);
-            cd[0] = c2[2 * i];
-            cd[1] = c2[2 * i + 1];
+            cd[0] = c2[(size_t)i * C2];
+            cd[1] = c2[(size_t)i * C2 + 1];
             cd[2] = model_ar_remainder_feature(rem);
             cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
             for (int h = 0; h < H; h++)
                 cd[4 + h] = model_ar_remainder_feature(share[h]);
+            for (int j = 0; j < K; j++)
+                cd[4 + H + j] = c2[(size_t)i * C2 + 2 + j];
             model_ar_valid(p, l, &valid[2 * row], &valid[2 * row + 1]);
             if (l < L - 1) {
                 double after = ar_remainder_after(r, x, l, rem);
@@ -437,7 +477,7 @@ static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, con
 
 static int build_tokens(model_arrays *a, int history, int skip_spent, gt_error *err)
 {
-    model_ar_dims_of(&a->repr.layout, history, &a->ar_dims);
+    model_ar_dims_of(&a->repr.layout, history, a->repr.n_profile, &a->ar_dims);
     const model_ar_dims *d = &a->ar_dims;
     size_t L = (size_t)d->n_tokens, ntr = (size_t)a->n_train * L, nva = (size_t)a->n_val * L;
     a->ar = 1;
@@ -500,18 +540,20 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     prep_layout_set_rings(&a->repr.layout, cfg->stage2.rings);
     prep_layout_set_counts(&a->repr.layout, cfg->stage2.ring_counts);
     prep_layout_set_count_stick(&a->repr.layout, cfg->stage2.count_stick);
-    const int dim = a->repr.layout.dim;
+    a->repr.n_profile = cfg->stage1.profile ? MODEL_PROFILE_DIM : 0;
+    const int dim = a->repr.layout.dim, D1 = model_repr_dim1(&a->repr),
+              C2 = model_repr_cond2(&a->repr);
     a->dim2 = dim;
     a->n_train = ntr;
     a->n_val = nva;
-    a->x1_train = malloc((size_t)ntr * sizeof(float));
+    a->x1_train = malloc((size_t)ntr * D1 * sizeof(float));
     a->c1_train = malloc((size_t)ntr * sizeof(float));
-    a->x1_val = malloc((size_t)nva * sizeof(float));
+    a->x1_val = malloc((size_t)nva * D1 * sizeof(float));
     a->c1_val = malloc((size_t)nva * sizeof(float));
     a->x2_train = malloc((size_t)ntr * dim * sizeof(float));
     a->x2_val = malloc((size_t)nva * dim * sizeof(float));
-    a->c2_train = malloc((size_t)ntr * 2 * sizeof(float));
-    a->c2_val = malloc((size_t)nva * 2 * sizeof(float));
+    a->c2_train = malloc((size_t)ntr * C2 * sizeof(float));
+    a->c2_val = malloc((size_t)nva * C2 * sizeof(float));
     if (!a->x1_train || !a->c1_train || !a->x1_val || !a->c1_val || !a->x2_train ||
         !a->x2_val || !a->c2_train || !a->c2_val) {
         rc = gt_error_set(err, GT_ENOMEM, "out of memory encoding %lld showers",
@@ -532,7 +574,7 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
         goto fail;
     /* Statistics from the training split only. */
     if ((rc = prep_stats_fit(&a->repr.cond, a->c1_train, ntr, 1, NULL, ntr, err)) ||
-        (rc = prep_stats_fit(&a->repr.ratio, a->x1_train, ntr, 1, NULL, ntr, err)) ||
+        (rc = prep_stats_fit(&a->repr.ratio, a->x1_train, ntr, D1, NULL, ntr, err)) ||
         (rc = prep_stats_fit(&a->repr.shower, a->x2_train, ntr, dim, NULL, ntr, err)))
         goto fail;
     /* model.stage2.layer_weight: the stick-breaking columns standardised to
@@ -558,12 +600,14 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     prep_stats_apply(&a->repr.shower, a->x2_train, ntr);
     prep_stats_apply(&a->repr.shower, a->x2_val, nva);
     for (int64_t i = 0; i < ntr; i++) {
-        a->c2_train[2 * i] = a->c1_train[i];
-        a->c2_train[2 * i + 1] = a->x1_train[i];
+        a->c2_train[(size_t)i * C2] = a->c1_train[i];
+        memcpy(a->c2_train + (size_t)i * C2 + 1, a->x1_train + (size_t)i * D1,
+               (size_t)D1 * sizeof(float));
     }
     for (int64_t i = 0; i < nva; i++) {
-        a->c2_val[2 * i] = a->c1_val[i];
-        a->c2_val[2 * i + 1] = a->x1_val[i];
+        a->c2_val[(size_t)i * C2] = a->c1_val[i];
+        memcpy(a->c2_val + (size_t)i * C2 + 1, a->x1_val + (size_t)i * D1,
+               (size_t)D1 * sizeof(float));
     }
     if (cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE &&
         (rc = build_tokens(a, cfg->stage2.history, cfg->stage2.skip_spent_layers, err)))
@@ -589,7 +633,7 @@ model_stage_data model_arrays_stage(const model_arrays *a, int stage)
     d.n_train = (int)a->n_train;
     d.n_val = (int)a->n_val;
     if (stage == 1) {
-        d.dim = 1;
+        d.dim = model_repr_dim1(&a->repr);
         d.n_cond = 1;
         d.x_train = a->x1_train;
         d.c_train = a->c1_train;
@@ -614,7 +658,7 @@ model_stage_data model_arrays_stage(const model_arrays *a, int stage)
         d.rows_per_item = (int)((a->n_tok_val + a->n_val - 1) / a->n_val);
     } else {
         d.dim = a->dim2;
-        d.n_cond = 2;
+        d.n_cond = model_repr_cond2(&a->repr);
         d.x_train = a->x2_train;
         d.c_train = a->c2_train;
         d.x_val = a->x2_val;
@@ -638,8 +682,9 @@ void model_repr_conditions(const model_repr *r, const float *e_inc, int64_t n, f
 void model_repr_energy(const model_repr *r, const float *e_inc, const float *c1,
                        const float *x1, int64_t n, float *e_dep, float *c2)
 {
+    const int D1 = model_repr_dim1(r), C2 = model_repr_cond2(r);
     for (int64_t i = 0; i < n; i++) {
-        float z = x1[i];
+        float z = x1[(size_t)i * D1];
         float ln = (float)(z * r->ratio.std[0] + r->ratio.mean[0]);
         /* A generated ratio far outside the data is clamped: a shower never
          * deposits more than a few times its sampling-corrected energy. */
@@ -647,8 +692,9 @@ void model_repr_energy(const model_repr *r, const float *e_inc, const float *c1,
             ln = 2.0f;
         float ratio = expf(ln);
         e_dep[i] = ratio > RATIO_FLOOR ? prep_decode_energy(ratio, e_inc[i]) : 0.0f;
-        c2[2 * i] = c1[i];
-        c2[2 * i + 1] = z;
+        /* stage 2 reads stage 1's vector as it came (standardised) */
+        c2[(size_t)i * C2] = c1[i];
+        memcpy(c2 + (size_t)i * C2 + 1, x1 + (size_t)i * D1, (size_t)D1 * sizeof(float));
     }
 }
 

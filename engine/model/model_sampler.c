@@ -277,14 +277,24 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
     }
     /* the count features' meaning; the vector's width cannot tell it */
     prep_layout_set_count_stick(&s->repr.layout, cfg->stage2.count_stick);
+    if ((s->repr.n_profile != 0) != (cfg->stage1.profile != 0)) {
+        rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's stage-1 vector %s the shower's "
+                          "profile and the config says model.stage1.profile = %s",
+                          s->repr.n_profile ? "has" : "has no",
+                          cfg->stage1.profile ? "true" : "false");
+        goto fail;
+    }
     const int D = s->repr.layout.dim, B = max_batch;
+    const int D1 = model_repr_dim1(&s->repr), C2 = model_repr_cond2(&s->repr);
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
-    model_ar_dims_of(&s->repr.layout, s->ar ? cfg->stage2.history : 0, &s->ard);
-    /* conditions per row: stage 1 has 1, oneshot stage 2 2, tokens 4 + H */
-    const int NC = s->ard.n_cond > 4 ? s->ard.n_cond : 4;
-    if ((rc = load_net(s, 1, 1, 1, 0, &v1, err)) ||
+    model_ar_dims_of(&s->repr.layout, s->ar ? cfg->stage2.history : 0, s->repr.n_profile,
+                     &s->ard);
+    /* conditions per row: stage 1 has 1, oneshot stage 2 2 (4 with the
+     * profile), tokens 4 + H (+ 2) */
+    const int NC = s->ard.n_cond > C2 ? s->ard.n_cond : C2;
+    if ((rc = load_net(s, 1, D1, 1, 0, &v1, err)) ||
         (rc = s->ar ? load_net(s, 2, s->ard.dim, s->ard.n_cond, s->ard.n_ctx, &v2, err)
-                    : load_net(s, 2, D, 2, 0, &v2, err)))
+                    : load_net(s, 2, D, C2, 0, &v2, err)))
         goto fail;
     /* device rows are as wide as the widest thing they hold */
     size_t bd = (size_t)B * (D > s->ard.dim ? D : s->ard.dim);
@@ -321,8 +331,8 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
     s->cb_h = malloc((size_t)B * sizeof(float));
     s->e_inc_h = malloc((size_t)B * sizeof(float));
     s->c1_h = malloc((size_t)B * sizeof(float));
-    s->x1_h = malloc((size_t)B * sizeof(float));
-    s->c2_h = malloc((size_t)B * 2 * sizeof(float));
+    s->x1_h = malloc((size_t)B * D1 * sizeof(float));
+    s->c2_h = malloc((size_t)B * C2 * sizeof(float));
     s->edep_h = malloc((size_t)B * sizeof(float));
     s->x2_h = malloc(bd * sizeof(float));
     s->turn_h = malloc((size_t)s->geo.n_voxels * sizeof(float));
@@ -760,7 +770,8 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
 {
     const prep_layout *lay = &s->repr.layout;
     const int L = s->ard.n_tokens, TD = s->ard.dim, P = s->ard.n_ctx, D2 = lay->dim;
-    const int C = s->ard.n_cond, H = s->ard.history;
+    const int C = s->ard.n_cond, H = s->ard.history, K = s->ard.n_profile;
+    const int C2 = model_repr_cond2(&s->repr);
     /* 1e-6 below the threshold: a float rounding of the decoder can never
      * lift a skipped voxel to the threshold itself */
     const double cut = (double)lay->threshold_mev * (1.0 - 1e-6);
@@ -780,12 +791,15 @@ static int run_ar(model_sampler *s, model_sample_request *reqs, const piece *p, 
                 continue;
             s->act_h[na] = i;
             float *cd = s->cnd_h + (size_t)na * C;
-            cd[0] = s->c2_h[2 * i];
-            cd[1] = s->c2_h[2 * i + 1];
+            const float *c2 = s->c2_h + (size_t)i * C2;
+            cd[0] = c2[0];
+            cd[1] = c2[1];
             cd[2] = model_ar_remainder_feature(s->rem_h[i] / (double)s->edep_h[i]);
             cd[3] = L > 1 ? (float)l / (float)(L - 1) : 0.0f;
             for (int h = 0; h < H; h++)
                 cd[4 + h] = model_ar_remainder_feature(s->hist_h[(size_t)i * H + h]);
+            for (int j = 0; j < K; j++)
+                cd[4 + H + j] = c2[2 + j];
             memcpy(s->ctx_h + (size_t)na * P, s->prev_h + (size_t)i * P, (size_t)P * sizeof(float));
             na++;
         }
@@ -835,6 +849,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
                      int rows, int steps, gt_error *err)
 {
     const int D2 = s->repr.layout.dim, V = s->geo.n_voxels;
+    const int D1 = model_repr_dim1(&s->repr), C2 = model_repr_cond2(&s->repr);
     int rc;
     double evals = 0, flops = 0, ev1 = 0, ev2 = 0;
     for (int i = 0; i < np; i++)
@@ -845,22 +860,22 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
     if ((rc = check_finite(p, np, s->c1_h, rows, 1, NULL, "the stage-1 conditions are not finite",
                            err)) ||
         (rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
-        (rc = fill_noise(s, reqs, p, np, 1, 1, err)) ||
+        (rc = fill_noise(s, reqs, p, np, 1, D1, err)) ||
         (rc = run_integrate(s, 1, rows, steps, &ev1, err)) ||
-        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * sizeof(float), err)) ||
-        (rc = check_finite(p, np, s->x1_h, rows, 1, NULL, DIVERGED " in stage 1", err)))
+        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * D1 * sizeof(float), err)) ||
+        (rc = check_finite(p, np, s->x1_h, rows, D1, NULL, DIVERGED " in stage 1", err)))
         return rc;
     model_repr_energy(&s->repr, s->e_inc_h, s->c1_h, s->x1_h, rows, s->edep_h, s->c2_h);
     if ((rc = check_finite(p, np, s->edep_h, rows, 1, NULL, "the deposited energy is not finite",
                            err)) ||
-        (rc = check_finite(p, np, s->c2_h, rows, 2, NULL, "the stage-2 conditions are not finite",
-                           err)))
+        (rc = check_finite(p, np, s->c2_h, rows, C2, NULL,
+                           "the stage-2 conditions are not finite", err)))
         return rc;
     /* stage 2: shower */
     if (s->ar) {
         if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, &flops, err)))
             return rc;
-    } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * 2 * sizeof(float), err)) ||
+    } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * C2 * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
         (rc = run_integrate(s, 2, rows, steps, &ev2, err)) ||
         (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)) ||

@@ -48,6 +48,7 @@ int main(void)
     CHECK(cfg.stage2.layer_weight == 4);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
     CHECK_EQ_INT(cfg.stage2.count_stick, 1);
+    CHECK_EQ_INT(cfg.stage1.profile, 1);
     CHECK_EQ_INT(cfg.time_power, 2);
     CHECK_EQ_INT(cfg.symmetrize, 1);
     /* a run recorded before them names the old values (migration 0003) */
@@ -120,6 +121,19 @@ int main(void)
         json_t *o = model_config_to_json(&cfg);
         CHECK(json_is_false(json_object_get(
             json_object_get(json_object_get(o, "model"), "stage2"), "count_stick")));
+        json_decref(o);
+    }
+    /* model.stage1.profile: stage 1's only; a run recorded before 0014
+     * names it off, and it is written back out */
+    expect_bad("{\"model\":{\"stage2\":{\"profile\":true}}}", "model.stage2.profile");
+    expect_bad("{\"model\":{\"stage1\":{\"profile\":\"yes\"}}}", "model.stage1.profile");
+    CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"profile\":false}}}", &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage1.profile, 0);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_is_false(json_object_get(
+            json_object_get(json_object_get(o, "model"), "stage1"), "profile")));
         json_decref(o);
     }
     expect_bad("{\"model\":{\"stage1\":{\"layer_weight\":2}}}", "model.stage1.layer_weight");

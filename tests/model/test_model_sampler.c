@@ -44,7 +44,7 @@ typedef struct variant {
     model_stage2_mode mode;
     model_trunk_kind kind;
     model_solver solver;
-    int before;         /* 0, or the migration (4, 5, 8, 9, 12) whose old values a run
+    int before;         /* 0, or the migration (4, 5, 8, 9, 12, 13, 14) whose old values a run
                          * recorded before it keeps: it must serve the
                          * bytes pinned then */
     int history;        /* model.stage2.history (autoregressive) */
@@ -100,6 +100,13 @@ static const variant VARIANTS[] = {
      MODEL_SOLVER_HEUN, 13, 0},
     {"autoregressive before 0013", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
      MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 13, 0},
+    /* stage 1 without the shower's profile, stage 2 not conditioned on
+     * it: before 0014 (the hashes "flow oneshot heun" and "autoregressive"
+     * had then) */
+    {"flow oneshot heun before 0014", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_HEUN, 14, 0},
+    {"autoregressive before 0014", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 14, 0},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -109,12 +116,12 @@ static const variant VARIANTS[] = {
  * this file exists to catch.  A change of the model or its data pipeline
  * changes them too; then print and update. */
 static const uint64_t GOLDEN[][2] = {
-    {0x97fc0d4df14602a2ull, 0xf79be6178078239eull},   /* flow oneshot heun */
-    {0xfe7ba89e4adfba49ull, 0x12435ef2a3e76b52ull},   /* flow oneshot euler */
-    {0x0cbeb834ec3d2e96ull, 0x0846dd6332ceb109ull},   /* routed */
-    {0xc06856c575e698e7ull, 0x8575ec77844541a4ull},   /* autoregressive */
-    {0xa047e26751543a08ull, 0x8d6b9797cccbc111ull},   /* wgan */
-    {0xd0c1baa3ee42951bull, 0x4ac847185f5a4a12ull},   /* ddpm */
+    {0xdde47c35cafd83e1ull, 0x186042157379844bull},   /* flow oneshot heun */
+    {0x92a02d6eb094a404ull, 0x6c58f006e53e327cull},   /* flow oneshot euler */
+    {0x8cd1e081163d6399ull, 0x48a6f457d07dff71ull},   /* routed */
+    {0x504fb1e6fe9f70b5ull, 0x519b2873e41f8454ull},   /* autoregressive */
+    {0x9114d8c2b395b0ffull, 0xf26b76d1d0a47ef9ull},   /* wgan */
+    {0x7ccee495888c94f6ull, 0xc302493663dc5b02ull},   /* ddpm */
     {0x4a8fdee51390d80cull, 0xd2baaaa56980d0b4ull},   /* flow oneshot no rings */
     {0x2e23259302f0059bull, 0x4ddb94cb16c5a831ull},   /* flow oneshot before 0005 */
     {0x8aa2befe3ce04a6full, 0x0a19f2356b0bf149ull},   /* flow oneshot before 0008 */
@@ -122,11 +129,13 @@ static const uint64_t GOLDEN[][2] = {
     {0x7e0a4f12f5a20b9eull, 0x2a7d73f6252ef185ull},   /* flow oneshot heun before 0009 */
     {0xcb28bd4c969c3c4full, 0x82dbc07caf1582b8ull},   /* flow oneshot euler before 0009 */
     {0xefbafc1a69961de8ull, 0xe2383821416aa877ull},   /* autoregressive before 0009 */
-    {0x8819745e9aaf0eeaull, 0xfefd9890bc5bc8e3ull},   /* autoregressive history 2 */
+    {0x028f120583b2bd06ull, 0x66f520ad670b45d8ull},   /* autoregressive history 2 */
     {0x8253c55eec2f8020ull, 0x35036c6eb1254828ull},   /* flow oneshot heun before 0012 */
     {0xf32e78a6dce20502ull, 0x7d64dde8f5128c01ull},   /* autoregressive before 0012 */
     {0x934f29aab9673f12ull, 0xb4e8b1fa03bd0190ull},   /* flow oneshot heun before 0013 */
     {0x639ca6f8be16a6acull, 0xbc11de01a979fcf5ull},   /* autoregressive before 0013 */
+    {0x97fc0d4df14602a2ull, 0xf79be6178078239eull},   /* flow oneshot heun before 0014 */
+    {0xc06856c575e698e7ull, 0x8575ec77844541a4ull},   /* autoregressive before 0014 */
 };
 
 typedef struct trained {
@@ -187,8 +196,10 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
         c->time_power = 1; /* the uniform grid (ddpm: what parsing gives) */
     if (v->before && v->before <= 12)
         c->symmetrize = 0; /* every run recorded before 0012 */
-    if (v->before)
+    if (v->before && v->before <= 13)
         c->stage2.count_stick = 0; /* every run recorded before 0013 */
+    if (v->before)
+        c->stage1.profile = 0; /* every run recorded before 0014 */
 }
 
 static uint64_t fnv(const float *x, size_t n)
@@ -538,6 +549,13 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
         CHECK_MSG(rc == GT_EFORMAT && sx == NULL && strstr(err.message, "rings"),
                   "%s: rings %d against the checkpoint: rc %d (%s)", v->name,
                   other.stage2.rings, rc, err.message);
+        model_sampler_close(sx);
+        other = t.cfg;
+        other.stage1.profile = !t.cfg.stage1.profile;
+        rc = model_sampler_open(b, &other, t.ck[1], t.len[1], t.ck[2], t.len[2], 4, &sx, &err);
+        CHECK_MSG(rc == GT_EFORMAT && sx == NULL && strstr(err.message, "profile"),
+                  "%s: profile %d against the checkpoint: rc %d (%s)", v->name,
+                  other.stage1.profile, rc, err.message);
         model_sampler_close(sx);
     }
     float *ref = calloc(n, sizeof(float)), *got = calloc(n, sizeof(float));

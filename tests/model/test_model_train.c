@@ -22,6 +22,7 @@
 #include "model_run.h"
 #include "model_stage_internal.h" /* the average, for test_ema */
 #include "model_sampler.h"
+#include "loader.h"
 #include "synth.h"
 
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 static void tiny_config(model_config *cfg, const char *objective)
 {
     int steps2 = strcmp(objective, "flow") == 0 ? 1000 : 600;
+    int steps1 = strcmp(objective, "flow") == 0 ? 400 : 1000;
     char field[64];
     gt_error err;
     char text[1024];
@@ -39,11 +41,11 @@ static void tiny_config(model_config *cfg, const char *objective)
              "\"val_fraction\":0.2},"
              "\"model\":{\"stage1\":{\"objective\":\"%s\",\"trunk\":{\"hidden\":32,\"blocks\":1}},"
              "\"stage2\":{\"objective\":\"%s\",\"trunk\":{\"hidden\":128,\"blocks\":2}}},"
-             "\"train\":{\"device\":\"cpu\",\"batch\":128,\"steps\":{\"stage1\":400,\"stage2\":%d},"
+             "\"train\":{\"device\":\"cpu\",\"batch\":128,\"steps\":{\"stage1\":%d,\"stage2\":%d},"
              "\"lr\":0.002,\"warmup_steps\":20,\"val_every\":100,\"ckpt_every\":200,"
              "\"val_size\":256,\"log_every\":25},"
              "\"sample\":{\"steps\":10}}",
-             objective, objective, steps2);
+             objective, objective, steps1, steps2);
     int rc = model_config_parse(text, strlen(text), cfg, field, sizeof field, &err);
     CHECK_MSG(rc == GT_OK, "%s", err.message);
 }
@@ -59,10 +61,13 @@ static void test_objective(nn_backend *b, const char *objective)
     int rc = model_run_train(&cfg, b, NULL, &h, NULL, &err);
     CHECK_MSG(rc == GT_OK, "%s: %s", objective, err.message);
     for (int st = 1; st <= 2; st++) {
-        /* Falling validation loss: 10% in stage 1, 1.5% in stage 2 (the flow
-     * matching loss of a 372-feature shower has a large irreducible part). */
-    CHECK_MSG(c.last_val[st] < (st == 1 ? 0.9f : 0.985f) * c.first_val[st],
-              "%s stage %d: val %g -> %g",
+        /* Falling validation loss: 10% in stage 1 (5% for ddpm), 1.5% in
+         * stage 2 (the flow matching loss of a 372-feature shower has a
+         * large irreducible part, and so has ddpm's noise prediction of
+         * stage 1's ratio and profile: 0.554 -> 0.497 over its 1 000 steps
+         * on an AMD EPYC Zen 4, 0.522 over 400). */
+        float fall = st == 2 ? 0.985f : strcmp(objective, "ddpm") == 0 ? 0.95f : 0.9f;
+        CHECK_MSG(c.last_val[st] < fall * c.first_val[st], "%s stage %d: val %g -> %g",
                   objective, st, (double)c.first_val[st], (double)c.last_val[st]);
         printf("%s stage %d: val loss %.4f -> %.4f (best %.4f)\n", objective, st,
                (double)c.first_val[st], (double)c.last_val[st], (double)c.best_val[st]);
@@ -211,7 +216,8 @@ static void test_spent_layers(void)
     CHECK(model_arrays_build(&cfg, &ds, &all, &err) == GT_OK);
     cfg.stage2.skip_spent_layers = 1;
     CHECK(model_arrays_build(&cfg, &ds, &live, &err) == GT_OK);
-    const int L = all.ar_dims.n_tokens, D = all.ar_dims.dim, P = all.ar_dims.n_ctx;
+    const int L = all.ar_dims.n_tokens, D = all.ar_dims.dim, P = all.ar_dims.n_ctx,
+              C = all.ar_dims.n_cond;
     CHECK(all.n_tok_train == all.n_train * L && all.n_tok_val == all.n_val * L);
     CHECK(live.n_tok_train > 0 && live.n_tok_train < all.n_tok_train);
     CHECK(live.n_tok_val > 0 && live.n_tok_val < all.n_tok_val);
@@ -229,8 +235,8 @@ static void test_spent_layers(void)
             if (k < live.n_tok_train &&
                 memcmp(live.t2_train + (size_t)k * D, all.t2_train + row * D,
                        (size_t)D * sizeof(float)) == 0 &&
-                memcmp(live.tc_train + (size_t)k * 4, all.tc_train + row * 4,
-                       4 * sizeof(float)) == 0 &&
+                memcmp(live.tc_train + (size_t)k * C, all.tc_train + row * C,
+                       (size_t)C * sizeof(float)) == 0 &&
                 memcmp(live.tx_train + (size_t)k * P, all.tx_train + row * P,
                        (size_t)P * sizeof(float)) == 0 &&
                 memcmp(live.tv_train + 2 * k, all.tv_train + 2 * row, 2 * sizeof(int32_t)) == 0) {
@@ -262,6 +268,7 @@ static void test_history_conditions(void)
     model_config cfg;
     tiny_config(&cfg, "flow");
     cfg.stage2.mode = MODEL_MODE_AUTOREGRESSIVE;
+    cfg.stage1.profile = 0; /* the conditions as they were before it */
     gt_error err;
     model_dataset ds;
     CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
@@ -300,6 +307,100 @@ static void test_history_conditions(void)
               "shares off", bad_base, bad_shift, bad_share, checked);
     model_arrays_free(&base);
     model_arrays_free(&hist);
+    model_dataset_free(&ds);
+}
+
+/* model.stage1.profile: stage 1's vector is [ln ratio, depth, spread], the
+ * profile computed from the shower's voxels; stage 2's conditions are c
+ * and that vector; a token's are those of a run without it, then the two
+ * profile features; the representation block keeps the width. */
+static void test_profile_conditions(void)
+{
+    /* by hand: dataset-1 photons have 5 layers with voxels; 1 MeV in layer
+     * 0 and 3 MeV in layer 2 put the mean at layer 1.5 and the spread at
+     * sqrt(0.75), both over L - 1 = 4 */
+    geo_geometry g;
+    gt_error err;
+    CHECK(model_geometry_load("dataset_1_photons", &g, &err) == GT_OK);
+    CHECK_EQ_INT(g.n_active, 5);
+    float *sh = calloc((size_t)g.n_voxels, sizeof(float)), prof[MODEL_PROFILE_DIM] = {9, 9};
+    model_profile_of(&g, sh, prof);
+    CHECK(prof[0] == 0.0f && prof[1] == 0.0f); /* no energy: zeros, not NaN */
+    sh[g.layers[g.active[0]].offset] = 1.0f;
+    sh[g.layers[g.active[2]].offset + 3] = 1.0f;
+    sh[g.layers[g.active[2]].offset + 7] = 2.0f;
+    model_profile_of(&g, sh, prof);
+    CHECK_MSG(fabs(prof[0] - 0.375) < 1e-6 && fabs(prof[1] - sqrt(0.75) / 4) < 1e-6,
+              "profile by hand: %g %g", (double)prof[0], (double)prof[1]);
+    free(sh);
+    geo_free(&g);
+
+    model_config cfg;
+    tiny_config(&cfg, "flow");
+    cfg.stage2.mode = MODEL_MODE_AUTOREGRESSIVE;
+    cfg.stage2.history = 2;
+    model_dataset ds;
+    CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
+    model_arrays base, prof_a;
+    cfg.stage1.profile = 0;
+    CHECK(model_arrays_build(&cfg, &ds, &base, &err) == GT_OK);
+    cfg.stage1.profile = 1;
+    CHECK(model_arrays_build(&cfg, &ds, &prof_a, &err) == GT_OK);
+    CHECK_EQ_INT(base.repr.n_profile, 0);
+    CHECK_EQ_INT(prof_a.repr.n_profile, MODEL_PROFILE_DIM);
+    model_stage_data d1 = model_arrays_stage(&prof_a, 1), d2 = model_arrays_stage(&prof_a, 2);
+    CHECK_EQ_INT(d1.dim, 3);
+    CHECK_EQ_INT(d1.n_cond, 1);
+    CHECK_EQ_INT(prof_a.ar_dims.n_cond, 8);
+    CHECK_EQ_INT(d2.n_cond, 8);
+    /* the ratio column is the run's without the profile, bit for bit; the
+     * profile columns, unstandardised, are the showers' own */
+    int64_t *tr = NULL, *va = NULL, ntr = 0, nva = 0;
+    CHECK(loader_split(ds.n, cfg.val_fraction, cfg.split_seed, &tr, &ntr, &va, &nva, &err) ==
+          GT_OK);
+    CHECK(ntr == prof_a.n_train);
+    int bad_ratio = 0, bad_prof = 0, bad_c2 = 0, bad_tok = 0;
+    const int L = prof_a.ar_dims.n_tokens;
+    for (int64_t i = 0; i < prof_a.n_train; i++) {
+        const float *x = prof_a.x1_train + (size_t)i * 3, *c2 = prof_a.c2_train + (size_t)i * 4;
+        bad_ratio += x[0] != base.x1_train[i];
+        float want[MODEL_PROFILE_DIM];
+        model_profile_of(&ds.geo, ds.showers + (size_t)tr[i] * ds.geo.n_voxels, want);
+        for (int j = 0; j < MODEL_PROFILE_DIM; j++) {
+            double got = x[1 + j] * prof_a.repr.ratio.std[1 + j] + prof_a.repr.ratio.mean[1 + j];
+            bad_prof += fabs(got - want[j]) > 1e-5;
+        }
+        bad_c2 += c2[0] != prof_a.c1_train[i] || memcmp(c2 + 1, x, 3 * sizeof(float)) != 0;
+        for (int l = 0; l < L; l++) {
+            size_t row = (size_t)i * L + l;
+            const float *tp = prof_a.tc_train + row * 8, *tb = base.tc_train + row * 6;
+            bad_tok += memcmp(tp, tb, 6 * sizeof(float)) != 0 || tp[6] != x[1] || tp[7] != x[2];
+        }
+    }
+    CHECK_MSG(bad_ratio == 0 && bad_prof == 0 && bad_c2 == 0 && bad_tok == 0,
+              "profile arrays: %d ratios, %d profiles, %d stage-2 conditions, %d token rows off",
+              bad_ratio, bad_prof, bad_c2, bad_tok);
+    /* the representation block keeps the profile; a stage-1 width of 2
+     * (neither 1 nor 3) is refused */
+    size_t cap = model_repr_size(&prof_a.repr), len = 0;
+    uint8_t *blk = malloc(cap);
+    CHECK(model_repr_to_bytes(&prof_a.repr, blk, cap, &len, &err) == GT_OK);
+    model_repr back;
+    CHECK(model_repr_from_bytes(&back, &ds.geo, ds.threshold_mev, blk, len, &err) == GT_OK);
+    CHECK_EQ_INT(back.n_profile, MODEL_PROFILE_DIM);
+    CHECK_EQ_INT(model_repr_dim1(&back), 3);
+    model_repr_free(&back);
+    prof_a.repr.ratio.dim = 2;
+    CHECK(model_repr_to_bytes(&prof_a.repr, blk, cap, &len, &err) == GT_OK);
+    prof_a.repr.ratio.dim = 3;
+    CHECK_EQ_INT(model_repr_from_bytes(&back, &ds.geo, ds.threshold_mev, blk, len, &err),
+                 GT_EFORMAT);
+    CHECK(strstr(err.message, "stage-1") != NULL);
+    free(blk);
+    free(tr);
+    free(va);
+    model_arrays_free(&base);
+    model_arrays_free(&prof_a);
     model_dataset_free(&ds);
 }
 
@@ -442,6 +543,7 @@ int main(void)
     test_objective(b, "ddpm");
     test_spent_layers();
     test_history_conditions();
+    test_profile_conditions();
     test_ema(b);
 
     /* Bad inputs to the trainer. */

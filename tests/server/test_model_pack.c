@@ -303,9 +303,12 @@ int main(void)
             json_t *smp = json_object_get(cj, "sample");
             json_t *s2 = json_object_get(json_object_get(cj, "model"), "stage2");
             CHECK(json_is_true(json_object_get(smp, "symmetrize")));
+            json_t *s1 = json_object_get(json_object_get(cj, "model"), "stage1");
             CHECK(json_is_true(json_object_get(s2, "count_stick")));
+            CHECK(json_is_true(json_object_get(s1, "profile")));
             json_object_del(smp, "symmetrize");
             json_object_del(s2, "count_stick"); /* likewise, before 0013 */
+            json_object_del(s1, "profile");     /* and before 0014 */
             char *old = json_dumps(cj, JSON_COMPACT);
             model_pack_src o = src;
             o.config_json = old;
@@ -318,11 +321,13 @@ int main(void)
             CHECK_EQ_INT(model_pack_config(&op, &oc, NULL, 0, &err), GT_OK);
             CHECK_EQ_INT(oc.symmetrize, 0);
             CHECK_EQ_INT(oc.stage2.count_stick, 0);
+            CHECK_EQ_INT(oc.stage1.profile, 0);
             model_pack_free(&op);
             CHECK_EQ_INT(model_pack_read(file, len, &op, NULL, NULL, &err), GT_OK);
             CHECK_EQ_INT(model_pack_config(&op, &oc, NULL, 0, &err), GT_OK);
             CHECK_EQ_INT(oc.symmetrize, 1);
             CHECK_EQ_INT(oc.stage2.count_stick, 1);
+            CHECK_EQ_INT(oc.stage1.profile, 1);
             model_pack_free(&op);
             free(of);
             free(old);

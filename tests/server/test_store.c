@@ -380,6 +380,25 @@ int main(void)
                   "{\"count_stick\":false}"));
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
+    /* 0014: runs recorded before stage 1 drew the shower's profile keep a
+     * one-feature stage 1; one that names the field keeps it, and a config
+     * with no model object gains one */
+    remove_db(path);
+    CHECK_EQ_INT(store_open(&s, path, &err), GT_OK);
+    CHECK(n >= 14 && list[13].version == 14);
+    CHECK_EQ_INT(store_migrate(s, list, 13, &applied, &err), GT_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO runs(config) VALUES"
+                         " ('{\"model\":{\"stage1\":{\"objective\":\"flow\"}}}'),"
+                         " ('{\"model\":{\"stage1\":{\"profile\":true}}}'), ('{}')"),
+                 SQLITE_OK);
+    CHECK_EQ_INT(store_migrate(s, list, n, &applied, &err), GT_OK);
+    CHECK_EQ_INT(applied, n - 13);
+    CHECK(!strcmp(text(s, "SELECT group_concat(json_extract(config, '$.model.stage1'), ' ') "
+                          "FROM runs", buf, sizeof buf),
+                  "{\"objective\":\"flow\",\"profile\":false} {\"profile\":true} "
+                  "{\"profile\":false}"));
+    CHECK_EQ_INT(store_close(s, &err), GT_OK);
+
     remove_db(path);
 
     char sum[17];
