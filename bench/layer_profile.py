@@ -29,8 +29,14 @@ variances) against what the rings share (the rest: their covariances).  A
 model that gets the means right but regresses towards them shows smaller
 numbers in both.
 
+With --rings L,L,... it prints instead, for the given layers, how often each
+radial ring is hit (over the showers whose layer has energy) and the median
+log10 share of the layer's energy a hit ring holds: a model that leaves
+outer rings empty too often, or fills them too thinly, narrows the widths
+even when the mean shares are right.
+
 Usage: bench/layer_profile.py GENERATED.h5 REFERENCE.h5 [--alpha A --radial R]
-       [--auc K | --corr | --angles | --spread]
+       [--auc K | --corr | --angles | --spread | --rings L,L,...]
 (the dataset-2 binning by default: 45 layers of 16 angles x 9 rings, the
 ring index fastest, as CaloChallenge stores voxels)."""
 import argparse
@@ -158,6 +164,20 @@ def print_spread(files, n_layers, n_alpha, n_r):
                 out[1][2]))
 
 
+def print_rings(files, layers, n_layers, n_alpha, n_r):
+    for layer in layers:
+        for name, x in files:
+            v = x.reshape(len(x), n_layers, n_alpha, n_r)[:, layer].astype(np.float64)
+            energy = v.sum((1, 2))
+            v, energy = v[energy > 0], energy[energy > 0]
+            ring = v.sum(1)
+            hit = ring > 0
+            share = [np.median(np.log10(ring[hit[:, j], j] / energy[hit[:, j]]))
+                     if hit[:, j].sum() > 5 else float("nan") for j in range(n_r)]
+            print("layer %2d %-9s P(hit) %s" % (layer, name, " ".join("%.3f" % p for p in hit.mean(0))))
+            print("         %-9s log10 share | hit %s" % ("", " ".join("%+.2f" % q for q in share)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("generated")
@@ -168,6 +188,7 @@ def main():
     ap.add_argument("--corr", action="store_true")
     ap.add_argument("--angles", action="store_true")
     ap.add_argument("--spread", action="store_true")
+    ap.add_argument("--rings", default="", metavar="L,L,...")
     a = ap.parse_args()
     fg, fr = h5py.File(a.generated, "r"), h5py.File(a.reference, "r")
     gen, ref = fg["showers"][:], fr["showers"][:]
@@ -180,6 +201,10 @@ def main():
     if a.spread:
         print_spread(((gen, fg["incident_energies"][:].ravel()),
                       (ref, fr["incident_energies"][:].ravel())), n_layers, a.alpha, a.radial)
+        return
+    if a.rings:
+        print_rings((("generated", gen), ("reference", ref)),
+                    [int(l) for l in a.rings.split(",")], n_layers, a.alpha, a.radial)
         return
     if a.angles:
         print_angles((("generated", gen), ("reference", ref)), n_layers, a.alpha, a.radial)
