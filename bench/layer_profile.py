@@ -203,8 +203,14 @@ def main():
                       (ref, fr["incident_energies"][:].ravel())), n_layers, a.alpha, a.radial)
         return
     if a.rings:
-        print_rings((("generated", gen), ("reference", ref)),
-                    [int(l) for l in a.rings.split(",")], n_layers, a.alpha, a.radial)
+        try:
+            layers = [int(l) for l in a.rings.split(",")]
+        except ValueError:
+            ap.error("--rings takes layer indices separated by commas, e.g. 1,19")
+        if any(not 0 <= l < n_layers for l in layers):
+            ap.error("--rings: a layer index must lie in 0 .. %d" % (n_layers - 1))
+        print_rings((("generated", gen), ("reference", ref)), layers, n_layers, a.alpha,
+                    a.radial)
         return
     if a.angles:
         print_angles((("generated", gen), ("reference", ref)), n_layers, a.alpha, a.radial)
