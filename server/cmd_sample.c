@@ -147,6 +147,7 @@ int cmd_sample(int argc, char **argv)
         goto out;
     if (device)
         snprintf(cfg.device, sizeof cfg.device, "%s", device);
+    double t_open = now_s();
     if (model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, &err) ||
         model_sampler_open(b, &cfg, ck1, l1, ck2, l2, (int)batch, &smp, &err))
         goto out;
@@ -161,6 +162,8 @@ int cmd_sample(int argc, char **argv)
         goto out;
     writer_open = 1;
     double t0 = now_s(), evals = 0, flops = 0, t_run = 0, t_decode = 0, t_write = 0;
+    double t_device = 0;
+    t_open = t0 - t_open;
     for (long long first = 0; first < a.n; first += batch) {
         long long m = a.n - first < batch ? a.n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
@@ -176,22 +179,29 @@ int cmd_sample(int argc, char **argv)
             goto out;
         t_run += t2 - t1;
         t_decode += model_sampler_decode_seconds(smp);
+        t_device += model_sampler_device_seconds(smp);
         t_write += now_s() - t2;
         evals += model_sampler_evals_per_shower(smp) * (double)m;
         flops += model_sampler_flops_per_shower(smp) * (double)m;
     }
-    double dt = now_s() - t0;
     writer_open = 0;
+    double t_fin = now_s();
     if (calo_h5_finish(&w, &err))
         goto out;
+    double dt = now_s() - t0;
+    t_write += now_s() - t_fin;
     fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", a.n,
             a.run, a.out_path, dt, (double)a.n / dt, b->name);
     /* the sampling cost: network evaluations per shower times their FLOPs */
     fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n", evals / (double)a.n,
             flops / (double)a.n / 1e6);
     /* where the time went: on a GPU the host's part is what is left */
-    fprintf(stderr, "time: sampler %.2f s (of it decoding on the host %.2f s), writing %.2f s\n",
-            t_run, t_decode, t_write);
+    fprintf(stderr,
+            "time: sampler %.2f s (of it the networks and copies back %.2f s, decoding on the "
+            "host %.2f s, other host work %.2f s), writing %.2f s (of it compressing %.2f s); "
+            "before them, opening the run %.2f s\n",
+            t_run, t_device, t_decode, t_run - t_device - t_decode, t_write,
+            w.compress_s, t_open);
     status = 0;
 out:
     if (writer_open)

@@ -149,6 +149,13 @@ for rn in $runs; do
             ms=$(echo "${sps:-0} $n_sample" | awk '{ if ($1 > 0) printf "%.1f", 1000 * $2 / $1; else print 0 }')
             echo "RESULT giant_sample_${name}_b$b $ms 0 ${sps:-0}"
             say ok "giant sample run $id ($name) batch $b: ${sps:-?} showers/s, ${mflop:-?} MFLOP a shower"
+            # where the time went, and the production sampler's own rate:
+            # the networks and the copies back, without decoding and writing
+            grep '^time:' "sample-$name-$b.log" | sed "s/^/   $name batch $b: /"
+            dev_s=$(sed -n 's/.*the networks and copies back \([0-9.]*\) s.*/\1/p' \
+                "sample-$name-$b.log" | tail -1)
+            echo "${dev_s:-0} $n_sample" | awk -v n="sampler_device_${name}_b$b" \
+                '$1 > 0 { printf "RESULT %s %.1f 0 %.0f\n", n, 1000 * $1, $2 / $1 }'
             # the promise: the same showers whatever the batch
             if [ -z "$ref" ]; then
                 ref=$out refb=$b

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <hdf5.h>
+#include <omp.h>
 #include <pthread.h>
 #include <zlib.h>
 
@@ -696,6 +697,7 @@ static int calo_h5_flush_stage(calo_h5_writer *w, gt_error *err)
     memset((char *)w->stage + (size_t)w->staged * row_bytes, 0,
            (size_t)n_chunks * chunk_bytes - (size_t)w->staged * row_bytes);
     int level = w->gzip_level, failed = 0;
+    double t0 = omp_get_wtime();
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
     for (int c = 0; c < n_chunks; c++) {
         const unsigned char *src = (const unsigned char *)w->stage + (size_t)c * chunk_bytes;
@@ -717,6 +719,7 @@ static int calo_h5_flush_stage(calo_h5_writer *w, gt_error *err)
             failed |= 1;
         w->zlen[c] = out_len;
     }
+    w->compress_s += omp_get_wtime() - t0;
     if (failed)
         return gt_error_set(err, GT_EIO, "zlib compression failed");
     int64_t rows_after = w->flushed + w->staged;

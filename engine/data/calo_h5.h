@@ -104,6 +104,7 @@ typedef struct calo_h5_writer {
     unsigned char *zbuf;   /* per chunk: shuffle scratch + deflate output  */
     size_t zcap;           /* bytes of zbuf per chunk                      */
     size_t *zlen;          /* compressed length per chunk                  */
+    double compress_s;     /* seconds spent shuffling and deflating chunks */
 } calo_h5_writer;
 
 /* Creates (truncates) `path`.  chunk_rows <= 0 picks a chunk of about 1 MiB;

@@ -91,6 +91,9 @@ struct model_sampler {
     double flops_sum;   /* and their multiply-add FLOPs */
     int64_t evals_rows;
     double decode_s;    /* host seconds of the current run spent decoding */
+    double device_s;    /* seconds of the current run from each stage's noise
+                         * to its result on the host (the device's work and
+                         * the copy back; on a CPU, the networks) */
     /* backend buffers, max_batch rows */
     float *x, *xp, *v1, *v2, *c, *cond, *t, *ca, *cb;
     float *ones;  /* [max_batch, dim2] of 1: the constant term of clamps */
@@ -173,6 +176,7 @@ int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
 }
 double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
 double model_sampler_decode_seconds(const model_sampler *s) { return s->decode_s; }
+double model_sampler_device_seconds(const model_sampler *s) { return s->device_s; }
 void model_sampler_set_graphs(model_sampler *s, int on)
 {
     s->graphs_on = on != 0;
@@ -309,15 +313,22 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
         (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->cb, err)))
         goto fail;
     {
-        float *one = malloc(bd * sizeof(float));
+        /* one row of 1 from the host, then doubled on the device: a host
+         * copy of the whole [B, D] would be the largest buffer of the open
+         * (1.7 GB at 65 536 rows), written once and thrown away */
+        const size_t row = bd / (size_t)B;
+        float *one = malloc(row * sizeof(float));
         if (!one) {
             rc = gt_error_set(err, GT_ENOMEM, "out of memory");
             goto fail;
         }
-        for (size_t i = 0; i < bd; i++)
+        for (size_t i = 0; i < row; i++)
             one[i] = 1.0f;
-        rc = nn_copy_h2d(b, s->ones, one, bd * sizeof(float), err);
+        rc = nn_copy_h2d(b, s->ones, one, row * sizeof(float), err);
         free(one);
+        for (size_t have = row; rc == GT_OK && have < bd; have *= 2)
+            rc = nn_copy_d2d(b, s->ones + have, s->ones,
+                             (have < bd - have ? have : bd - have) * sizeof(float), err);
         if (rc)
             goto fail;
     }
@@ -857,13 +868,16 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
                (size_t)p[i].rows * sizeof(float));
     model_repr_conditions(&s->repr, s->e_inc_h, rows, s->c1_h);
     /* stage 1: energy */
+    double t_dev = sampler_clock();
     if ((rc = check_finite(p, np, s->c1_h, rows, 1, NULL, "the stage-1 conditions are not finite",
                            err)) ||
         (rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
         (rc = fill_noise(s, reqs, p, np, 1, D1, err)) ||
         (rc = run_integrate(s, 1, rows, steps, &ev1, err)) ||
-        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * D1 * sizeof(float), err)) ||
-        (rc = check_finite(p, np, s->x1_h, rows, D1, NULL, DIVERGED " in stage 1", err)))
+        (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * D1 * sizeof(float), err)))
+        return rc;
+    s->device_s += sampler_clock() - t_dev;
+    if ((rc = check_finite(p, np, s->x1_h, rows, D1, NULL, DIVERGED " in stage 1", err)))
         return rc;
     model_repr_energy(&s->repr, s->e_inc_h, s->c1_h, s->x1_h, rows, s->edep_h, s->c2_h);
     if ((rc = check_finite(p, np, s->edep_h, rows, 1, NULL, "the deposited energy is not finite",
@@ -871,16 +885,23 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         (rc = check_finite(p, np, s->c2_h, rows, C2, NULL,
                            "the stage-2 conditions are not finite", err)))
         return rc;
-    /* stage 2: shower */
+    /* stage 2: shower (autoregressive: the host's share of each layer
+     * counts as the device's here) */
+    t_dev = sampler_clock();
     if (s->ar) {
         if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, &flops, err)))
             return rc;
-    } else if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * C2 * sizeof(float), err)) ||
-        (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
-        (rc = run_integrate(s, 2, rows, steps, &ev2, err)) ||
-        (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)) ||
-        (rc = check_finite(p, np, s->x2_h, rows, D2, NULL, DIVERGED " in stage 2", err)))
-        return rc;
+        s->device_s += sampler_clock() - t_dev;
+    } else {
+        if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * C2 * sizeof(float), err)) ||
+            (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
+            (rc = run_integrate(s, 2, rows, steps, &ev2, err)) ||
+            (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)))
+            return rc;
+        s->device_s += sampler_clock() - t_dev;
+        if ((rc = check_finite(p, np, s->x2_h, rows, D2, NULL, DIVERGED " in stage 2", err)))
+            return rc;
+    }
     const double t_decode = sampler_clock();
     for (int i = 0; i < np; i++) {
         model_sample_request *q = &reqs[p[i].req];
@@ -913,6 +934,7 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
     s->flops_sum = 0;
     s->evals_rows = 0;
     s->decode_s = 0;
+    s->device_s = 0;
     s->graph_replays = 0;
     int rc = sampler_run(s, reqs, n_reqs, steps, err);
     if (rc == GT_OK && s->evals_rows > 0) {

@@ -88,5 +88,9 @@ double model_sampler_flops_per_shower(const model_sampler *s);
 /* Host seconds the last run spent decoding the generated showers (the
  * inverse transforms, after the device's work): what a GPU cannot speed up. */
 double model_sampler_decode_seconds(const model_sampler *s);
+/* Seconds the last run spent from each stage's noise to its result on the
+ * host: on a GPU the device's work and the copies back, on a CPU the
+ * networks.  The rest of a run is host work: checks, conditions, decoding. */
+double model_sampler_device_seconds(const model_sampler *s);
 
 #endif
