@@ -246,13 +246,23 @@ if [ "$ok_build" = 1 ]; then
             --output-on-failure
         cat "$plog" >>"$tlog"
         cat "$bdir/Testing/Temporary/LastTest.log" >>"$flog" 2>/dev/null
+        # ctest says "100% tests passed out of N" when none failed
         row "ctest-$part" "$(status "$rc")" "$secs" "$(sed -n \
-            's/.*tests passed, \([0-9]*\) tests* failed out of \([0-9]*\).*/\2 tests, \1 failed/p' "$plog"), $(
+            -e 's/.*tests passed, \([0-9]*\) tests* failed out of \([0-9]*\).*/\2 tests, \1 failed/p' \
+            -e 's/.*100% tests passed out of \([0-9]*\).*/\1 tests, 0 failed/p' "$plog"), $(
             grep -c '(Skipped)' "$plog") skipped, -j$cj"
     done
-    # why each skipped test skipped (check_skip prints "SKIPPED: why")
+    # why each skipped test skipped: check_skip prints "SKIPPED: why", the
+    # Python tests "SKIP: why", the fuzz runner "NAME: skipped: why"; tests
+    # that give the same reason share one line (the 15 fuzz targets)
     awk '/^[0-9]+\/[0-9]+ Testing: / { t = $3 }
-         /^SKIPPED: / { print "   skipped " t ": " substr($0, 10) }' "$flog" >"$build/skipped.txt"
+         { why = "" }
+         /^SKIPPED: / { why = substr($0, 10) }
+         /^SKIP: / { why = substr($0, 7) }
+         /^[A-Za-z0-9_]+: skipped: / { why = $0; sub(/^[^:]*: skipped: /, "", why) }
+         why != "" { if (!(why in who)) order[n++] = why; who[why] = who[why] (who[why] == "" ? "" : ", ") t }
+         END { for (i = 0; i < n; i++) print "   skipped " who[order[i]] ": " order[i] }' \
+        "$flog" >"$build/skipped.txt"
     [ "${GIANT_GPU_TESTS:-all}" = cuda ] || echo "   left out test_k8s_schema: it installs" \
         "kubernetes-validate from PyPI and runs yamllint; a GPU machine reaches no registry (CI runs it)" \
         >>"$build/skipped.txt"

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define N_ROWS 45
 
@@ -382,9 +383,19 @@ static void check_copies(const variant *v, int bf16, nn_backend *b, const traine
         h2d = c.h2d;
         d2h = c.d2h;
         allocs = c.b.alloc_count;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         CHECK(model_sampler_run(s, &rq, 1, 0, &err) == GT_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
         CHECK_MSG(memcmp(got, ref, n * sizeof(float)) == 0, "%s %s: counted run %d: other bytes",
                   v->name, bf16 ? "bf16" : "fp32", run);
+        /* the split giant sample prints: the networks and decoding are
+         * parts of the run, never more than it */
+        double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double dev_s = model_sampler_device_seconds(s), dec_s = model_sampler_decode_seconds(s);
+        CHECK_MSG(dev_s > 0 && dec_s >= 0 && dev_s + dec_s <= wall + 1e-6,
+                  "%s: networks %.6f s and decoding %.6f s of a %.6f s run", v->name, dev_s, dec_s,
+                  wall);
     }
     h2d = c.h2d - h2d;
     d2h = c.d2h - d2h;
