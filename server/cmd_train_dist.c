@@ -144,11 +144,16 @@ int cmd_train_spawn_ranks(cmd_train_spawn *t)
     t->failure[0] = '\0';
     gt_error err = {0};
     const char *kind = t->gpus ? "nccl" : "shm";
-    char id[4096] = "", dir[4096] = "";
+    /* dir is shorter than id, so that "dir/id" always fits */
+    char id[4096] = "", dir[4000] = "";
     dist_shm_group *g = NULL;
     if (t->gpus) {
         const char *tmp = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/giant-nccl.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+        int n = snprintf(dir, sizeof dir, "%s/giant-nccl.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+        if (n < 0 || (size_t)n >= sizeof dir) {
+            fprintf(stderr, "giant train: TMPDIR is too long for the NCCL group's folder\n");
+            return 1;
+        }
         if (!mkdtemp(dir)) {
             fprintf(stderr, "giant train: making %s: %s\n", dir, strerror(errno));
             return 1;

@@ -305,7 +305,7 @@ static void test_numbers(gc_client *c, long long run)
         /* the same number, and the same digits in both replies */
         CHECK_MSG(json_real_value(json_array_get(p, 1)) == strtod(s.loss[k], NULL), "%s vs %.17g",
                   s.loss[k], json_real_value(json_array_get(p, 1)));
-        char needle[48];
+        char needle[3 * sizeof s.loss[0] + 8];   /* room for three whole numbers */
         snprintf(needle, sizeof needle, ",%s,%s,%s]", s.loss[k], s.loss[k], s.loss[k]);
         CHECK_MSG(strstr(r.body, needle) != NULL, "%s not in the history", needle);
     }
