@@ -75,9 +75,39 @@ static int calo_h5_fail(gt_error *err, int code, const char *what, const char *p
                         detail[0] ? ": " : "", detail);
 }
 
+/* The first row in [0, n) with a bad energy or voxel, or n: rows in
+ * parallel, each scanned without an early exit so that it vectorises (the
+ * writer runs this over every value giant sample writes). */
+static int64_t calo_h5_first_bad(const float *energies, const float *showers, int64_t n,
+                                 int n_voxels)
+{
+    int64_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first) \
+    if (n * (int64_t)n_voxels > (1 << 16))
+    for (int64_t i = 0; i < n; i++) {
+        int ok = !energies || (isfinite(energies[i]) && energies[i] > 0);
+        if (showers) {
+            const float *s = showers + i * (int64_t)n_voxels;
+            for (int v = 0; v < n_voxels; v++)
+                ok &= (s[v] >= 0) & (s[v] <= FLT_MAX);   /* false for NaN */
+        }
+        if (!ok && i < first)
+            first = i;
+    }
+    return first;
+}
+
 int calo_h5_check_rows(const float *energies, const float *showers, int64_t n, int n_voxels,
                        int64_t row_base, gt_error *err)
 {
+    /* the details (which voxel, what is wrong) from the first bad row alone */
+    int64_t bad = calo_h5_first_bad(energies, showers, n, n_voxels);
+    if (bad == n)
+        return GT_OK;
+    energies = energies ? energies + bad : NULL;
+    showers = showers ? showers + bad * (int64_t)n_voxels : NULL;
+    row_base += bad;
+    n = 1;
     for (int64_t i = 0; i < n; i++) {
         if (energies) {
             float e = energies[i];

@@ -1,6 +1,7 @@
 /* prep: model representation of showers and its exact inverse. */
 #include "prep.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,6 +466,21 @@ void prep_decode_showers(const prep_layout *p, const float *x, const float *e_de
     for (int64_t i = 0; i < n; i++)
         prep_decode_shower(p, x + i * (int64_t)p->dim, e_dep[i],
                            showers + i * (int64_t)p->n_voxels);
+}
+
+int64_t prep_first_nonfinite_row(const float *x, int64_t n, int64_t per)
+{
+    int64_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first) if (n * per > (1 << 16))
+    for (int64_t r = 0; r < n; r++) {
+        const float *v = x + r * per;
+        int ok = 1;
+        for (int64_t j = 0; j < per; j++)   /* no early exit: it vectorises */
+            ok &= fabsf(v[j]) <= FLT_MAX;   /* false for NaN and infinities */
+        if (!ok && r < first)
+            first = r;
+    }
+    return first;
 }
 
 void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower)

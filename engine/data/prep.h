@@ -169,6 +169,11 @@ void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float
  * device's: on a GPU it was the whole of giant sample's time, one core. */
 void prep_decode_showers(const prep_layout *p, const float *x, const float *e_dep, int64_t n,
                          float *showers);
+/* The first of n rows (each `per` floats) holding a NaN or an infinity, or
+ * n when every value is finite.  Rows are scanned in parallel over the
+ * OpenMP threads: the sampler checks everything a network gave before it
+ * decodes, and on a GPU that scan is host time every batch waits for. */
+int64_t prep_first_nonfinite_row(const float *x, int64_t n, int64_t per);
 
 /* Batches: n rows, contiguous. */
 int prep_encode_batch(const prep_layout *p, const float *showers, const float *e_inc,

@@ -722,14 +722,12 @@ static int piece_of(const piece *p, int np, int i)
 static int check_finite(const piece *p, int np, const float *x, int rows, int per,
                         const int *idx, const char *what, gt_error *err)
 {
-    for (size_t i = 0; i < (size_t)rows * per; i++) {
-        if (isfinite(x[i]))
-            continue;
-        int r = (int)(i / (size_t)per), row = idx ? idx[r] : r, k = piece_of(p, np, row);
-        return gt_error_set(err, GT_EINVAL, "request %d, shower %lld: %s", p[k].req,
-                            (long long)(p[k].first + (row - p[k].at)), what);
-    }
-    return GT_OK;
+    int64_t first = prep_first_nonfinite_row(x, rows, per);
+    if (first == rows)
+        return GT_OK;
+    int row = idx ? idx[first] : (int)first, k = piece_of(p, np, row);
+    return gt_error_set(err, GT_EINVAL, "request %d, shower %lld: %s", p[k].req,
+                        (long long)(p[k].first + (row - p[k].at)), what);
 }
 
 #define DIVERGED "the checkpoint's network gave a non-finite value"

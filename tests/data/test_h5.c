@@ -1,6 +1,7 @@
 /* calo_h5: our files read back by us and by h5py, h5py's float64 files read
  * by us, and every kind of bad file. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,8 +442,36 @@ static void threads(const geo_geometry *g)
     }
 }
 
+/* The row check over many rows (scanned in parallel): the lowest bad row
+ * is the one named, with its voxel and what is wrong, at any thread count. */
+static void check_rows_parallel(void)
+{
+    const int64_t n = 100;
+    float *e = malloc(n * sizeof *e), *s = calloc((size_t)(n * NV), sizeof *s);
+    gt_error err = {0};
+    for (int64_t i = 0; i < n; i++)
+        e[i] = 1000.0f;
+    CHECK_EQ_INT(calo_h5_check_rows(e, s, n, NV, 0, &err), GT_OK);
+    s[80 * NV + 9] = NAN;
+    s[57 * NV + 3] = -2.0f;
+    for (int t = 1; t <= 3; t++) {
+        omp_set_num_threads(t);
+        CHECK_EQ_INT(calo_h5_check_rows(e, s, n, NV, 1000, &err), GT_EINVAL);
+        CHECK_MSG(strstr(err.message, "row 1057 voxel 3: negative energy -2") != NULL, "%s",
+                  err.message);
+    }
+    e[30] = INFINITY;
+    CHECK_EQ_INT(calo_h5_check_rows(e, s, n, NV, 0, &err), GT_EINVAL);
+    CHECK_MSG(strstr(err.message, "row 30: incident energy is infinite") != NULL, "%s",
+              err.message);
+    CHECK_EQ_INT(calo_h5_check_rows(e, NULL, 30, NV, 0, &err), GT_OK);
+    free(e);
+    free(s);
+}
+
 int main(void)
 {
+    check_rows_parallel();
     geo_geometry g;
     if (dt_load_geometry(&g, "binning_dataset_2.xml"))
         return 1;

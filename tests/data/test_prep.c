@@ -1,6 +1,8 @@
 /* prep: every transform against its inverse, conventions for empty layers,
  * standardisation statistics and their serialisation. */
+#include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -640,8 +642,35 @@ static void test_stats(void)
     free(y);
 }
 
+/* The sampler's check of a network's output: the first row holding a NaN
+ * or an infinity, whatever the thread count (the parallel scan must give
+ * the lowest bad row, not the first a thread finds). */
+static void test_first_nonfinite(void)
+{
+    const int64_t n = 300, per = 6480;   /* over the size scanned in parallel */
+    float *x = malloc((size_t)(n * per) * sizeof *x);
+    for (int64_t i = 0; i < n * per; i++)
+        x[i] = (float)((i % 13) - 6) * 1e30f;   /* large, finite, both signs */
+    x[5] = FLT_MAX;
+    x[6] = -FLT_MAX;
+    CHECK_EQ_INT(prep_first_nonfinite_row(x, n, per), n);
+    x[250 * per + 17] = INFINITY;
+    CHECK_EQ_INT(prep_first_nonfinite_row(x, n, per), 250);
+    x[99 * per + per - 1] = NAN;
+    for (int t = 1; t <= 3; t++) {
+        omp_set_num_threads(t);
+        CHECK_EQ_INT(prep_first_nonfinite_row(x, n, per), 99);
+    }
+    x[0] = -INFINITY;
+    CHECK_EQ_INT(prep_first_nonfinite_row(x, n, per), 0);
+    CHECK_EQ_INT(prep_first_nonfinite_row(x + per, 2, per), 2);   /* small: one thread */
+    CHECK_EQ_INT(prep_first_nonfinite_row(x, 0, per), 0);
+    free(x);
+}
+
 int main(void)
 {
+    test_first_nonfinite();
     test_logit();
     test_stick();
     test_conditions();

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -383,6 +384,65 @@ static void test_chunked_equals_one(long long run)
     svc_free(&T);
 }
 
+/* giant sample on this machine (no server): --gzip 0, 1 and the default
+ * write the same showers, deflated or not; a level outside 0..9 is a usage
+ * error; the time line names every part. */
+static void test_sample_gzip(long long run)
+{
+    const char *g = svc_binary();
+    const char *level[] = {"0", "1", NULL};
+    for (int i = 0; i < 3; i++) {
+        char opt[32] = "";
+        if (level[i])
+            snprintf(opt, sizeof opt, "--gzip %s", level[i]);
+        CHECK_EQ_INT(svc_sh("%s sample --db %s --run %lld --n 60 --batch 16 --seed 5 %s -o %s/z%d.h5"
+                            " 2> %s/z%d.txt",
+                            g, db, run, opt, dir, i, dir, i),
+                     0);
+        CHECK_EQ_INT(svc_sh("grep -q 'writing [0-9.]* s (of it compressing [0-9.]* s)' %s/z%d.txt",
+                            dir, i),
+                     0);
+        CHECK_EQ_INT(svc_sh("grep -q 'the networks and copies back [0-9.]* s' %s/z%d.txt", dir, i),
+                     0);
+    }
+    gt_error err = {0};
+    float *e[3] = {NULL}, *sh[3] = {NULL};
+    int64_t n[3] = {0};
+    long long bytes[3] = {0};
+    char p0[256];
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/z%d.h5", dir, i);
+        CHECK_EQ_INT(calo_h5_read_all(path, NULL, &e[i], &sh[i], &n[i], &err), GT_OK);
+        struct stat st;
+        if (stat(path, &st) == 0)
+            bytes[i] = (long long)st.st_size;
+    }
+    calo_h5_reader r;
+    int voxels = 0;
+    snprintf(p0, sizeof p0, "%s/z0.h5", dir);
+    if (calo_h5_open(&r, p0, NULL, &err) == GT_OK) {
+        voxels = r.n_voxels;
+        calo_h5_close(&r);
+    }
+    CHECK(voxels > 0);
+    for (int i = 1; i < 3; i++)
+        CHECK_MSG(n[i] == 60 && n[0] == 60 && memcmp(e[0], e[i], 60 * 4) == 0 &&
+                      memcmp(sh[0], sh[i], (size_t)60 * (size_t)voxels * 4) == 0,
+                  "--gzip: file %d holds other showers", i);
+    /* dataset-2 showers are mostly empty voxels: deflated, far smaller */
+    CHECK_MSG(bytes[1] > 0 && bytes[2] > 0 && bytes[1] * 2 < bytes[0] && bytes[2] * 2 < bytes[0],
+              "file sizes: --gzip 0 %lld, 1 %lld, 4 %lld", bytes[0], bytes[1], bytes[2]);
+    for (int i = 0; i < 3; i++) {
+        free(e[i]);
+        free(sh[i]);
+    }
+    CHECK_EQ_INT(svc_sh("%s sample --db %s --run %lld --n 4 --gzip 10 -o %s/bad.h5 2> %s/bad.txt",
+                        g, db, run, dir, dir),
+                 2);
+    CHECK_EQ_INT(svc_sh("grep -q 'gzip must be a deflate level' %s/bad.txt", dir), 0);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "svc-term-XXXXXX");
@@ -416,6 +476,7 @@ int main(void)
         svc_dump(&S);
     svc_free(&S);
     test_chunked_equals_one(run);
+    test_sample_gzip(run);
     if (!check_failures_)
         svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
     return check_finish();
