@@ -647,24 +647,42 @@ static void test_misc(void)
             nn_free(B, fb[i]);
         nn_free(B, hb);
     }
-    /* AdamW op == per-element reference, bf16 copy written */
-    float *p = rbuf(100, 1.0f), *gr = rbuf(100, 1.0f), *m = buf(100), *v = buf(100);
-    float pr[100], mr[100], vr[100];
-    memset(m, 0, 400);
-    memset(v, 0, 400);
-    memcpy(pr, p, 400);
-    memset(mr, 0, 400);
-    memset(vr, 0, 400);
-    uint16_t *pb = NULL;
-    OK(nn_alloc(B, 200, (void **)&pb, &E));
-    nn_adamw_hp hp = nn_adamw_hp_make(1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 0.5f);
-    OK(nn_adamw(B, p, pb, gr, m, v, 100, &hp, &E));
-    for (int i = 0; i < 100; i++) {
-        nn_adamw_elem(&pr[i], &mr[i], &vr[i], gr[i], &hp);
-        bad += pr[i] != p[i] || mr[i] != m[i] || vr[i] != v[i];
-        bad += pb[i] != nn_bf16_from_f32(p[i]);
+    /* AdamW op == per-element reference, bit for bit, bf16 copy written:
+     * a short run (one thread) and one over the parallel threshold with
+     * a ragged last run of the vectorised loop, two steps each, with and
+     * without the bf16 copy */
+    static const int adamw_n[] = {100, 70001};
+    for (size_t k = 0; k < 2; k++) {
+        const int n = adamw_n[k];
+        float *p = rbuf(n, 1.0f), *gr = rbuf(n, 1.0f), *m = buf(n), *v = buf(n);
+        float *pr = malloc((size_t)n * sizeof(float)), *mr = calloc((size_t)n, sizeof(float));
+        float *vr = calloc((size_t)n, sizeof(float));
+        memset(m, 0, (size_t)n * sizeof(float));
+        memset(v, 0, (size_t)n * sizeof(float));
+        memcpy(pr, p, (size_t)n * sizeof(float));
+        uint16_t *pb = NULL;
+        OK(nn_alloc(B, (size_t)n * sizeof(uint16_t), (void **)&pb, &E));
+        for (int step = 1; step <= 2; step++) {
+            uint16_t *copy = step == 1 ? pb : NULL;
+            nn_adamw_hp hp = nn_adamw_hp_make(1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step, 0.5f);
+            OK(nn_adamw(B, p, copy, gr, m, v, (size_t)n, &hp, &E));
+            for (int i = 0; i < n; i++) {
+                nn_adamw_elem(&pr[i], &mr[i], &vr[i], gr[i], &hp);
+                bad += pr[i] != p[i] || mr[i] != m[i] || vr[i] != v[i];
+                if (copy)
+                    bad += pb[i] != nn_bf16_from_f32(p[i]);
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+        nn_free(B, pb);
+        nn_free(B, p);
+        nn_free(B, gr);
+        nn_free(B, m);
+        nn_free(B, v);
+        free(pr);
+        free(mr);
+        free(vr);
     }
-    CHECK_EQ_INT(bad, 0);
     /* random fill == the documented per-element rule */
     float *rf = buf(103);
     OK(nn_rand_fill(B, rf, 103, NN_DIST_NORMAL, 1.0f, 2.0f, 77, 3, 10, &E));
@@ -678,11 +696,6 @@ static void test_misc(void)
         bad += !(rf[i] >= -1.0f && rf[i] < 3.0f);
     CHECK_EQ_INT(bad, 0);
     nn_free(B, rf);
-    nn_free(B, pb);
-    nn_free(B, p);
-    nn_free(B, gr);
-    nn_free(B, m);
-    nn_free(B, v);
     nn_free(B, h);
     nn_free(B, a);
     nn_free(B, a2);
