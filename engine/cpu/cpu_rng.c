@@ -11,11 +11,13 @@ static int cpu_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float 
 #pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)
     for (long long q = 0; q < nblocks; q++) {
         uint32_t r[4];
+        float v[4];
         nn_rng_block(seed, stream, offset + (uint64_t)q, r);
+        nn_rng_fill_block(r, (int)dist, a, bb, v);
         for (int lane = 0; lane < 4; lane++) {
             size_t i = (size_t)q * 4 + (size_t)lane;
             if (i < n)
-                x[i] = nn_rng_fill_elem(r, lane, (int)dist, a, bb);
+                x[i] = v[lane];
         }
     }
     return GT_OK;

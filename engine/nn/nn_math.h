@@ -58,19 +58,10 @@ NN_HD static inline float nn_bf16_round(float f)
 /* activations                                                              */
 /* ------------------------------------------------------------------------ */
 
-NN_HD static inline float nn_sigmoid(float x)
-{
-    return 1.0f / (1.0f + expf(-x));
-}
-
-NN_HD static inline float nn_silu(float x)
-{
-    return x * nn_sigmoid(x);
-}
-
 /* e^x as one fixed sequence of IEEE operations (no libm), so that scalar
- * and vector code compute the same bits on every CPU; the fixed-order
- * linear layer's SiLU uses it (engine/cpu/cpu_fixed.h).  Inputs are clamped to
+ * and vector code compute the same bits on every CPU; every SiLU uses it
+ * (the fixed-order linear layer's, engine/cpu/cpu_fixed.h, and training's
+ * elementwise ops).  Inputs are clamped to
  * [-87, 88] first (with the compare-select semantics of SSE min/max, so a
  * NaN input becomes 88 as it does in the vector code); in that range
  * x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' expf polynomial (about
@@ -119,6 +110,22 @@ NN_HD static inline float nn_silu_fixed(float x)
     return x < NN_SILU_FIXED_FLOOR ? -0.0f : s;
 }
 
+/* Training's SiLU is the same function, so a trunk computes one SiLU
+ * whether it trains, validates or samples; and with no libm call in it the
+ * CPU's elementwise loops vectorise (engine/cpu/cpu_act.c) and give the
+ * same bits at every vector width. */
+NN_HD static inline float nn_silu(float x)
+{
+    return nn_silu_fixed(x);
+}
+
+/* 1 / (1 + e^-x) on the same exponential; past the clamp, about 1.6e-38
+ * below -87 and exactly 1 above 88. */
+NN_HD static inline float nn_sigmoid(float x)
+{
+    return 1.0f / (1.0f + nn_exp_fixed(-x));
+}
+
 /* d silu / dx = s (1 + x (1 - s)), s = sigmoid(x) */
 NN_HD static inline float nn_silu_grad(float x)
 {
@@ -164,20 +171,41 @@ NN_HD static inline float nn_ln_elem(float x, float mean, float rstd, float gamm
     return (x - mean) * rstd * gamma + beta;
 }
 
+/* Partial sums of the backward's row sums: element i goes to lane
+ * i % NN_LN_BWD_LANES, and the lanes are added in a fixed pairwise tree.
+ * Sixteen independent chains instead of one let a CPU vectorise the sums
+ * (one serial chain of fp32 adds was most of the backward's time), and the
+ * order, fixed here, does not depend on the vector width. */
+#define NN_LN_BWD_LANES 16
+
 /* dx for one row: with xhat = (x - mean) rstd and g = dy * gamma,
  * dx = rstd (g - mean(g) - xhat mean(g xhat)).  accumulate: dx += ... */
 NN_HD static inline void nn_ln_row_bwd(const float *x, const float *dy, const float *gamma,
                                        float mean, float rstd, int n, float *dx, int accumulate)
 {
-    float sg = 0.0f, sgx = 0.0f;
-    for (int i = 0; i < n; i++) {
+    float pg[NN_LN_BWD_LANES], pgx[NN_LN_BWD_LANES];
+    for (int k = 0; k < NN_LN_BWD_LANES; k++)
+        pg[k] = pgx[k] = 0.0f;
+    int body = n - n % NN_LN_BWD_LANES;
+    for (int i = 0; i < body; i += NN_LN_BWD_LANES)
+        for (int k = 0; k < NN_LN_BWD_LANES; k++) {
+            float g = dy[i + k] * gamma[i + k];
+            float xh = (x[i + k] - mean) * rstd;
+            pg[k] += g;
+            pgx[k] += g * xh;
+        }
+    for (int i = body; i < n; i++) {
         float g = dy[i] * gamma[i];
         float xh = (x[i] - mean) * rstd;
-        sg += g;
-        sgx += g * xh;
+        pg[i - body] += g;
+        pgx[i - body] += g * xh;
     }
-    sg /= (float)n;
-    sgx /= (float)n;
+    for (int w = NN_LN_BWD_LANES / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; k++) {
+            pg[k] += pg[k + w];
+            pgx[k] += pgx[k + w];
+        }
+    float sg = pg[0] / (float)n, sgx = pgx[0] / (float)n;
     for (int i = 0; i < n; i++) {
         float g = dy[i] * gamma[i];
         float xh = (x[i] - mean) * rstd;

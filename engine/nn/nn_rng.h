@@ -94,6 +94,29 @@ NN_HD static inline float nn_rng_fill_elem(const uint32_t r[4], int lane, int di
     return a + (b - a) * nn_rng_uniform(r[lane]);
 }
 
+/* The four elements of a block, nn_rng_fill_elem for lanes 0..3, with one
+ * logarithm and square root per Box-Muller pair instead of one per lane:
+ * the same operations on the same inputs, so the same bits (the CPU's fill
+ * uses it; a GPU thread computes one lane). */
+NN_HD static inline void nn_rng_fill_block(const uint32_t r[4], int dist, float a, float b,
+                                           float out[4])
+{
+    if (dist != 0) {
+        for (int lane = 0; lane < 4; lane++)
+            out[lane] = a + (b - a) * nn_rng_uniform(r[lane]);
+        return;
+    }
+    for (int pair = 0; pair < 4; pair += 2) {
+        float u0 = nn_rng_uniform_open(r[pair]);
+        float u1 = nn_rng_uniform(r[pair + 1]);
+        float rad = sqrtf(-2.0f * logf(u0));
+        float ang = 6.2831853071795864769f * u1;
+        float z0 = rad * cosf(ang), z1 = rad * sinf(ang);
+        out[pair] = a + b * z0;
+        out[pair + 1] = a + b * z1;
+    }
+}
+
 /* Blocks consumed by a fill of n elements. */
 NN_HD static inline uint64_t nn_rng_blocks(uint64_t n)
 {

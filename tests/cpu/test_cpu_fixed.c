@@ -883,6 +883,139 @@ static void test_exp_silu(void)
            pts, emax, (double)xe, smax, (double)xs, EXP_MAX_ULP, SILU_MAX_ULP, now_s() - t0);
 }
 
+/* Training's SiLU ops (silu_fwd to fp32 and to bf16, silu_bwd, in place
+ * too) and LayerNorm's backward run vectorised loops per kernel: each must
+ * equal the per-element or per-row rule (nn_silu, nn_silu_grad,
+ * nn_bf16_from_f32, nn_ln_row_bwd) bit for bit, so the kernel changes the
+ * speed and never the bits.  Inputs cover every region
+ * of the fixed exponential (clamps, floor, NaN, infinities, signed zeros,
+ * subnormals) at an odd width, on one thread and on all. */
+static int same_or_both_nan(float a, float b)
+{
+    return fbits(a) == fbits(b) || (isnan(a) && isnan(b));
+}
+
+static void test_elementwise_kernels(void)
+{
+    static const float edge[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f,
+                                 -87.0f, -87.0001f, -88.0f, -88.0001f, -100.0f, 87.0f, 88.0f,
+                                 88.0001f, 100.0f, FLT_MAX, -FLT_MAX, 0.3465736f, -0.3465736f};
+    enum { COLS = 301 };
+    for (int big = 0; big < 2; big++) {
+        int rows = big ? 131 : 7;   /* 131 x 301 = 39 431 elements: a parallel region */
+        size_t n = (size_t)rows * COLS;
+        float *x = xalloc(n * sizeof(float)), *dy = xalloc(n * sizeof(float)),
+              *y = xalloc(n * sizeof(float)), *dx = xalloc(n * sizeof(float));
+        uint16_t *yh = xalloc(n * sizeof(uint16_t));
+        uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)big;
+        for (size_t q = 0; q < n; q++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            float u = (float)((st >> 40) / 16777216.0);
+            x[q] = q % 7 == 3 ? edge[(q / 7) % (sizeof edge / sizeof edge[0])]
+                              : (u - 0.5f) * (q % 5 == 0 ? 200.0f : 12.0f);
+            dy[q] = (float)((st >> 20 & 0xfffff) / 1048576.0) - 0.5f;
+        }
+        for (int ki = 0; ki < NK; ki++) {
+            nn_backend *b = KB[ki];
+            if (!b || (ki == K_NATIVE && b == KB[K_AVX512]))
+                continue;
+            long bad_f = 0, bad_h = 0, bad_g = 0, bad_i = 0;
+            MUST(nn_silu_fwd(b, nn_f32(y, rows, COLS), nn_f32(x, rows, COLS), &E));
+            MUST(nn_silu_fwd(b, nn_tensor_make(yh, NN_BF16, rows, COLS), nn_f32(x, rows, COLS),
+                             &E));
+            MUST(nn_silu_bwd(b, nn_f32(dx, rows, COLS), nn_f32(dy, rows, COLS),
+                             nn_f32(x, rows, COLS), &E));
+            for (size_t q = 0; q < n; q++) {
+                bad_f += !same_or_both_nan(y[q], nn_silu(x[q]));
+                uint16_t h = nn_bf16_from_f32(nn_silu(x[q]));
+                bad_h += yh[q] != h && !(isnan(nn_f32_from_bf16(yh[q])) &&
+                                         isnan(nn_f32_from_bf16(h)));
+                bad_g += !same_or_both_nan(dx[q], dy[q] * nn_silu_grad(x[q]));
+            }
+            /* in place: dx aliases dy */
+            memcpy(dx, dy, n * sizeof(float));
+            MUST(nn_silu_bwd(b, nn_f32(dx, rows, COLS), nn_f32(dx, rows, COLS),
+                             nn_f32(x, rows, COLS), &E));
+            for (size_t q = 0; q < n; q++)
+                bad_i += !same_or_both_nan(dx[q], dy[q] * nn_silu_grad(x[q]));
+            CHECK_MSG(bad_f + bad_h + bad_g + bad_i == 0,
+                      "silu ops, %s kernel, %d x %d: %ld fp32, %ld bf16, %ld grad, %ld in-place "
+                      "grad elements differ from the per-element rule",
+                      KNAME[ki], rows, COLS, bad_f, bad_h, bad_g, bad_i);
+        }
+        free(x);
+        free(dy);
+        free(y);
+        free(dx);
+        free(yh);
+    }
+    /* LayerNorm's backward: dx per row (nn_ln_row_bwd, set and
+     * accumulated) and gamma / beta added column by column in row order,
+     * at a width with a ragged tail of lanes (301 = 18 x 16 + 13) */
+    for (int big = 0; big < 2; big++) {
+        int rows = big ? 131 : 5;
+        size_t n = (size_t)rows * COLS;
+        float *x = xalloc(n * sizeof(float)), *dy = xalloc(n * sizeof(float)),
+              *dx = xalloc(n * sizeof(float)), *want = xalloc(n * sizeof(float));
+        float mean[131], rstd[131], gam[COLS], dg[COLS], db[COLS], wdg[COLS], wdb[COLS];
+        uint64_t st = 0x2545f4914f6cdd1dull + (uint64_t)big;
+        for (size_t q = 0; q < n; q++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            x[q] = (float)((st >> 40) / 16777216.0) * 4.0f - 1.5f;
+            dy[q] = (float)((st >> 16 & 0xffffff) / 16777216.0) - 0.5f;
+        }
+        for (int j = 0; j < COLS; j++)
+            gam[j] = 0.5f + (float)j / COLS;
+        for (int i = 0; i < rows; i++)
+            nn_ln_row_stats(x + (size_t)i * COLS, COLS, 1e-5f, &mean[i], &rstd[i]);
+        for (int acc = 0; acc < 2; acc++) {
+            for (size_t q = 0; q < n; q++)
+                want[q] = 0.25f * dy[q];
+            for (int i = 0; i < rows; i++)
+                nn_ln_row_bwd(x + (size_t)i * COLS, dy + (size_t)i * COLS, gam, mean[i],
+                              rstd[i], COLS, want + (size_t)i * COLS, acc);
+            for (int j = 0; j < COLS; j++) {
+                wdg[j] = 0.125f;
+                wdb[j] = -0.125f;
+                for (int i = 0; i < rows; i++) {
+                    size_t q = (size_t)i * COLS + (size_t)j;
+                    wdg[j] += dy[q] * (x[q] - mean[i]) * rstd[i];
+                    wdb[j] += dy[q];
+                }
+            }
+            for (int ki = 0; ki < NK; ki++) {
+                nn_backend *b = KB[ki];
+                if (!b)
+                    continue;
+                for (size_t q = 0; q < n; q++)
+                    dx[q] = 0.25f * dy[q];
+                for (int j = 0; j < COLS; j++) {
+                    dg[j] = 0.125f;
+                    db[j] = -0.125f;
+                }
+                MUST(nn_ln_bwd(b, nn_f32(dx, rows, COLS), dg, db, nn_f32(dy, rows, COLS),
+                               nn_f32(x, rows, COLS), mean, rstd, gam, acc, &E));
+                long bad_x = 0, bad_p = 0;
+                for (size_t q = 0; q < n; q++)
+                    bad_x += fbits(dx[q]) != fbits(want[q]);
+                for (int j = 0; j < COLS; j++)
+                    bad_p += (fbits(dg[j]) != fbits(wdg[j])) + (fbits(db[j]) != fbits(wdb[j]));
+                CHECK_MSG(bad_x + bad_p == 0,
+                          "ln_bwd, %s kernel, %d x %d, accumulate %d: %ld dx and %ld gamma / "
+                          "beta values differ from the per-row rule",
+                          KNAME[ki], rows, COLS, acc, bad_x, bad_p);
+            }
+        }
+        free(x);
+        free(dy);
+        free(dx);
+        free(want);
+    }
+    CHECK(nn_silu(-88.5f) == nn_silu_fixed(-88.5f) && nn_silu(1.25f) == nn_silu_fixed(1.25f));
+    printf("silu and layernorm-backward ops: equal the per-element and per-row rules under "
+           "every kernel here\n");
+}
+
 /* ------------------------------------------------------------------------ */
 /* 5. packing and refused input                                             */
 /* ------------------------------------------------------------------------ */
@@ -1345,6 +1478,7 @@ int main(void)
     test_same_bits_across_isas();
     test_reference();
     test_exp_silu();
+    test_elementwise_kernels();
     test_pack_and_bad_input();
     test_trunks();
     CHECK_MSG(DEF->bytes_live == live0, "bytes_live %zu -> %zu: a packed weight leaked", live0,

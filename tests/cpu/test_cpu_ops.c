@@ -683,17 +683,29 @@ static void test_misc(void)
         free(mr);
         free(vr);
     }
-    /* random fill == the documented per-element rule */
-    float *rf = buf(103);
-    OK(nn_rand_fill(B, rf, 103, NN_DIST_NORMAL, 1.0f, 2.0f, 77, 3, 10, &E));
-    for (int i = 0; i < 103; i++) {
-        uint32_t r[4];
-        nn_rng_block(77, 3, 10 + (uint64_t)i / 4, r);
-        bad += rf[i] != nn_rng_fill_elem(r, i % 4, 0, 1.0f, 2.0f);
+    /* random fill == the documented per-element rule, bit for bit (the
+     * fill computes a block's four lanes together, one logarithm per
+     * Box-Muller pair), on one thread and (40 001: past CPU_PAR_MIN) on
+     * all, with a ragged last block */
+    float *rf = buf(40001);
+    for (int fi = 0; fi < 2; fi++) {
+        int nf = fi ? 40001 : 103;
+        OK(nn_rand_fill(B, rf, (size_t)nf, NN_DIST_NORMAL, 1.0f, 2.0f, 77, 3, 10, &E));
+        for (int i = 0; i < nf; i++) {
+            uint32_t r[4];
+            nn_rng_block(77, 3, 10 + (uint64_t)i / 4, r);
+            float want = nn_rng_fill_elem(r, i % 4, 0, 1.0f, 2.0f);
+            bad += memcmp(&rf[i], &want, sizeof want) != 0;
+        }
+        OK(nn_rand_fill(B, rf, (size_t)nf, NN_DIST_UNIFORM, -1.0f, 3.0f, 77, 3, 10, &E));
+        for (int i = 0; i < nf; i++) {
+            uint32_t r[4];
+            nn_rng_block(77, 3, 10 + (uint64_t)i / 4, r);
+            float want = nn_rng_fill_elem(r, i % 4, 1, -1.0f, 3.0f);
+            bad += memcmp(&rf[i], &want, sizeof want) != 0;
+            bad += !(rf[i] >= -1.0f && rf[i] < 3.0f);
+        }
     }
-    OK(nn_rand_fill(B, rf, 103, NN_DIST_UNIFORM, -1.0f, 3.0f, 77, 3, 10, &E));
-    for (int i = 0; i < 103; i++)
-        bad += !(rf[i] >= -1.0f && rf[i] < 3.0f);
     CHECK_EQ_INT(bad, 0);
     nn_free(B, rf);
     nn_free(B, h);
