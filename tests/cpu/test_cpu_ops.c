@@ -361,6 +361,33 @@ static void test_embed_fd(void)
     CHECK_CLOSE(Y[6 + 0], sin(COND[1] * 3.0), 1e-6, 0);
     CHECK_CLOSE(Y[6 + 3], cos(COND[1] * 3.0), 1e-6, 0);
     CHECK_CLOSE(Y[6 + 4], cos(COND[1] * 3.0 * pow(100.0, -1.0 / 3.0)), 1e-5, 0);
+    /* bit for bit the per-element rule (the op computes each column's
+     * frequency once), with the frequencies cached (emb_dim 16) and past
+     * the cache (emb_dim 520) */
+    static const int dims[] = {16, 520};
+    for (int di = 0; di < 2; di++) {
+        int ed = dims[di], nr = 5;
+        float *ye = buf((size_t)nr * 3 * ed), *ge = rbuf((size_t)nr * 3 * ed, 1.0f);
+        OK(nn_embed_fwd(B, nn_f32(ye, nr, 3 * ed), nn_f32(COND, nr, 3), ed, 3.0f, 100.0f, &E));
+        OK(nn_embed_bwd(B, nn_f32(dc, nr, 3), nn_f32(ge, nr, 3 * ed), nn_f32(COND, nr, 3), ed,
+                        3.0f, 100.0f, 0, &E));
+        int bad_e = 0;
+        for (int i = 0; i < nr; i++)
+            for (int c = 0; c < 3; c++) {
+                float t = COND[i * 3 + c] * 3.0f, acc = 0.0f;
+                for (int j = 0; j < ed; j++) {
+                    float want = nn_embed_elem(t, j, ed, 100.0f);
+                    bad_e += memcmp(&ye[(size_t)(i * 3 + c) * ed + j], &want, sizeof want) != 0;
+                    acc += ge[(size_t)(i * 3 + c) * ed + j] * nn_embed_elem_grad(t, j, ed, 100.0f);
+                }
+                acc *= 3.0f;
+                bad_e += memcmp(&dc[i * 3 + c], &acc, sizeof acc) != 0;
+            }
+        CHECK_MSG(bad_e == 0, "embed, emb_dim %d: %d values differ from the per-element rule",
+                  ed, bad_e);
+        nn_free(B, ye);
+        nn_free(B, ge);
+    }
     nn_free(B, dc);
 }
 
