@@ -1,30 +1,66 @@
 /* cpu_layernorm: LayerNorm forward and backward over rows (statistics
- * two-pass in fp32, nn_ln_row_stats). */
+ * two-pass in fp32, nn_ln_row_stats's order, eight rows at a time). */
 #include "cpu_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Rows whose statistics are computed together.  Each row's sums are one
+ * serial chain of fp32 adds, in nn_ln_row_stats's order (its bits), and a
+ * chain waits on every add; LN_GROUP rows' chains interleaved keep the
+ * adders busy. */
+#define LN_GROUP 8
+
+/* nn_ln_row_stats of rows r0 .. r0 + nr - 1 (nr <= LN_GROUP), the same
+ * operations in the same order per row */
+static void ln_group_stats(nn_tensor x, int r0, int nr, float eps, float *mean, float *rstd)
+{
+    const float *p[LN_GROUP];
+    float s[LN_GROUP], v[LN_GROUP], mu[LN_GROUP];
+    int n = x.cols;
+    for (int k = 0; k < nr; k++) {
+        p[k] = ROW(x, r0 + k);
+        s[k] = 0.0f;
+        v[k] = 0.0f;
+    }
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < nr; k++)
+            s[k] += p[k][j];
+    for (int k = 0; k < nr; k++)
+        mu[k] = s[k] / (float)n;
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < nr; k++) {
+            float d = p[k][j] - mu[k];
+            v[k] += d * d;
+        }
+    for (int k = 0; k < nr; k++) {
+        float var = v[k] / (float)n;
+        mean[k] = mu[k];
+        rstd[k] = 1.0f / sqrtf(var + eps);
+    }
+}
+
 static int cpu_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
                       const float *gamma, const float *beta, float eps, gt_error *err)
 {
     CPU_UNUSED(b, err);
-    int rows = x.rows, cols = x.cols;
-    CPU_FOR_ROWS(i, rows, NUMEL(x)) {
-        const float *xr = ROW(x, i);
-        float mu, rs;
-        nn_ln_row_stats(xr, cols, eps, &mu, &rs);
-        if (y.dtype == NN_BF16) {
-            uint16_t *yr = ROWH(y, i);
-            for (int j = 0; j < cols; j++)
-                yr[j] = nn_bf16_from_f32(nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]));
-        } else {
-            float *yr = ROW(y, i);
-            for (int j = 0; j < cols; j++)
-                yr[j] = nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]);
+    int rows = x.rows, cols = x.cols, groups = (rows + LN_GROUP - 1) / LN_GROUP;
+    CPU_FOR_ROWS(g, groups, NUMEL(x)) {
+        int r0 = g * LN_GROUP, nr = rows - r0 < LN_GROUP ? rows - r0 : LN_GROUP;
+        ln_group_stats(x, r0, nr, eps, mean + r0, rstd + r0);
+        for (int i = r0; i < r0 + nr; i++) {
+            const float *xr = ROW(x, i);
+            float mu = mean[i], rs = rstd[i];
+            if (y.dtype == NN_BF16) {
+                uint16_t *yr = ROWH(y, i);
+                for (int j = 0; j < cols; j++)
+                    yr[j] = nn_bf16_from_f32(nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]));
+            } else {
+                float *yr = ROW(y, i);
+                for (int j = 0; j < cols; j++)
+                    yr[j] = nn_ln_elem(xr[j], mu, rs, gamma[j], beta[j]);
+            }
         }
-        mean[i] = mu;
-        rstd[i] = rs;
     }
     return GT_OK;
 }

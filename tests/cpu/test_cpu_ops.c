@@ -299,6 +299,43 @@ static void test_unary_fd(void)
     nn_free(B, acc);
     nn_free(B, dg);
     nn_free(B, db);
+    /* the forward, bit for bit the per-row rule (nn_ln_row_stats, then
+     * nn_ln_elem; the op computes eight rows' statistics together), fp32
+     * and bf16 out, with a ragged last group: 19 rows on one thread, 1 283
+     * (past CPU_PAR_MIN) on all */
+    static const int lrows[] = {19, 1283};
+    for (int li = 0; li < 2; li++) {
+        int nr = lrows[li], nc = 257;
+        float *lx = rbuf((size_t)nr * nc, 3.0f), *ly = buf((size_t)nr * nc),
+              *lg = rbuf((size_t)nc, 1.0f), *lb = rbuf((size_t)nc, 1.0f), *lm = buf((size_t)nr),
+              *lr = buf((size_t)nr);
+        uint16_t *lh = (uint16_t *)buf((size_t)nr * nc);
+        for (int i = 0; i < nr; i++)
+            lx[(size_t)i * nc] += (float)i;   /* means and spreads that differ by row */
+        OK(nn_ln_fwd(B, nn_f32(ly, nr, nc), lm, lr, nn_f32(lx, nr, nc), lg, lb, 1e-5f, &E));
+        OK(nn_ln_fwd(B, nn_tensor_make(lh, NN_BF16, nr, nc), lm, lr, nn_f32(lx, nr, nc), lg, lb,
+                     1e-5f, &E));
+        int bad_l = 0;
+        for (int i = 0; i < nr; i++) {
+            float mu, rs;
+            nn_ln_row_stats(lx + (size_t)i * nc, nc, 1e-5f, &mu, &rs);
+            bad_l += memcmp(&mu, &lm[i], sizeof mu) != 0 || memcmp(&rs, &lr[i], sizeof rs) != 0;
+            for (int j = 0; j < nc; j++) {
+                float want = nn_ln_elem(lx[(size_t)i * nc + j], mu, rs, lg[j], lb[j]);
+                bad_l += memcmp(&want, &ly[(size_t)i * nc + j], sizeof want) != 0;
+                bad_l += lh[(size_t)i * nc + j] != nn_bf16_from_f32(want);
+            }
+        }
+        CHECK_MSG(bad_l == 0, "ln_fwd, %d rows: %d values differ from the per-row rule", nr,
+                  bad_l);
+        nn_free(B, lx);
+        nn_free(B, ly);
+        nn_free(B, lg);
+        nn_free(B, lb);
+        nn_free(B, lm);
+        nn_free(B, lr);
+        nn_free(B, lh);
+    }
 }
 
 /* linear layer through matmul + bias_grad */
