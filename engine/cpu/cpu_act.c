@@ -54,7 +54,7 @@ static act_silu_kernels act_silu_for(nn_backend *b)
 
 static int cpu_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    CPU_UNUSED(b, err);
+    (void)err;
     act_silu_kernels k = act_silu_for(b);
     int rows = x.rows, cols = x.cols;
     if (y.dtype == NN_BF16) {
@@ -69,7 +69,7 @@ static int cpu_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 
 static int cpu_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
 {
-    CPU_UNUSED(b, err);
+    (void)err;
     act_silu_kernels k = act_silu_for(b);
     int rows = x.rows, cols = x.cols;
     CPU_FOR_ROWS(i, rows, NUMEL(x))

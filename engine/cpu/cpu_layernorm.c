@@ -102,7 +102,7 @@ static int cpu_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, 
                       nn_tensor x, const float *mean, const float *rstd, const float *gamma,
                       int accumulate_dx, gt_error *err)
 {
-    CPU_UNUSED(b, err);
+    (void)err;
     cpu_isa isa = cpu_st(b)->fixed.isa;
 #pragma omp parallel if (NUMEL(x) > CPU_PAR_MIN)
     {

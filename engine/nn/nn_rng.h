@@ -74,14 +74,21 @@ NN_HD static inline float nn_rng_uniform_open(uint32_t r)
     return ((float)(r >> 8) + 0.5f) * (1.0f / 16777216.0f);
 }
 
+/* Box-Muller's radius and angle of the pair of lanes (pair, pair + 1),
+ * pair 0 or 2: the normals are rad cos(ang) and rad sin(ang). */
+NN_HD static inline void nn_rng_polar(const uint32_t r[4], int pair, float *rad, float *ang)
+{
+    float u0 = nn_rng_uniform_open(r[pair]);
+    float u1 = nn_rng_uniform(r[pair + 1]);
+    *rad = sqrtf(-2.0f * logf(u0));
+    *ang = 6.2831853071795864769f * u1;
+}
+
 /* Lane `lane` (0..3) of a block turned into a standard normal. */
 NN_HD static inline float nn_rng_normal_lane(const uint32_t r[4], int lane)
 {
-    int pair = lane & 2;
-    float u0 = nn_rng_uniform_open(r[pair]);
-    float u1 = nn_rng_uniform(r[pair + 1]);
-    float rad = sqrtf(-2.0f * logf(u0));
-    float ang = 6.2831853071795864769f * u1;
+    float rad, ang;
+    nn_rng_polar(r, lane & 2, &rad, &ang);
     return (lane & 1) ? rad * sinf(ang) : rad * cosf(ang);
 }
 
@@ -107,10 +114,8 @@ NN_HD static inline void nn_rng_fill_block(const uint32_t r[4], int dist, float 
         return;
     }
     for (int pair = 0; pair < 4; pair += 2) {
-        float u0 = nn_rng_uniform_open(r[pair]);
-        float u1 = nn_rng_uniform(r[pair + 1]);
-        float rad = sqrtf(-2.0f * logf(u0));
-        float ang = 6.2831853071795864769f * u1;
+        float rad, ang;
+        nn_rng_polar(r, pair, &rad, &ang);
         float z0 = rad * cosf(ang), z1 = rad * sinf(ang);
         out[pair] = a + b * z0;
         out[pair + 1] = a + b * z1;
