@@ -141,6 +141,7 @@ struct http_request {
     char *body;                /* accumulated, NUL-terminated               */
     size_t body_len, body_cap;
     int too_large;             /* body passed the cap; rest discarded        */
+    int drop_body;             /* refused (415) once the body is read       */
     int query_refused;         /* over HTTP_MAX_QUERY_*: answered 414        */
     int path_refused;          /* over HTTP_MAX_PATH_BYTES: answered 414     */
     json_t *json;
@@ -723,25 +724,29 @@ static int is_json_media_type(const char *ct)
     return next == '\0' || next == ';' || next == ' ';
 }
 
-/* JSON routes take application/json only; replies 415 and returns 0
- * otherwise. */
-static int media_type_ok(http_request *req)
+/* JSON routes take application/json only, file routes octet-stream (or
+ * no type).  Returns 1 when the request's type is acceptable. */
+static int media_type_acceptable(http_request *req)
 {
     const char *ct = http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (req->route->flags & HTTP_FILE_BODY) {
-        /* a file is bytes; anything else is a client sending the wrong thing */
-        if (!ct || strncasecmp(ct, "application/octet-stream", 24) == 0)
-            return 1;
+    if (req->route->flags & HTTP_FILE_BODY)
+        return !ct || strncasecmp(ct, "application/octet-stream", 24) == 0;
+    return !(req->route->flags & HTTP_JSON_BODY) || is_json_media_type(ct);
+}
+
+/* Replies 415 and returns 0 when the media type is not acceptable. */
+static int media_type_ok(http_request *req)
+{
+    if (media_type_acceptable(req))
+        return 1;
+    const char *ct = http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (req->route->flags & HTTP_FILE_BODY)
         http_reply_error(req, 415, HTTP_E_UNSUPPORTED_MEDIA, NULL,
                          "Content-Type must be application/octet-stream, got '%s'", ct);
-        return 0;
-    }
-    if (!(req->route->flags & HTTP_JSON_BODY))
-        return 1;
-    if (is_json_media_type(ct))
-        return 1;
-    http_reply_error(req, 415, HTTP_E_UNSUPPORTED_MEDIA, NULL,
-                     "Content-Type must be application/json, got '%s'", ct ? ct : "(none)");
+    else
+        http_reply_error(req, 415, HTTP_E_UNSUPPORTED_MEDIA, NULL,
+                         "Content-Type must be application/json, got '%s'",
+                         ct ? ct : "(none)");
     return 0;
 }
 
@@ -842,9 +847,10 @@ static size_t body_cap(const http_request *req)
 }
 
 /* First call for a request: route it.  What can be refused before the body
- * is read (no route, wrong media type, declared length over the cap) is
+ * is read (no route, a refused token, declared length over the cap) is
  * answered now when a body is coming, so it is never read: MHD then closes
- * the connection after the reply.  Without a body the answer waits for the
+ * the connection after the reply.  A wrong media type within the cap is
+ * the exception (see below).  Without a body the answer waits for the
  * final call and the connection stays open for the next request. */
 static void request_begin(http_request *req)
 {
@@ -885,22 +891,30 @@ static void request_begin(http_request *req)
             http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
         return;
     }
-    if (!media_type_ok(req))
-        return;
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
-        unsigned long long n = strtoull(cl, NULL, 10);
-        if (n > body_cap(req))
-            http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
-                             "request body of %llu bytes is over the limit of %zu", n,
-                             body_cap(req));
+    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+    if (!media_type_acceptable(req)) {
+        /* An authorized client that sent the wrong type gets its 415 after
+         * the body, read and dropped, when the body is within the cap.
+         * Answering now would close the connection on bytes still coming,
+         * and the reset that causes can reach the client before the
+         * answer does: it would see a broken connection, not a 415. */
+        if (n <= body_cap(req))
+            req->drop_body = 1;
+        else
+            media_type_ok(req);
+        return;
     }
+    if (n > body_cap(req))
+        http_reply_error(req, 413, HTTP_E_BODY_TOO_LARGE, NULL,
+                         "request body of %llu bytes is over the limit of %zu", n,
+                         body_cap(req));
 }
 
 /* Appends a chunk, or marks the request too large and drops the chunk. */
 static void request_append(http_request *req, const char *data, size_t n)
 {
-    if (req->too_large)
+    if (req->too_large || req->drop_body)
         return;
     if (n > body_cap(req) - req->body_len) {
         req->too_large = 1;
