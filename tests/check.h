@@ -42,9 +42,17 @@ static inline void check_failed_(const char *file, int line, const char *expr,
         }                                                                      \
     } while (0)
 
+/* Each side is evaluated once: a check on a call (an HTTP status, a return
+ * code) must print the value that failed, not the value of a second call. */
 #define CHECK_EQ_INT(a, b)                                                     \
-    CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld",               \
-              (long long)(a), (long long)(b))
+    do {                                                                       \
+        long long ia_ = (long long)(a), ib_ = (long long)(b);                  \
+        check_count_++;                                                        \
+        if (ia_ != ib_) {                                                      \
+            check_failed_(__FILE__, __LINE__, #a " == " #b, ": ");             \
+            fprintf(stderr, "%lld != %lld\n", ia_, ib_);                       \
+        }                                                                      \
+    } while (0)
 
 /* |a - b| <= atol + rtol * |b| */
 #define CHECK_CLOSE(a, b, atol, rtol)                                          \
