@@ -46,6 +46,8 @@ s2 = cfg["model"]["stage2"]
 # the quickstart is autoregressive (6 Heun steps); the oneshot variants
 # sample with the 20 Heun steps they were measured with
 s2["mode"] = "autoregressive" if variant == "autoregressive" else "oneshot"
+# the 256-wide trunk its figures were measured with (the quickstart's is 192 since 2026-12-06)
+s2["trunk"]["hidden"] = 256
 if variant != "autoregressive":
     cfg["sample"] = {"solver": "heun", "steps": 20}
     s2.pop("history", None)  # conditions of layer tokens: autoregressive only
