@@ -154,6 +154,8 @@ static int geo_same_binning(const geo_layer *a, const geo_layer *b)
 {
     if (a->n_r != b->n_r || a->n_alpha != b->n_alpha)
         return 0;
+    if (a->n_r == 0) /* two layers without voxels: no edges are kept */
+        return 1;
     for (int i = 0; i <= a->n_r; i++)
         if (a->r_edges[i] != b->r_edges[i])
             return 0;

@@ -146,6 +146,23 @@ static void test_bad(void)
                "n_bin_alpha=\"1\"/></Bin></Bins>", GT_EFORMAT, "bad r_edges");
     expect_bad("", GT_EINVAL, "empty");
 
+    /* the first layer empty and another empty layer: the regularity check
+     * compared their radial edges, which an empty layer does not keep (a
+     * null read, found by fuzz_geo) */
+    {
+        const char *xml = "<Bins><Bin pid=\"11\" name=\"e\">"
+                          "<Layer id=\"0\" r_edges=\"0\" n_bin_alpha=\"1\"/>"
+                          "<Layer id=\"1\" r_edges=\"0,1,2\" n_bin_alpha=\"4\"/>"
+                          "<Layer id=\"2\" r_edges=\"0\" n_bin_alpha=\"1\"/></Bin></Bins>";
+        geo_geometry eg;
+        gt_error eerr = {0};
+        CHECK_EQ_INT(geo_load_memory(&eg, xml, (int)strlen(xml), &eerr), GT_OK);
+        CHECK_EQ_INT(eg.n_voxels, 8);
+        CHECK_EQ_INT(eg.n_active, 1);
+        CHECK_EQ_INT(eg.regular, 0);
+        geo_free(&eg);
+    }
+
     /* 257 radial by 4096 angular bins, 4096 voxels over GEO_MAX_VOXELS:
      * refused before any per-voxel array is made (the limit was 10^8, and
      * 93 KB of XML took 2.4 GB and over 30 s in a sanitizer build) */
