@@ -86,7 +86,11 @@ static int geo_parse_edges(const char *s, double **edges, int *n_r, gt_error *er
                             GEO_MAX_R_BINS);
     }
     if (n == 1) { /* "0": a layer without voxels */
+        double only = e[0];
         free(e);
+        if (only != 0.0)
+            return gt_error_set(err, GT_EFORMAT, "layer %d: r_edges must start at 0 (a layer "
+                                "without voxels is \"0\", not \"%g\")", layer_id, only);
         *edges = NULL;
         *n_r = 0;
         return GT_OK;

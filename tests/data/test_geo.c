@@ -144,6 +144,9 @@ static void test_bad(void)
                "n_bin_alpha=\"1\"/></Bin></Bins>", GT_EFORMAT, "start at 0");
     expect_bad("<Bins><Bin pid=\"11\" name=\"e\"><Layer id=\"0\" r_edges=\"0,inf\" "
                "n_bin_alpha=\"1\"/></Bin></Bins>", GT_EFORMAT, "bad r_edges");
+    expect_bad("<Bins><Bin pid=\"11\" name=\"e\"><Layer id=\"0\" r_edges=\"600\" "
+               "n_bin_alpha=\"1\"/><Layer id=\"1\" r_edges=\"0,1\" n_bin_alpha=\"1\"/>"
+               "</Bin></Bins>", GT_EFORMAT, "start at 0");
     expect_bad("", GT_EINVAL, "empty");
 
     /* the first layer empty and another empty layer: the regularity check
