@@ -238,26 +238,37 @@ int runs_record_validation(store *s, int64_t id, int stage, long long step, floa
                            int n_samples, gt_error *err)
 {
     /* as for the step metrics: a validation trained again after a resume
-     * replaces its row and adds no second event */
-    int seen = step_seen(s, "SELECT 1 FROM val_losses WHERE run_id = ? AND stage = ? AND step = ?",
-                         id, stage, step, err);
-    if (seen < 0)
-        return err ? err->code : GT_EIO;
-    int rc = store_exec(s, "recording a val loss",
-                        "INSERT OR REPLACE INTO val_losses (run_id, stage, step, loss, n_samples,"
-                        " time) VALUES (?, ?, ?, ?, ?, ?)",
-                        STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(stage)),
-                                   STORE_INT(step), STORE_REAL(loss),
-                                   STORE_INT(n_samples > 0 ? n_samples : 1),
-                                   STORE_REAL(unix_now())),
-                        err);
+     * replaces its row and adds no second event. Row and event go in one
+     * transaction, so a kill between them cannot keep the row and lose the
+     * event (the resumed run would then see the step and never append it). */
+    int rc = store_begin(s, err);
     if (rc)
         return rc;
-    char data[160], val[32];
-    numfmt_float(val, sizeof val, isfinite(loss) ? loss : 0.0f);
-    snprintf(data, sizeof data, "{\"stage\":\"%s\",\"step\":%lld,\"val_loss\":%s}",
-             runs_stage_name(stage), step, val);
-    return seen ? GT_OK : event(s, id, "val_loss", data, err);
+    int seen = step_seen(s, "SELECT 1 FROM val_losses WHERE run_id = ? AND stage = ? AND step = ?",
+                         id, stage, step, err);
+    if (seen < 0) {
+        store_rollback(s);
+        return err ? err->code : GT_EIO;
+    }
+    rc = store_exec(s, "recording a val loss",
+                    "INSERT OR REPLACE INTO val_losses (run_id, stage, step, loss, n_samples,"
+                    " time) VALUES (?, ?, ?, ?, ?, ?)",
+                    STORE_ARGS(STORE_INT(id), STORE_TEXT(runs_stage_name(stage)), STORE_INT(step),
+                               STORE_REAL(loss), STORE_INT(n_samples > 0 ? n_samples : 1),
+                               STORE_REAL(unix_now())),
+                    err);
+    if (rc == GT_OK && !seen) {
+        char data[160], val[32];
+        numfmt_float(val, sizeof val, isfinite(loss) ? loss : 0.0f);
+        snprintf(data, sizeof data, "{\"stage\":\"%s\",\"step\":%lld,\"val_loss\":%s}",
+                 runs_stage_name(stage), step, val);
+        rc = event(s, id, "val_loss", data, err);
+    }
+    if (rc) {
+        store_rollback(s);
+        return rc;
+    }
+    return store_commit(s, err);
 }
 
 void runs_sha256_hex(const void *buf, size_t len, char out[65])

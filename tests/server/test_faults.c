@@ -118,8 +118,8 @@ static void check_integrity(const char *when)
 
 /* A run's rows hang together: for each stage the logged steps are
  * LOG_EVERY, 2 LOG_EVERY, ... with no gap and no twin, stage 2 only after
- * all of stage 1, one metric event per logged step, and every checkpoint's
- * sha256 is its blob's.  Returns the number of logged steps. */
+ * all of stage 1, one metric event per logged step and one val_loss event
+ * per validation, and every checkpoint's sha256 is its blob's.  Returns the number of logged steps. */
 static long long check_run_rows(sqlite3 *h, long long run, const char *status)
 {
     long long steps[2];
@@ -151,6 +151,13 @@ static long long check_run_rows(sqlite3 *h, long long run, const char *status)
                              run);
     CHECK_MSG(events == steps[0] + steps[1], "run %lld: %lld metric events for %lld steps", run,
               events, steps[0] + steps[1]);
+    /* a validation's row and its event are one transaction: a failed write
+     * keeps both or neither */
+    long long vals = q_int(h, "SELECT COUNT(*) FROM val_losses WHERE run_id = ?", run);
+    events = q_int(h, "SELECT COUNT(*) FROM run_events WHERE run_id = ? AND kind = 'val_loss'",
+                   run);
+    CHECK_MSG(events == vals, "run %lld: %lld val_loss events for %lld validations", run, events,
+              vals);
     sqlite3_stmt *st;
     CHECK(sqlite3_prepare_v2(h, "SELECT checksum, blob FROM checkpoints WHERE run_id = ?", -1, &st,
                              NULL) == SQLITE_OK);
