@@ -290,7 +290,7 @@ static const char *const OBJECTIVES[] = {"flow", "ddpm", "wgan", NULL};
 static const char *const MODES[] = {"oneshot", "autoregressive", NULL};
 static const char *const TRUNKS[] = {"expert", "routed", NULL};
 static const char *const SKIPS[] = {"none", "gated", NULL};
-static const char *const SOLVERS[] = {"euler", "heun", "ddim", NULL};
+static const char *const SOLVERS[] = {"euler", "heun", "ddim", "ab2", NULL};
 static const char *const PRECISIONS[] = {"fp32", "bf16", NULL};
 static const char *const ENERGIES[] = {"log-uniform", "discrete", "fixed", NULL};
 
@@ -646,8 +646,8 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
     model_objective so = cfg->stage2.objective != MODEL_OBJ_WGAN ? cfg->stage2.objective
                                                                  : cfg->stage1.objective;
     if (cfg->solver == MODEL_SOLVER_DDIM && so == MODEL_OBJ_FLOW)
-        return fail(&w, "sample.solver", "ddim samples ddpm models; use euler or heun for flow%s",
-                    "");
+        return fail(&w, "sample.solver",
+                    "ddim samples ddpm models; use euler, heun or ab2 for flow%s", "");
     if (cfg->solver != MODEL_SOLVER_DDIM && so == MODEL_OBJ_DDPM &&
         json_object_get(root, "sample") && json_object_get(json_object_get(root, "sample"),
                                                            "solver"))
@@ -656,7 +656,8 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
         const json_t *tp = json_object_get(json_object_get(root, "sample"), "time_power");
         if (tp && cfg->time_power != 1)
             return fail(&w, "sample.time_power",
-                        "ddim steps on its own grid; time_power is for euler and heun%s", "");
+                        "ddim steps on its own grid; time_power is for euler, heun and ab2%s",
+                        "");
         cfg->solver = MODEL_SOLVER_DDIM;
         cfg->time_power = 1;
     }

@@ -83,6 +83,7 @@ typedef enum model_solver {
     MODEL_SOLVER_EULER = 0, /* flow */
     MODEL_SOLVER_HEUN = 1,  /* flow */
     MODEL_SOLVER_DDIM = 2,  /* ddpm */
+    MODEL_SOLVER_AB2 = 3,   /* flow: a Heun step, then two-step Adams-Bashforth */
 } model_solver;
 
 typedef struct model_trunk_config {

@@ -355,6 +355,21 @@ int main(void)
               1);
         json_decref(o);
     }
+    /* ab2 is a flow solver: parsed, round-tripped, refused for ddpm */
+    CHECK_EQ_INT(parse("{\"sample\":{\"solver\":\"ab2\",\"steps\":21}}", &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.solver, MODEL_SOLVER_AB2);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        const char *solver =
+            json_string_value(json_object_get(json_object_get(o, "sample"), "solver"));
+        CHECK(solver && strcmp(solver, "ab2") == 0);
+        json_decref(o);
+    }
+    expect_bad("{\"model\":{\"stage1\":{\"objective\":\"ddpm\"},\"stage2\":"
+               "{\"objective\":\"ddpm\"}},\"sample\":{\"solver\":\"ab2\"}}",
+               "sample.solver");
+    expect_bad("{\"sample\":{\"solver\":\"ab3\"}}", "sample.solver");
     /* a run recorded before the turned showers names false (0012) */
     expect_bad("{\"sample\":{\"symmetrize\":1}}", "sample.symmetrize");
     CHECK_EQ_INT(parse("{\"sample\":{\"symmetrize\":false}}", &cfg, field, &err), GT_OK);

@@ -108,6 +108,11 @@ static const variant VARIANTS[] = {
      MODEL_SOLVER_HEUN, 14, 0},
     {"autoregressive before 0014", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
      MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 14, 0},
+    /* the two-step Adams-Bashforth solver (its first step Heun's) */
+    {"autoregressive history 2 ab2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2},
+    {"flow oneshot ab2", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
+     MODEL_SOLVER_AB2, 0, 0},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -137,6 +142,8 @@ static const uint64_t GOLDEN[][2] = {
     {0x639ca6f8be16a6acull, 0xbc11de01a979fcf5ull},   /* autoregressive before 0013 */
     {0x97fc0d4df14602a2ull, 0xf79be6178078239eull},   /* flow oneshot heun before 0014 */
     {0xc06856c575e698e7ull, 0x8575ec77844541a4ull},   /* autoregressive before 0014 */
+    {0x8f248ab81035e073ull, 0x1badd4704cbde247ull},   /* autoregressive history 2 ab2 */
+    {0x82c1c155ec99e511ull, 0x7d8d06ff3dddcd62ull},   /* flow oneshot ab2 */
 };
 
 typedef struct trained {
