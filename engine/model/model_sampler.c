@@ -496,7 +496,23 @@ static float grid_time(int k, int steps, int power)
     return (float)t;
 }
 
-/* Integrates one stage in place on s->x (noise in, sample out). */
+/* Heun's corrector for a step of length h from (s->x, t), v holding
+ * v(s->x, t): predicts s->xp, evaluates vp there, and moves s->x by the
+ * average slope.  Heun's steps and ab2's first step. */
+static int heun_correct(model_sampler *s, stage_net *n, float t, float h, float *v, float *vp,
+                        int rows, double *evals, gt_error *err)
+{
+    const int D = n->dim;
+    int rc;
+    if ((rc = axpby(s, s->xp, 1.0f, s->x, h, v, rows, D, err)) ||
+        (rc = eval_net(s, n, s->xp, t + h, vp, rows, err)) ||
+        (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * h, v, rows, D, err)) ||
+        (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * h, vp, rows, D, err)))
+        return rc;
+    *evals += 1;
+    return GT_OK;
+}
+
 /* The ab2 flow solver: one Heun step from the noise, then the two-step
  * Adams-Bashforth rule for the grid's uneven steps,
  *   x_{k+1} = x_k + h_k ((1 + r / 2) v_k - (r / 2) v_{k-1}),  r = h_k / h_{k-1},
@@ -519,12 +535,8 @@ static int integrate_ab2(model_sampler *s, stage_net *n, int rows, int steps, do
         *evals += 1;
         if (k == 0) {
             /* Heun; v(x_0, t_0) stays in cur as the slope before step 1 */
-            if ((rc = axpby(s, s->xp, 1.0f, s->x, h, cur, rows, D, err)) ||
-                (rc = eval_net(s, n, s->xp, t + h, prev, rows, err)) ||
-                (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * h, cur, rows, D, err)) ||
-                (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * h, prev, rows, D, err)))
+            if ((rc = heun_correct(s, n, t, h, cur, prev, rows, evals, err)))
                 return rc;
-            *evals += 1;
         } else {
             const float r = h / h_prev;
             if ((rc = axpby(s, s->x, 1.0f, s->x, h * (1.0f + 0.5f * r), cur, rows, D, err)) ||
@@ -539,6 +551,7 @@ static int integrate_ab2(model_sampler *s, stage_net *n, int rows, int steps, do
     return GT_OK;
 }
 
+/* Integrates one stage in place on s->x (noise in, sample out). */
 static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double *evals,
                      gt_error *err)
 {
@@ -593,12 +606,8 @@ static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double
             continue;
         }
         /* Heun: predictor, corrector with the average slope. */
-        if ((rc = axpby(s, s->xp, 1.0f, s->x, dt, s->v1, rows, D, err)) ||
-            (rc = eval_net(s, n, s->xp, t + dt, s->v2, rows, err)) ||
-            (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * dt, s->v1, rows, D, err)) ||
-            (rc = axpby(s, s->x, 1.0f, s->x, 0.5f * dt, s->v2, rows, D, err)))
+        if ((rc = heun_correct(s, n, t, dt, s->v1, s->v2, rows, evals, err)))
             return rc;
-        *evals += 1;
     }
     return GT_OK;
 }
