@@ -392,7 +392,7 @@ int main(void)
                              "baseline-bf16.json",   "routed.json",
                              "routed-bf16.json",     "autoregressive.json",
                              "autoregressive-bf16.json", "wgan.json",
-                             "wgan-bf16.json"};
+                             "wgan-bf16.json",       "cpu-long.json"};
     for (size_t i = 0; src && i < sizeof shipped / sizeof shipped[0]; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/configs/%s", src, shipped[i]);
