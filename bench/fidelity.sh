@@ -9,21 +9,27 @@
 #   mean_x       mean over the feature groups of the mean separation power,
 #                as a multiple of the floor's
 #   worst_x      the worst group's multiple of its floor (and which group)
-#   AUC hi / lo  the classifier AUC on the high-level features / the voxels
+#   AUC hi / lo  the classifier AUC on the high-level features / the voxels,
+#                the mean over R whole classifier tests (seeds 42 .. 42 + R - 1,
+#                giant eval --cls-repeats) +- their standard deviation; one
+#                test moves by a few hundredths between seeds
 #                (floor: the second reference against the reference)
 # Usage: bench/fidelity.sh [--configs "quickstart cpu-long"] [--n N]
-#        [--device cpu]    (configs: names of files in configs/)
+#        [--device cpu] [--repeats R (default 5)]
+#        (configs: names of files in configs/)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 configs="quickstart"
 n=4000
 device=cpu
+repeats=5
 while [ $# -gt 0 ]; do
   case "$1" in
     --configs) configs=$2; shift 2 ;;
     --n) n=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
-    *) echo "usage: $0 [--configs LIST] [--n N] [--device SPEC]" >&2; exit 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    *) echo "usage: $0 [--configs LIST] [--n N] [--device SPEC] [--repeats R]" >&2; exit 2 ;;
   esac
 done
 build="${GIANT_BUILD_DIR:-$root/build-bench-fidelity}"
@@ -61,7 +67,7 @@ print(g if g.endswith('.xml') else sys.argv[2] + '/configs/geometry/binning_' + 
       2> "$work/$name.sample.log"
   t2=$(date +%s.%N)
   "$giant" eval "$work/$name.h5" "$ref" --ref2 "$ref2" --geometry "$geo" \
-      --json "$work/$name.eval.json" > "$work/$name.eval.txt" 2> "$work/$name.eval.log"
+      --cls-repeats "$repeats" --json "$work/$name.eval.json" > "$work/$name.eval.txt" 2> "$work/$name.eval.log"
   /usr/bin/python3 - "$work/$name.eval.json" "$work/$name.sample.log" "$name" "$t0" "$t1" "$t2" "$n" \
       >> "$results" <<'PY'
 import json, re, sys
@@ -73,7 +79,9 @@ worst = max(groups, key=groups.get)
 m = re.search(r"([0-9.]+) MFLOP", open(log).read())
 def auc(d, k):
     c = d.get("classifier", {}).get(k)
-    return "%.3f" % c["auc"] if c else "-"
+    if not c:
+        return "-"
+    return "%.3f+-%.3f" % (c["auc"], c["auc_sd"]) if c.get("repeats", 1) > 1 else "%.3f" % c["auc"]
 print("\t".join([name, "%.0f" % (float(t1) - float(t0)),
                  "%.0f" % (int(n) / (float(t2) - float(t1))), m.group(1) if m else "-",
                  "%.1f" % (e["mean_over_groups"] / f["mean_over_groups"]),
@@ -84,7 +92,7 @@ PY
   tail -1 "$results"
 done
 echo
-printf "%-16s %8s %10s %13s %7s %-24s %-16s %-16s\n" config train_s showers/s MFLOP/shower mean_x \
+printf "%-16s %8s %10s %13s %7s %-24s %-28s %-28s\n" config train_s showers/s MFLOP/shower mean_x \
        "worst_x (group)" "AUC hi (floor)" "AUC lo (floor)"
-awk -F'\t' '{printf "%-16s %8s %10s %13s %7s %-24s %-16s %-16s\n", $1,$2,$3,$4,$5,$6,$7,$8}' "$results"
+awk -F'\t' '{printf "%-16s %8s %10s %13s %7s %-24s %-28s %-28s\n", $1,$2,$3,$4,$5,$6,$7,$8}' "$results"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

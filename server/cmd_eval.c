@@ -49,6 +49,8 @@ static void cmd_eval_usage(FILE *f)
             "  --cls-hidden N    classifier width (default 512; CaloChallenge uses 2048)\n"
             "  --cls-depth N     classifier hidden layers (default 3)\n"
             "  --cls-epochs N    classifier epochs (default 50)\n"
+            "  --cls-repeats N   whole classifier tests averaged, seeds S .. S + N - 1\n"
+            "                    (default 1, at most 20); prints the mean AUC and their sd\n"
             "  --json OUT        write per-feature values, every summary, the features left\n"
             "                    out of FPD/KPD (constant in a sample) and every feature's\n"
             "                    histogram as JSON (what the service stores per evaluation)\n"
@@ -125,6 +127,8 @@ static void eval_print(const eval_core_result *a, const eval_core_result *floor,
             continue;
         const model_classify_result *c = &a->cls[k];
         printf("classifier AUC (%s): %.4f", kind[k], c->auc);
+        if (c->repeats > 1)
+            printf(" (sd %.4f over %d repeats)", c->auc_sd, c->repeats);
         if (floor && floor->has_cls[k])
             printf("   (floor %.4f)", floor->cls[k].auc);
         printf("   JSD %.4f bits, best epoch %d, %lld + %lld + %lld showers each\n", c->jsd_bits,
@@ -229,6 +233,9 @@ int cmd_eval(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--cls-epochs")) {
             if (!parse_int(a, val, 1, 100000, &cc->epochs))
+                return 2;
+        } else if (!strcmp(a, "--cls-repeats")) {
+            if (!parse_int(a, val, 1, MODEL_CLASSIFY_MAX_REPEATS, &cc->repeats))
                 return 2;
         } else if (!strcmp(a, "--max-showers")) {
             long long v = strtoll(val, &end, 10);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model_classify.h"
+
 const char *const eval_body_metrics[4] = {"separation_power", "fpd_kpd", "classifier_high",
                                           "classifier_low"};
 
@@ -92,9 +94,11 @@ json_t *eval_body_normalise(const json_t *cbody, long max_showers, eval_body_fau
     }
     json_t *cls = json_object_get(body, "classifier");
     if (cls && !json_is_object(cls))
-        return REFUSE(f, "classifier", "classifier must be {\"hidden\", \"depth\", \"epochs\"}");
+        return REFUSE(f, "classifier",
+                      "classifier must be {\"hidden\", \"depth\", \"epochs\", \"repeats\"}");
     json_object_foreach(cls, key, v) {
-        if (strcmp(key, "hidden") && strcmp(key, "depth") && strcmp(key, "epochs")) {
+        if (strcmp(key, "hidden") && strcmp(key, "depth") && strcmp(key, "epochs") &&
+            strcmp(key, "repeats")) {
             char field[64];
             snprintf(field, sizeof field, "classifier.%.40s", key);
             return REFUSE(f, field, "unknown field '%s'", field);
@@ -105,7 +109,10 @@ json_t *eval_body_normalise(const json_t *cbody, long max_showers, eval_body_fau
     long long depth = hidden < 0 ? -1 : body_int(f, cls, "depth", "classifier.depth", 3, 1, 8);
     long long epochs =
         depth < 0 ? -1 : body_int(f, cls, "epochs", "classifier.epochs", 50, 1, 500);
-    if (hidden < 0 || depth < 0 || epochs < 0)
+    long long repeats = epochs < 0 ? -1
+                                   : body_int(f, cls, "repeats", "classifier.repeats", 1, 1,
+                                              MODEL_CLASSIFY_MAX_REPEATS);
+    if (hidden < 0 || depth < 0 || epochs < 0 || repeats < 0)
         return NULL;
     /* in the documented order, each once, whatever order they came in */
     json_t *norm_metrics = json_array();
@@ -117,12 +124,13 @@ json_t *eval_body_normalise(const json_t *cbody, long max_showers, eval_body_fau
             json_array_append_new(norm_metrics, json_string(eval_body_metrics[k]));
     }
     json_t *out = norm_metrics
-                      ? json_pack("{s:I, s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I}}", "dataset_id",
+                      ? json_pack("{s:I, s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I}}", "dataset_id",
                                   (json_int_t)ds, "ref2_dataset_id",
                                   r2 ? json_integer(r2) : json_null(), "n", (json_int_t)n,
                                   "seed", (json_int_t)seed, "metrics", norm_metrics,
                                   "classifier", "hidden", (json_int_t)hidden, "depth",
-                                  (json_int_t)depth, "epochs", (json_int_t)epochs)
+                                  (json_int_t)depth, "epochs", (json_int_t)epochs, "repeats",
+                                  (json_int_t)repeats)
                       : NULL;
     if (!out) {
         f->status = 500;

@@ -251,6 +251,8 @@ static void fields_json(json_t *o, const eval_core_result *e, const feat_layout 
         const model_classify_result *c = &e->cls[k];
         json_t *x = json_object();
         json_object_set_new(x, "auc", num(c->auc));
+        json_object_set_new(x, "auc_sd", num(c->auc_sd));
+        json_object_set_new(x, "repeats", json_integer(c->repeats));
         json_object_set_new(x, "bce", num(c->bce));
         json_object_set_new(x, "jsd_bits", num(c->jsd_bits));
         json_object_set_new(x, "best_epoch", json_integer(c->best_epoch));

@@ -225,11 +225,13 @@ static int parse_request(const char *text, eval_request *r, gt_error *err)
     json_error_t jerr;
     json_t *o = json_loads(text ? text : "", 0, &jerr), *ref2 = NULL, *metrics = NULL;
     json_int_t ds = 0, n = 0, seed = 0;
-    int hidden = 0, depth = 0, epochs = 0;
-    if (!o || json_unpack_ex(o, &jerr, 0, "{s:I, s:o, s:I, s:I, s:o, s:{s:i, s:i, s:i}}",
-                             "dataset_id", &ds, "ref2_dataset_id", &ref2, "n", &n, "seed", &seed,
-                             "metrics", &metrics, "classifier", "hidden", &hidden, "depth",
-                             &depth, "epochs", &epochs) != 0) {
+    /* requests stored before `repeats` existed ran one classifier test */
+    int hidden = 0, depth = 0, epochs = 0, repeats = 1;
+    if (!o ||
+        json_unpack_ex(o, &jerr, 0, "{s:I, s:o, s:I, s:I, s:o, s:{s:i, s:i, s:i, s?i}}",
+                       "dataset_id", &ds, "ref2_dataset_id", &ref2, "n", &n, "seed", &seed,
+                       "metrics", &metrics, "classifier", "hidden", &hidden, "depth", &depth,
+                       "epochs", &epochs, "repeats", &repeats) != 0) {
         json_decref(o);
         return gt_error_set(err, GT_EINVAL, "bad stored request: %s", jerr.text);
     }
@@ -253,6 +255,7 @@ static int parse_request(const char *text, eval_request *r, gt_error *err)
     r->opt.cls.hidden = hidden;
     r->opt.cls.depth = depth;
     r->opt.cls.epochs = epochs;
+    r->opt.cls.repeats = repeats;
     /* one seed for the showers, the FPD/KPD subsets and the classifier, as
      * `giant eval --seed` uses one for the last two */
     r->opt.seed = r->seed;

@@ -18,6 +18,7 @@ void model_classify_config_default(model_classify_config *c)
     c->batch = 1000;
     c->lr = 2e-4f;
     c->seed = 1;
+    c->repeats = 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -267,25 +268,13 @@ static int net_eval(cls_net *n, const cls_data *D, int64_t first, int64_t m, dou
 /* the test                                                                 */
 /* ------------------------------------------------------------------------ */
 
-int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, int64_t nb,
-                   int d, const model_classify_config *cfg, model_classify_result *out,
-                   gt_error *err)
+/* One classifier test with one seed: its split, initialisation and batches. */
+static int classify_once(nn_backend *b, const float *xa, int64_t na, const float *xb,
+                         int64_t nb, int d, const model_classify_config *cfg, uint64_t seed,
+                         model_classify_result *out, gt_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (!b || !xa || !xb || !cfg || d < 1)
-        return gt_error_set(err, GT_EINVAL, "classifier: bad arguments");
-    if (cfg->hidden < 1 || cfg->depth < 1 || cfg->epochs < 1 || cfg->batch < 2 ||
-        !(cfg->lr > 0))
-        return gt_error_set(err, GT_EINVAL,
-                            "classifier: hidden %d, depth %d, epochs %d, batch %d, lr %g: "
-                            "all must be positive (batch >= 2)",
-                            cfg->hidden, cfg->depth, cfg->epochs, cfg->batch, cfg->lr);
     int64_t n = na < nb ? na : nb;   /* equal counts: AUC 0.5 means no information */
-    if (n < 10)
-        return gt_error_set(err, GT_EINVAL,
-                            "classifier: needs at least 10 showers of each sample (got %lld "
-                            "and %lld)",
-                            (long long)na, (long long)nb);
     cls_data D;
     memset(&D, 0, sizeof D);
     D.x[0] = xb;
@@ -311,12 +300,13 @@ int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, 
         rc = gt_error_set(err, GT_ENOMEM, "classifier: out of memory");
         goto done;
     }
-    shuffle(D.order[0], nb, cfg->seed, 0);
-    shuffle(D.order[1], na, cfg->seed, 1);
+    shuffle(D.order[0], nb, seed, 0);
+    shuffle(D.order[1], na, seed, 1);
     fit_standardise(&D);
     /* at least ~20 steps an epoch: a small sample in batches of 1000 would
      * train for a handful of steps and understate the difference */
     model_classify_config run_cfg = *cfg;
+    run_cfg.seed = seed;
     int64_t per_epoch = 2 * D.n_train / 20;
     if (per_epoch < 32)
         per_epoch = 32;
@@ -327,7 +317,7 @@ int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, 
     nn_params *params = model_critic_params(net.c);
     double best = INFINITY;
     for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
-        shuffle(perm, 2 * D.n_train, cfg->seed, 100 + (uint64_t)epoch);
+        shuffle(perm, 2 * D.n_train, seed, 100 + (uint64_t)epoch);
         for (int64_t k0 = 0; k0 < 2 * D.n_train; k0 += net.batch) {
             int rows = 2 * D.n_train - k0 < net.batch ? (int)(2 * D.n_train - k0) : net.batch;
             if (rows < 2)
@@ -369,4 +359,53 @@ done:
     free(scores);
     free(labels);
     return rc;
+}
+
+int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, int64_t nb,
+                   int d, const model_classify_config *cfg, model_classify_result *out,
+                   gt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!b || !xa || !xb || !cfg || d < 1)
+        return gt_error_set(err, GT_EINVAL, "classifier: bad arguments");
+    if (cfg->hidden < 1 || cfg->depth < 1 || cfg->epochs < 1 || cfg->batch < 2 ||
+        !(cfg->lr > 0) || cfg->repeats < 1 || cfg->repeats > MODEL_CLASSIFY_MAX_REPEATS)
+        return gt_error_set(err, GT_EINVAL,
+                            "classifier: hidden %d, depth %d, epochs %d, batch %d, lr %g, "
+                            "repeats %d: all must be positive (batch >= 2, repeats <= %d)",
+                            cfg->hidden, cfg->depth, cfg->epochs, cfg->batch, cfg->lr,
+                            cfg->repeats, MODEL_CLASSIFY_MAX_REPEATS);
+    int64_t n = na < nb ? na : nb;
+    if (n < 10)
+        return gt_error_set(err, GT_EINVAL,
+                            "classifier: needs at least 10 showers of each sample (got %lld "
+                            "and %lld)",
+                            (long long)na, (long long)nb);
+    /* Each repeat is a whole test of its own (seed + r: another split, start
+     * and order); the mean over them is the estimate, their spread its noise. */
+    double auc[MODEL_CLASSIFY_MAX_REPEATS];
+    for (int r = 0; r < cfg->repeats; r++) {
+        model_classify_result one;
+        int rc = classify_once(b, xa, na, xb, nb, d, cfg, cfg->seed + (uint64_t)r, &one, err);
+        if (rc) {
+            memset(out, 0, sizeof *out);
+            return rc;
+        }
+        auc[r] = one.auc;
+        out->auc += one.auc / cfg->repeats;
+        out->bce += one.bce / cfg->repeats;
+        out->jsd_bits += one.jsd_bits / cfg->repeats;
+        out->select_bce += one.select_bce / cfg->repeats;
+        if (one.best_epoch > out->best_epoch)
+            out->best_epoch = one.best_epoch;
+        out->n_train = one.n_train;
+        out->n_select = one.n_select;
+        out->n_test = one.n_test;
+    }
+    out->repeats = cfg->repeats;
+    double ss = 0.0;
+    for (int r = 0; r < cfg->repeats; r++)
+        ss += (auc[r] - out->auc) * (auc[r] - out->auc);
+    out->auc_sd = cfg->repeats > 1 ? sqrt(ss / (cfg->repeats - 1)) : 0.0;
+    return GT_OK;
 }

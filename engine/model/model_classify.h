@@ -21,7 +21,12 @@
  *  - after each epoch the select rows' cross-entropy is measured; the
  *    epoch with the lowest one is kept (early stopping without a stop);
  *  - the result is that epoch's AUC on the test rows, with its
- *    cross-entropy and the JSD estimate ln 2 - BCE (in bits: / ln 2).
+ *    cross-entropy and the JSD estimate ln 2 - BCE (in bits: / ln 2);
+ *  - with `repeats` R > 1 the whole test runs R times, with seeds seed,
+ *    seed + 1, ..., seed + R - 1 (each its own split, initialisation and
+ *    batch order), and the result is the mean over them with the AUCs'
+ *    standard deviation: one test on a few thousand showers moves by a few
+ *    hundredths between seeds, the mean of R by 1 / sqrt(R) of that.
  * Inputs are host arrays (row-major, n x d). */
 #ifndef MODEL_CLASSIFY_H
 #define MODEL_CLASSIFY_H
@@ -38,18 +43,23 @@ typedef struct model_classify_config {
     int batch;
     float lr;
     uint64_t seed;
+    int repeats;       /* whole tests averaged, 1..MODEL_CLASSIFY_MAX_REPEATS */
 } model_classify_config;
 
+#define MODEL_CLASSIFY_MAX_REPEATS 20
+
 typedef struct model_classify_result {
-    double auc;          /* test rows, best epoch */
-    double bce;          /* test rows' mean cross-entropy (nats) */
-    double jsd_bits;     /* (ln 2 - bce) / ln 2, clipped at 0 */
-    double select_bce;   /* the selection value of the best epoch */
-    int best_epoch;      /* 1-based */
+    double auc;          /* test rows, best epoch (the mean over repeats) */
+    double auc_sd;       /* standard deviation of the repeats' AUCs (0 for one) */
+    int repeats;
+    double bce;          /* test rows' mean cross-entropy (nats; mean over repeats) */
+    double jsd_bits;     /* (ln 2 - bce) / ln 2, clipped at 0 (mean over repeats) */
+    double select_bce;   /* the selection value of the best epoch (mean) */
+    int best_epoch;      /* 1-based; the latest of the repeats' */
     int64_t n_train, n_select, n_test;   /* rows of each sample per split */
 } model_classify_result;
 
-/* hidden 512, depth 3, 50 epochs, batch 1000, lr 2e-4, seed 1. */
+/* hidden 512, depth 3, 50 epochs, batch 1000, lr 2e-4, seed 1, 1 repeat. */
 void model_classify_config_default(model_classify_config *cfg);
 
 /* xa [na x d], xb [nb x d].  Needs at least 10 rows of each. */

@@ -170,6 +170,11 @@ int main(void)
                      "mid"), 2);
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--cls-hidden", "0"),
                  2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--cls-repeats", "0"),
+                 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--cls-repeats",
+                     "21"),
+                 2);
     /* eval errors */
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "--geometry", g2), 2);
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5"), 2);

@@ -80,6 +80,37 @@ int main(void)
            r.auc, best);
     CHECK_MSG(r.auc > best - 0.06 && r.auc < best + 0.05, "AUC %.4f, optimum %.4f", r.auc,
               best);
+    /* repeats: the mean of whole tests at seeds s, s + 1, s + 2, and their spread */
+    model_classify_result one[3], rep;
+    model_classify_config c1 = cfg;
+    double mean = 0.0, ss = 0.0;
+    for (int k = 0; k < 3; k++) {
+        c1.seed = cfg.seed + (uint64_t)k;
+        CHECK(model_classify(b, a, n, bb, n, d, &c1, &one[k], &err) == GT_OK);
+        CHECK(one[k].repeats == 1 && one[k].auc_sd == 0.0);
+        mean += one[k].auc / 3;
+    }
+    for (int k = 0; k < 3; k++)
+        ss += (one[k].auc - mean) * (one[k].auc - mean);
+    CHECK_MSG(one[0].auc != one[1].auc || one[1].auc != one[2].auc,
+              "three seeds gave one AUC (%.4f): the seed does not reach the test", one[0].auc);
+    cfg.repeats = 3;
+    CHECK(model_classify(b, a, n, bb, n, d, &cfg, &rep, &err) == GT_OK);
+    printf("3 repeats: AUC %.4f +- %.4f (%.4f %.4f %.4f)\n", rep.auc, rep.auc_sd, one[0].auc,
+           one[1].auc, one[2].auc);
+    CHECK(rep.repeats == 3);
+    CHECK_MSG(fabs(rep.auc - mean) < 1e-12, "repeats' AUC %.6f, mean of single tests %.6f",
+              rep.auc, mean);
+    CHECK_MSG(fabs(rep.auc_sd - sqrt(ss / 2)) < 1e-12, "sd %.6f against %.6f", rep.auc_sd,
+              sqrt(ss / 2));
+    CHECK(rep.n_test == one[0].n_test);
+    CHECK(rep.best_epoch >= one[0].best_epoch && rep.best_epoch >= one[1].best_epoch &&
+          rep.best_epoch >= one[2].best_epoch);
+    cfg.repeats = 0;
+    CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_EINVAL);
+    cfg.repeats = MODEL_CLASSIFY_MAX_REPEATS + 1;
+    CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_EINVAL);
+    cfg.repeats = 1;
     /* refusals */
     CHECK(model_classify(b, a, 5, bb, n, d, &cfg, &r, &err) == GT_EINVAL);
     cfg.epochs = 0;

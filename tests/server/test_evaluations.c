@@ -176,7 +176,7 @@ static void test_evaluation(gc_client *c)
     char good[512];
     snprintf(good, sizeof good,
              "{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld, \"n\": 300, \"seed\": 7,"
-             " \"classifier\": {\"hidden\": 32, \"depth\": 2, \"epochs\": 5}}",
+             " \"classifier\": {\"hidden\": 32, \"depth\": 2, \"epochs\": 5, \"repeats\": 2}}",
              ref, ref2);
 
     json_t *done = svc_wait_run(c, run, "succeeded", 45000);
@@ -224,6 +224,10 @@ static void test_evaluation(gc_client *c)
     expect_422(c, run, b, "metrics");
     snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", ref);
     expect_422(c, run, b, "classifier.epochs");
+    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", ref);
+    expect_422(c, run, b, "classifier.repeats");
+    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", ref);
+    expect_422(c, run, b, "classifier.repeats");
     snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"bogus\": 1}", ref);
     expect_422(c, run, b, "bogus");
     CHECK_EQ_INT(post_eval(c, run, "{\"dataset_id\": ", &j), 400);
@@ -279,6 +283,10 @@ static void test_evaluation(gc_client *c)
     double auc = json_number_value(json_object_get(
         json_object_get(json_object_get(res, "classifier"), "high"), "auc"));
     CHECK_MSG(auc >= 0 && auc <= 1, "auc %g", auc);
+    /* two whole classifier tests asked for: their mean and spread */
+    json_t *high = json_object_get(json_object_get(res, "classifier"), "high");
+    CHECK_EQ_INT(json_integer_value(json_object_get(high, "repeats")), 2);
+    CHECK(json_number_value(json_object_get(high, "auc_sd")) > 0);
     CHECK(json_is_number(json_object_get(json_object_get(json_object_get(res, "classifier"),
                                                          "low"), "auc")));
     CHECK(json_is_number(json_object_get(res, "fpd_x1e3")) &&
@@ -315,7 +323,8 @@ static void test_evaluation(gc_client *c)
              root ? root : "../..");
     CHECK(fetch_generated(c, run, ref_path, 300, 7, gen));
     CHECK_EQ_INT(svc_sh("%s eval %s %s --ref2 %s --geometry %s --max-showers 300 --seed 7"
-                    " --cls-hidden 32 --cls-depth 2 --cls-epochs 5 --json %s > /dev/null"
+                    " --cls-hidden 32 --cls-depth 2 --cls-epochs 5 --cls-repeats 2 --json %s"
+                    " > /dev/null"
                     " 2>&1",
                     svc_binary(), gen, ref_path, ref2_path, geo, out),
                  0);
