@@ -1006,6 +1006,7 @@ async function queueForm(id, run, signal) {
   const seed = el('input', { id: 'eval-seed', name: 'seed', type: 'number', min: 0, value: 1 });
   const epochs = el('input', { id: 'eval-epochs', name: 'classifier.epochs', type: 'number', min: 1, placeholder: '50' });
   const hidden = el('input', { id: 'eval-hidden', name: 'classifier.hidden', type: 'number', min: 1, placeholder: '512' });
+  const repeats = el('input', { id: 'eval-repeats', name: 'classifier.repeats', type: 'number', min: 1, max: 20, placeholder: '1' });
   const err = el('div', { class: 'field-error hidden', id: 'eval-error' });
   /* novalidate: the server checks the request and names the field */
   const form = el('form', { class: 'card', id: 'eval-form', novalidate: true }, el('h2', {}, 'Queue an evaluation'),
@@ -1013,6 +1014,7 @@ async function queueForm(id, run, signal) {
     el('div', { class: 'row' }, el('label', {}, 'reference ', dataset), el('label', {}, 'second reference (floor) ', ref2),
       el('label', {}, 'n ', n), el('label', {}, 'seed ', seed),
       el('label', {}, 'classifier epochs ', epochs), el('label', {}, 'hidden ', hidden),
+      el('label', { title: 'whole classifier tests averaged (seeds seed .. seed + repeats - 1)' }, 'repeats ', repeats),
       el('button', { type: 'submit', class: 'primary', id: 'eval-go', disabled: !usable.length }, 'Queue')), err);
   form.onsubmit = async (ev) => {
     ev.preventDefault();
@@ -1022,6 +1024,7 @@ async function queueForm(id, run, signal) {
     const cls = {};
     if (epochs.value) cls.epochs = parseInt(epochs.value, 10);
     if (hidden.value) cls.hidden = parseInt(hidden.value, 10);
+    if (repeats.value) cls.repeats = parseInt(repeats.value, 10);
     if (Object.keys(cls).length) body.classifier = cls;
     try {
       const e = await api('POST', `/v1/runs/${id}/evaluations`, body, signal);
@@ -1063,18 +1066,20 @@ function drawEvaluation(box, ev) {
   gt.append(gb);
   /* AUCs, FPD, KPD */
   const at = el('table', { id: 'auc-table' }, el('thead', {}, el('tr', {},
-    ['classifier', 'AUC', 'BCE', 'JSD (bits)', 'train / select / test'].concat(fl ? ['floor AUC'] : []).map((h) => el('th', {}, h)))));
+    ['classifier', 'AUC', 'sd (repeats)', 'BCE', 'JSD (bits)', 'train / select / test'].concat(fl ? ['floor AUC'] : []).map((h) => el('th', {}, h)))));
   const ab = el('tbody');
   for (const k of ['high', 'low']) {
     const c = r.classifier && r.classifier[k];
     if (!c) continue;
     const f = fl && fl.classifier && fl.classifier[k];
     ab.append(el('tr', { 'data-classifier': k }, el('td', {}, k === 'high' ? 'high-level features' : 'voxels (low level)'),
-      el('td', { class: 'num auc' }, fmt(c.auc, 4)), el('td', { class: 'num' }, fmt(c.bce, 4)), el('td', { class: 'num' }, fmt(c.jsd_bits, 4)),
+      el('td', { class: 'num auc' }, fmt(c.auc, 4)),
+      el('td', { class: 'num auc-sd' }, c.repeats > 1 ? `${fmt(c.auc_sd, 4)} (${c.repeats})` : '–'),
+      el('td', { class: 'num' }, fmt(c.bce, 4)), el('td', { class: 'num' }, fmt(c.jsd_bits, 4)),
       el('td', { class: 'num' }, `${c.n_train} / ${c.n_select} / ${c.n_test}`),
       fl ? el('td', { class: 'num' }, fmt(f && f.auc, 4)) : null));
   }
-  if (!ab.childNodes.length) ab.append(el('tr', {}, el('td', { colspan: 5, class: 'muted' }, 'no classifier asked')));
+  if (!ab.childNodes.length) ab.append(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'no classifier asked')));
   at.append(ab);
   const dist = el('dl', { class: 'kv', id: 'fpd-kpd' },
     el('dt', {}, 'FPD x 1e3'), el('dd', { class: 'num' }, r.fpd_x1e3 === null || r.fpd_x1e3 === undefined ? '–' : `${fmt(r.fpd_x1e3)} ± ${fmt(r.fpd_err_x1e3, 2)}`),

@@ -474,11 +474,12 @@ def run_checks(svc, br, shots):
           'f.querySelector("#eval-dataset").value = "1"; f.querySelector("#eval-ref2").value = "2";'
           'f.querySelector("#eval-n").value = "100"; f.querySelector("#eval-seed").value = "3";'
           'f.querySelector("#eval-epochs").value = "3"; f.querySelector("#eval-hidden").value = "16";'
-          'f.querySelector("#eval-go").click(); true')
+          'f.querySelector("#eval-repeats").value = "2"; f.querySelector("#eval-go").click(); true')
     br.wait('!!document.querySelector("#evaluations-table tr[data-evaluation]")', 'the evaluation is listed')
     ev = svc.wait(f'/v1/runs/{r1}/evaluations', lambda j: j['items'] and j['items'][0]['status'] in ('succeeded', 'failed'),
                   'the evaluation finished')['items'][0]
-    check(ev['status'] == 'succeeded' and ev['request']['n'] == 100 and ev['request']['ref2_dataset_id'] == 2,
+    check(ev['status'] == 'succeeded' and ev['request']['n'] == 100 and ev['request']['ref2_dataset_id'] == 2
+          and ev['request']['classifier']['repeats'] == 2,
           f'evaluation {ev["id"]} succeeded with the form\'s request')
     res = svc.json('GET', f'/v1/runs/{r1}/evaluations/{ev["id"]}')['result']
     br.wait(f'document.querySelector("#evaluation-detail")?.dataset.evaluation === "{ev["id"]}" && '
@@ -488,8 +489,13 @@ def run_checks(svc, br, shots):
     want = [res['classifier'][k]['auc'] for k in ('high', 'low')]
     check(len(aucs) == 2 and all(abs(float(a) - w) < 1e-3 for a, w in zip(aucs, want)),
           f'AUC table {aucs} = the result\'s {want}')
+    sds = br.js('Array.from(document.querySelectorAll("#auc-table tr[data-classifier] td.auc-sd")).map(t => t.innerText)')
+    want_sd = ['%.4f (2)' % res['classifier'][k]['auc_sd'] for k in ('high', 'low')]
+    check(len(sds) == 2 and all(abs(float(a.split()[0]) - res['classifier'][k]['auc_sd']) < 1e-3 and a.endswith('(2)')
+                                for a, k in zip(sds, ('high', 'low'))),
+          f'AUC table sd column {sds} = the result\'s {want_sd}')
     floor = br.js('document.querySelectorAll("#auc-table tr[data-classifier] td").length')
-    check(floor == 12, 'AUC table with the floor column')
+    check(floor == 14, 'AUC table with the sd and floor columns')
     nh = len(res['histograms'])
     figs = br.js('document.querySelectorAll("#histograms figure[data-feature]").length')
     paths = br.js('document.querySelectorAll("#histograms svg.hist path.hist-gen").length')
