@@ -158,7 +158,10 @@ int eval_core_compare(const eval_core_sample *a, const eval_core_sample *ref,
             if (log)
                 fprintf(log, "giant eval: training the %s-level classifier on %s against %s\n",
                         k ? "low" : "high", a->label, ref->label);
-            rc = model_classify(cls_b, xa, a->n, xb, ref->n, d, &o->cls, &out->cls[k], err);
+            model_classify_config cls = o->cls;
+            cls.should_stop = o->should_stop;
+            cls.stop_user = o->stop_user;
+            rc = model_classify(cls_b, xa, a->n, xb, ref->n, d, &cls, &out->cls[k], err);
             out->has_cls[k] = rc == GT_OK;
         }
         if (!k) {

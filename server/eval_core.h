@@ -54,9 +54,9 @@ typedef struct eval_core_options {
     int classifier[2];     /* 0: high-level features, 1: voxels */
     model_classify_config cls;
     uint64_t seed;         /* FPD/KPD subsets; the classifier's is cls.seed */
-    /* Optional: asked before each classifier; non-zero stops the
-     * comparison with GT_ECANCELLED (a service shutting down waits for one
-     * classifier at most, not for all). */
+    /* Optional: asked before each classifier and each of its epochs;
+     * non-zero stops the comparison with GT_ECANCELLED (a service shutting
+     * down waits for one classifier epoch at most, not for every repeat). */
     int (*should_stop)(void *user);
     void *stop_user;
 } eval_core_options;

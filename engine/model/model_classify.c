@@ -12,6 +12,7 @@
 
 void model_classify_config_default(model_classify_config *c)
 {
+    memset(c, 0, sizeof *c);
     c->hidden = 512;
     c->depth = 3;
     c->epochs = 50;
@@ -317,6 +318,10 @@ static int classify_once(nn_backend *b, const float *xa, int64_t na, const float
     nn_params *params = model_critic_params(net.c);
     double best = INFINITY;
     for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
+        if (cfg->should_stop && cfg->should_stop(cfg->stop_user)) {
+            rc = gt_error_set(err, GT_ECANCELLED, "classifier: stopped");
+            goto done;
+        }
         shuffle(perm, 2 * D.n_train, seed, 100 + (uint64_t)epoch);
         for (int64_t k0 = 0; k0 < 2 * D.n_train; k0 += net.batch) {
             int rows = 2 * D.n_train - k0 < net.batch ? (int)(2 * D.n_train - k0) : net.batch;

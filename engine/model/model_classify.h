@@ -44,6 +44,11 @@ typedef struct model_classify_config {
     float lr;
     uint64_t seed;
     int repeats;       /* whole tests averaged, 1..MODEL_CLASSIFY_MAX_REPEATS */
+    /* Asked before every epoch of every repeat (NULL: never): nonzero ends
+     * the test with GT_ECANCELLED, so that a service shutting down waits
+     * for one epoch, not for all the repeats. */
+    int (*should_stop)(void *user);
+    void *stop_user;
 } model_classify_config;
 
 #define MODEL_CLASSIFY_MAX_REPEATS 20
@@ -59,7 +64,8 @@ typedef struct model_classify_result {
     int64_t n_train, n_select, n_test;   /* rows of each sample per split */
 } model_classify_result;
 
-/* hidden 512, depth 3, 50 epochs, batch 1000, lr 2e-4, seed 1, 1 repeat. */
+/* hidden 512, depth 3, 50 epochs, batch 1000, lr 2e-4, seed 1, 1 repeat,
+ * no stop. */
 void model_classify_config_default(model_classify_config *cfg);
 
 /* xa [na x d], xb [nb x d].  Needs at least 10 rows of each. */

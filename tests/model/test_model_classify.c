@@ -46,6 +46,17 @@ static float *gaussian(int64_t n, int d, double shift, uint64_t seed)
     return x;
 }
 
+/* Says stop on its `at`-th question. */
+typedef struct stop_counter {
+    int asked, at;
+} stop_counter;
+
+static int stop_at(void *user)
+{
+    stop_counter *s = user;
+    return ++s->asked >= s->at;
+}
+
 int main(void)
 {
     check_auc();
@@ -110,7 +121,25 @@ int main(void)
     CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_EINVAL);
     cfg.repeats = MODEL_CLASSIFY_MAX_REPEATS + 1;
     CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_EINVAL);
+    /* a stop is asked before every epoch: asked to stop in the second of
+     * three repeats (25 epochs each), the test ends there, cancelled */
+    stop_counter sc = {0, 30};
+    cfg.repeats = 3;
+    cfg.should_stop = stop_at;
+    cfg.stop_user = &sc;
+    CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_ECANCELLED);
+    CHECK_MSG(sc.asked == 30, "asked %d times", sc.asked);
+    CHECK(r.repeats == 0 && r.auc == 0.0);
+    /* a stop that never says yes changes nothing */
+    sc.at = 1000;
+    sc.asked = 0;
     cfg.repeats = 1;
+    CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r2, &err) == GT_OK);
+    CHECK_MSG(sc.asked == cfg.epochs, "asked %d times in %d epochs", sc.asked, cfg.epochs);
+    cfg.should_stop = NULL;
+    cfg.stop_user = NULL;
+    CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_OK);
+    CHECK_MSG(memcmp(&r, &r2, sizeof r) == 0, "a stop that never fired changed the result");
     /* refusals */
     CHECK(model_classify(b, a, 5, bb, n, d, &cfg, &r, &err) == GT_EINVAL);
     cfg.epochs = 0;
