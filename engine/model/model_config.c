@@ -290,19 +290,21 @@ static const char *const OBJECTIVES[] = {"flow", "ddpm", "wgan", NULL};
 static const char *const MODES[] = {"oneshot", "autoregressive", NULL};
 static const char *const TRUNKS[] = {"expert", "routed", NULL};
 static const char *const SKIPS[] = {"none", "gated", NULL};
+static const char *const BLOCK_CONDS[] = {"none", "time", "all", NULL};
 static const char *const SOLVERS[] = {"euler", "heun", "ddim", "ab2", NULL};
 static const char *const PRECISIONS[] = {"fp32", "bf16", NULL};
 static const char *const ENERGIES[] = {"log-uniform", "discrete", "fixed", NULL};
 
 static int parse_trunk(walker *w, const json_t *obj, const char *path, model_trunk_config *t)
 {
-    static const char *const keys[] = {"kind", "skip", "hidden", "blocks", "emb_dim",
-                                       "experts", "top_k", "balance_weight",
+    static const char *const keys[] = {"kind", "skip", "block_cond", "hidden", "blocks",
+                                       "emb_dim", "experts", "top_k", "balance_weight",
                                        "entropy_weight", NULL};
-    int rc, kind = (int)t->kind, skip = (int)t->skip;
+    int rc, kind = (int)t->kind, skip = (int)t->skip, bc = (int)t->block_cond;
     if ((rc = check_keys(w, obj, path, keys)) ||
         (rc = get_enum(w, obj, path, "kind", TRUNKS, &kind)) ||
         (rc = get_enum(w, obj, path, "skip", SKIPS, &skip)) ||
+        (rc = get_enum(w, obj, path, "block_cond", BLOCK_CONDS, &bc)) ||
         (rc = get_int32(w, obj, path, "hidden", 1, 8192, &t->hidden)) ||
         (rc = get_int32(w, obj, path, "blocks", 0, 64, &t->blocks)) ||
         (rc = get_int32(w, obj, path, "emb_dim", 2, 512, &t->emb_dim)) ||
@@ -313,6 +315,7 @@ static int parse_trunk(walker *w, const json_t *obj, const char *path, model_tru
         return rc;
     t->kind = (model_trunk_kind)kind;
     t->skip = (model_trunk_skip)skip;
+    t->block_cond = (model_block_cond)bc;
     if (t->emb_dim % 2)
         return fail_key(w, path, "emb_dim", "must be even (sine and cosine pairs)%s", "");
     if (t->top_k > t->experts)
@@ -666,6 +669,14 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
     if (cfg->stage2.objective == MODEL_OBJ_WGAN && cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE)
         return fail(&w, "model.stage2.mode",
                     "autoregressive stage 2 trains with flow or ddpm, not wgan%s", "");
+    if (cfg->stage1.objective == MODEL_OBJ_WGAN &&
+        cfg->stage1.trunk.block_cond == MODEL_BLOCK_COND_TIME)
+        return fail(&w, "model.stage1.trunk.block_cond",
+                    "a wgan generator has no time: use none or all%s", "");
+    if (cfg->stage2.objective == MODEL_OBJ_WGAN &&
+        cfg->stage2.trunk.block_cond == MODEL_BLOCK_COND_TIME)
+        return fail(&w, "model.stage2.trunk.block_cond",
+                    "a wgan generator has no time: use none or all%s", "");
     return GT_OK;
 }
 
@@ -741,6 +752,9 @@ static json_t *trunk_json(const model_trunk_config *t)
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i}", "kind", TRUNKS[t->kind], "skip",
                           SKIPS[t->skip], "hidden", t->hidden, "blocks", t->blocks, "emb_dim",
                           t->emb_dim);
+    /* only when set: configs from before the field read back unchanged */
+    if (o && t->block_cond != MODEL_BLOCK_COND_NONE)
+        json_object_set_new(o, "block_cond", json_string(BLOCK_CONDS[t->block_cond]));
     if (o && t->kind == MODEL_TRUNK_ROUTED) {
         json_object_set_new(o, "experts", json_integer(t->experts));
         json_object_set_new(o, "top_k", json_integer(t->top_k));

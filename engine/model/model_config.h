@@ -86,9 +86,16 @@ typedef enum model_solver {
     MODEL_SOLVER_AB2 = 3,   /* flow: a Heun step, then two-step Adams-Bashforth */
 } model_solver;
 
+typedef enum model_block_cond {
+    MODEL_BLOCK_COND_NONE = 0, /* conditions enter at the input only           */
+    MODEL_BLOCK_COND_TIME = 1, /* + the time's embedding in every block         */
+    MODEL_BLOCK_COND_ALL = 2,  /* + every condition's embedding in every block  */
+} model_block_cond;
+
 typedef struct model_trunk_config {
     model_trunk_kind kind;
     model_trunk_skip skip; /* stage 2 default gated, stage 1 none   */
+    model_block_cond block_cond; /* default none                    */
     int hidden;          /* width of the residual stream           */
     int blocks;          /* residual blocks (per expert)           */
     int emb_dim;         /* sinusoidal features per scalar condition */

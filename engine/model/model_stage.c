@@ -49,6 +49,11 @@ void model_stage_trunk_config_ctx(const model_config *cfg, int stage, int dim, i
     /* a generator has no time input; flow and ddpm trunks see [t, c] */
     out->cond_dim = (obj == MODEL_OBJ_WGAN ? 0 : 1) + n_cond;
     out->emb_dim = t->emb_dim;
+    /* time is a flow's or ddpm's first condition (refused for wgan by the
+     * config's validation) */
+    out->block_cond = t->block_cond == MODEL_BLOCK_COND_ALL    ? out->cond_dim
+                      : t->block_cond == MODEL_BLOCK_COND_TIME ? 1
+                                                               : 0;
     /* Conditions are O(1) (time in [0, 1], standardised energies); scaled by
      * 1000 they span the embedding's periods like diffusion timesteps do. */
     out->emb_scale = 1000.0f;

@@ -67,6 +67,9 @@ int nn_trunk_config_check(const nn_trunk_config *c, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "trunk: unknown precision %d", (int)c->precision);
     if (!(c->ln_eps > 0.0f))
         return gt_error_set(err, GT_EINVAL, "trunk: ln_eps must be positive");
+    if (c->block_cond < 0 || c->block_cond > c->cond_dim)
+        return gt_error_set(err, GT_EINVAL, "trunk: block_cond %d outside 0..cond_dim (%d)",
+                            c->block_cond, c->cond_dim);
     if (c->kind == NN_TRUNK_ROUTED) {
         if (c->n_experts < 2 || c->n_experts > NN_TRUNK_MAX_EXPERTS)
             return gt_error_set(err, GT_EINVAL, "trunk: n_experts %d outside 2..%d",
@@ -149,6 +152,18 @@ static int declare_all(nn_trunk *t, gt_error *err)
             GT_TRY(nn_params_add(&t->params, which ? "skip.w" : "skip.b", which ? t->cfg.out_dim : 1,
                                  which ? t->cfg.cond_dim * t->cfg.emb_dim : t->cfg.out_dim, which,
                                  which ? &t->w_skip : &t->b_skip, err));
+        /* after them, the blocks' condition weights (zero, drawing nothing) */
+        for (int i = 0; which && t->cfg.block_cond && i < t->n_ex; i++)
+            for (int l = 0; l < t->cfg.blocks; l++) {
+                char nm[NN_PARAM_NAME_MAX];
+                if (t->cfg.kind == NN_TRUNK_ROUTED)
+                    snprintf(nm, sizeof nm, "e%d.blk%d.cond.w", i, l);
+                else
+                    snprintf(nm, sizeof nm, "blk%d.cond.w", l);
+                GT_TRY(nn_params_add(&t->params, nm, t->cfg.hidden,
+                                     t->cfg.block_cond * t->cfg.emb_dim, 1,
+                                     &t->ex[i].blk[l].wc, err));
+            }
     }
     return GT_OK;
 }
@@ -182,6 +197,8 @@ int nn_trunk_create(nn_backend *b, const nn_trunk_config *cfg, nn_trunk **out, g
         t->ex[i].blk = calloc((size_t)(cfg->blocks ? cfg->blocks : 1), sizeof(ex_block));
         if (!t->ex[i].blk)
             rc = gt_error_set(err, GT_ENOMEM, "trunk: out of memory");
+        for (int l = 0; !rc && l < cfg->blocks; l++)
+            t->ex[i].blk[l].wc = -1;
     }
     if (!rc)
         rc = declare_all(t, err);
@@ -248,12 +265,22 @@ double nn_trunk_forward_flops(const nn_trunk *t, int rows)
 {
     const nn_trunk_config *c = &t->cfg;
     double H = c->hidden;
-    double per = 2.0 * ((double)t->D * H + 2.0 * c->blocks * H * H + H * c->out_dim);
+    double per = 2.0 * ((double)t->D * H + 2.0 * c->blocks * H * H + H * c->out_dim +
+                        (double)c->blocks * H * c->block_cond * c->emb_dim);
     if (c->kind == NN_TRUNK_ROUTED)
         per = per * c->top_k + 2.0 * t->D * c->n_experts;
     if (c->skip == NN_SKIP_GATED)
         per += 2.0 * c->cond_dim * c->emb_dim * c->out_dim;
     return per * rows;
+}
+
+static int is_block_cond(const nn_trunk *t, int view)
+{
+    for (int i = 0; t->cfg.block_cond && i < t->n_ex; i++)
+        for (int l = 0; l < t->cfg.blocks; l++)
+            if (t->ex[i].blk[l].wc == view)
+                return 1;
+    return 0;
 }
 
 int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err)
@@ -271,8 +298,8 @@ int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err)
         const char *nm = v->name;
         size_t L = strlen(nm);
         int is_gamma = L >= 5 && !strcmp(nm + L - 5, ".ln.g");
-        if (i == t->w_skip)
-            continue;   /* zero: the trunk starts as if it had no skip */
+        if (i == t->w_skip || is_block_cond(t, i))
+            continue;   /* zero: the trunk starts as if it had neither */
         if (v->decay) {
             float sd = 1.0f / sqrtf((float)v->cols);
             if (L >= 5 && !strcmp(nm + L - 5, "out.w"))

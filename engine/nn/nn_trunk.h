@@ -21,6 +21,14 @@
  *         weight that depends on the conditions (a flow's time among them).
  *         Needs cond_dim >= 1 and in_dim >= out_dim (the first out_dim
  *         input columns are the ones followed).
+ * block_cond k (either kind): the embeddings of the first k conditions (a
+ *         flow's time is the first) also enter every block, the way a
+ *         diffusion U-Net's residual blocks each add the time embedding:
+ *         h += W2 SiLU(W1 LN(h) + Wc_l embed(cond[:, :k]) + b1) + b2, one
+ *         Wc_l a block (zero at initialisation, drawing nothing, so a
+ *         trunk starts as the same trunk without them).  Without it the
+ *         conditions reach the blocks only through the input layer and the
+ *         residual stream.
  *
  * precision NN_BF16: matmul inputs (weights' working copy, activations,
  * gradients fed to matmuls) are bf16 with fp32 accumulation; everything
@@ -65,6 +73,7 @@ typedef struct nn_trunk_config {
     float entropy_coef;    /* routed: weight of the entropy loss gradient */
     nn_dtype precision;    /* NN_F32 or NN_BF16 */
     float ln_eps;
+    int block_cond;        /* leading conditions fed to every block, 0..cond_dim */
 } nn_trunk_config;
 
 /* Baseline: expert, in 6480, 2 conditions x 32 features (scale 1000, period
@@ -81,9 +90,9 @@ void nn_trunk_destroy(nn_trunk *t);                     /* NULL ok */
 
 /* Random initialisation from the counter-based generator (stream 0 of
  * seed): linear weights normal(0, 1/sqrt(fan_in)) (the output head scaled
- * by out_scale), biases 0, LayerNorm gamma 1, beta 0; the gated skip 0
- * (drawing nothing, so the other weights are those of the same trunk
- * without a skip). */
+ * by out_scale), biases 0, LayerNorm gamma 1, beta 0; the gated skip and
+ * the blocks' condition weights 0 (drawing nothing, so the other weights
+ * are those of the same trunk without them). */
 int nn_trunk_init(nn_trunk *t, uint64_t seed, float out_scale, gt_error *err);
 
 /* Allocates the activation arena for up to `batch` rows (re-planning with

@@ -1,6 +1,6 @@
 /* nn_trunk_expert.c: one expert trunk on an assembled input
- * xin = x ++ embed(cond): linear -> blocks x {h += W2 SiLU(W1 LN(h) + b1)
- * + b2} -> LN -> linear, forward and hand-written backward.  Inference
+ * xin = x ++ embed(cond): linear -> blocks x {h += W2 SiLU(W1 LN(h) + b1
+ * [+ Wc embed(cond[:, :block_cond])]) + b2} -> LN -> linear, forward and hand-written backward.  Inference
  * forwards of a packed trunk run the fixed-order linear layer. */
 #include "nn_trunk_internal.h"
 
@@ -44,6 +44,8 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
         X = TH(e->x_bf, n, t->D);   /* assembled there (nn_trunk.c) */
     else
         GT_TRY(operand(t, T(e->x, n, t->D), e->x_bf, &X, err));
+    /* the embeddings the blocks see (block_cond): columns of the input */
+    nn_tensor E = nn_tensor_cols(X, c->in_dim, c->block_cond * c->emb_dim);
     nn_tensor h0 = T(e->h, n, H);
     GT_TRY(linear(t, training, h0, X, e->w_in, P(t, e->b_in), NN_ACT_NONE, 0, err));
     nn_tensor hl = h0;
@@ -61,8 +63,19 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
         if (training) {
             nn_tensor z = T(e->z + lo * BH, n, H);
             GT_TRY(nn_matmul(b, z, A, 0, W(t, k->w1), 1, P(t, k->b1), NN_ACT_NONE, 0, err));
+            if (k->wc >= 0)
+                GT_TRY(nn_matmul(b, z, E, 0, W(t, k->wc), 1, NULL, NN_ACT_NONE, 1, err));
             S = bf ? TH(e->s_bf + lo * BH, n, H) : s;   /* SiLU likewise */
             GT_TRY(nn_silu_fwd(b, S, z, err));
+        } else if (k->wc >= 0) {
+            /* the block's input, then the conditions' term added (each a
+             * fixed-order layer when packed; the order of the training
+             * forward), then SiLU */
+            nn_tensor z = T(e->z, n, H);
+            GT_TRY(linear(t, training, z, A, k->w1, P(t, k->b1), NN_ACT_NONE, 0, err));
+            GT_TRY(linear(t, training, z, E, k->wc, NULL, NN_ACT_NONE, 1, err));
+            GT_TRY(nn_silu_fwd(b, s, z, err));
+            GT_TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
         } else {
             /* the packed layer applies SiLU in its own kernel */
             GT_TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));
@@ -97,6 +110,7 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
     /* output head */
     GT_TRY(operand(t, d_out, t->g_bf, &G, err));
     int bf = t->compute == NN_BF16;
+    X = bf ? TH(e->x_bf, n, t->D) : T(e->x, n, t->D);
     AF = bf ? TH(e->af_bf, n, H) : T(e->af, n, H);
     GT_TRY(nn_matmul(b, WG(t, e->w_out), G, 1, AF, 0, NULL, NN_ACT_NONE, 1, err));
     GT_TRY(nn_bias_grad(b, PG(t, e->b_out), d_out, 1, err));
@@ -119,6 +133,9 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
         GT_TRY(nn_silu_bwd(b, ds, ds, T(e->z + lo * BH, n, H), err));
         GT_TRY(operand(t, ds, t->g_bf, &G, err));
         GT_TRY(nn_matmul(b, WG(t, k->w1), G, 1, A, 0, NULL, NN_ACT_NONE, 1, err));
+        if (k->wc >= 0)   /* the conditions get no gradient (d_x is x's alone) */
+            GT_TRY(nn_matmul(b, WG(t, k->wc), G, 1, nn_tensor_cols(X, c->in_dim, c->block_cond *
+                             c->emb_dim), 0, NULL, NN_ACT_NONE, 1, err));
         GT_TRY(nn_bias_grad(b, PG(t, k->b1), ds, 1, err));
         nn_tensor da = T(t->da, n, H);
         GT_TRY(nn_matmul(b, da, G, 0, W(t, k->w1), 0, NULL, NN_ACT_NONE, 0, err));
@@ -127,7 +144,6 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
     }
     /* input projection */
     GT_TRY(operand(t, dh, t->g_bf, &G, err));
-    X = bf ? TH(e->x_bf, n, t->D) : T(e->x, n, t->D);
     GT_TRY(nn_matmul(b, WG(t, e->w_in), G, 1, X, 0, NULL, NN_ACT_NONE, 1, err));
     GT_TRY(nn_bias_grad(b, PG(t, e->b_in), dh, 1, err));
     if (dxin)

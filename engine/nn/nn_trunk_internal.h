@@ -17,6 +17,7 @@
 
 typedef struct ex_block {
     int ln_g, ln_b, w1, b1, w2, b2;   /* view indices */
+    int wc;                           /* block_cond weight, -1 without */
 } ex_block;
 
 /* One expert trunk: its views and its share of the arena. */

@@ -177,6 +177,45 @@ int main(void)
         json_decref(o);
     }
 
+    /* block_cond: none (the default, and absent from the document so that
+     * configs from before it read back unchanged), time, all; no time for
+     * a wgan generator */
+    CHECK_EQ_INT(cfg.stage2.trunk.block_cond, MODEL_BLOCK_COND_NONE);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        json_t *t2 = json_object_get(json_object_get(json_object_get(o, "model"), "stage2"),
+                                     "trunk");
+        CHECK(t2 && !json_object_get(t2, "block_cond"));
+        json_decref(o);
+    }
+    CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"trunk\":{\"block_cond\":\"time\"}},"
+                       "\"stage1\":{\"trunk\":{\"block_cond\":\"all\"}}}}",
+                       &cfg, field, &err),
+                 GT_OK);
+    CHECK_EQ_INT(cfg.stage2.trunk.block_cond, MODEL_BLOCK_COND_TIME);
+    CHECK_EQ_INT(cfg.stage1.trunk.block_cond, MODEL_BLOCK_COND_ALL);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        char *text = json_dumps(o, 0);
+        model_config again;
+        CHECK_EQ_INT(parse(text, &again, field, &err), GT_OK);
+        CHECK_EQ_INT(again.stage2.trunk.block_cond, MODEL_BLOCK_COND_TIME);
+        CHECK_EQ_INT(again.stage1.trunk.block_cond, MODEL_BLOCK_COND_ALL);
+        free(text);
+        json_decref(o);
+    }
+    expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"block_cond\":\"every\"}}}}",
+               "model.stage2.trunk.block_cond");
+    expect_bad("{\"model\":{\"stage2\":{\"trunk\":{\"block_cond\":1}}}}",
+               "model.stage2.trunk.block_cond");
+    expect_bad("{\"model\":{\"stage2\":{\"objective\":\"wgan\",\"trunk\":{\"block_cond\":"
+               "\"time\"}}}}",
+               "model.stage2.trunk.block_cond");
+    CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"objective\":\"wgan\",\"trunk\":{\"block_cond\":"
+                       "\"all\"}}}}",
+                       &cfg, field, &err),
+                 GT_OK);
+
     /* A full config. */
     const char *full =
         "{\"name\":\"x\",\"dataset\":{\"synthetic\":{\"n\":500,\"seed\":3,\"energy\":\"fixed\","

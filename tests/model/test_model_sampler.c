@@ -49,70 +49,74 @@ typedef struct variant {
                          * recorded before it keeps: it must serve the
                          * bytes pinned then */
     int history;        /* model.stage2.history (autoregressive) */
+    model_block_cond block_cond;   /* model.stage2.trunk.block_cond */
 } variant;
 
 static const variant VARIANTS[] = {
     {"flow oneshot heun", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0, 0},
+     MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE},
     {"flow oneshot euler", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_EULER, 0, 0},
-    {"routed", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_ROUTED, MODEL_SOLVER_HEUN, 0, 0},
+     MODEL_SOLVER_EULER, 0, 0, MODEL_BLOCK_COND_NONE},
+    {"routed", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_ROUTED, MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE},
     {"autoregressive", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0, 0},
-    {"wgan", MODEL_OBJ_WGAN, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 0, 0},
-    {"ddpm", MODEL_OBJ_DDPM, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_DDIM, 0, 0},
+     MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE},
+    {"wgan", MODEL_OBJ_WGAN, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE},
+    {"ddpm", MODEL_OBJ_DDPM, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_DDIM, 0, 0, MODEL_BLOCK_COND_NONE},
     /* rings off and the old noise top: a run recorded before migration
      * 0004 serves the bytes it served then (its hashes are the ones pinned
      * before rings existed) */
     {"flow oneshot no rings", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 4, 0},
+     MODEL_SOLVER_HEUN, 4, 0, MODEL_BLOCK_COND_NONE},
     /* no layer weight and no keep_largest: before 0005 (the hashes "flow
      * oneshot heun" had then) */
     {"flow oneshot before 0005", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 5, 0},
+     MODEL_SOLVER_HEUN, 5, 0, MODEL_BLOCK_COND_NONE},
     /* no ring hit counts: before 0008 (the hashes "flow oneshot heun" and
      * "autoregressive" had then) */
     {"flow oneshot before 0008", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 8, 0},
+     MODEL_SOLVER_HEUN, 8, 0, MODEL_BLOCK_COND_NONE},
     {"autoregressive before 0008", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 8, 0},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 8, 0, MODEL_BLOCK_COND_NONE},
     /* the uniform time grid: before 0009 (the hashes "flow oneshot heun",
      * "flow oneshot euler" and "autoregressive" had then) */
     {"flow oneshot heun before 0009", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 9, 0},
+     MODEL_SOLVER_HEUN, 9, 0, MODEL_BLOCK_COND_NONE},
     {"flow oneshot euler before 0009", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_EULER, 9, 0},
+     MODEL_SOLVER_EULER, 9, 0, MODEL_BLOCK_COND_NONE},
     {"autoregressive before 0009", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 9, 0},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 9, 0, MODEL_BLOCK_COND_NONE},
     /* the previous layers' shares among the token conditions */
     {"autoregressive history 2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0, 2},
+     MODEL_SOLVER_HEUN, 0, 2, MODEL_BLOCK_COND_NONE},
     /* showers not turned about the beam axis: before 0012 (the hashes
      * "flow oneshot heun" and "autoregressive" had then); each also checks
      * that the turned showers are its own, turned */
     {"flow oneshot heun before 0012", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 12, 0},
+     MODEL_SOLVER_HEUN, 12, 0, MODEL_BLOCK_COND_NONE},
     {"autoregressive before 0012", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 12, 0},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 12, 0, MODEL_BLOCK_COND_NONE},
     /* each ring's hit count its own feature, not the layer's total and its
      * stick-breaking: before 0013 (the hashes "flow oneshot heun" and
      * "autoregressive" had then) */
     {"flow oneshot heun before 0013", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 13, 0},
+     MODEL_SOLVER_HEUN, 13, 0, MODEL_BLOCK_COND_NONE},
     {"autoregressive before 0013", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 13, 0},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 13, 0, MODEL_BLOCK_COND_NONE},
     /* stage 1 without the shower's profile, stage 2 not conditioned on
      * it: before 0014 (the hashes "flow oneshot heun" and "autoregressive"
      * had then) */
     {"flow oneshot heun before 0014", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 14, 0},
+     MODEL_SOLVER_HEUN, 14, 0, MODEL_BLOCK_COND_NONE},
     {"autoregressive before 0014", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 14, 0},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 14, 0, MODEL_BLOCK_COND_NONE},
     /* the two-step Adams-Bashforth solver (its first step Heun's) */
     {"autoregressive history 2 ab2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2},
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2, MODEL_BLOCK_COND_NONE},
     {"flow oneshot ab2", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_AB2, 0, 0},
+     MODEL_SOLVER_AB2, 0, 0, MODEL_BLOCK_COND_NONE},
+    /* every condition's embedding in every block of the stage-2 trunk */
+    {"autoregressive block_cond all", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
+     MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2, MODEL_BLOCK_COND_ALL},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -144,6 +148,7 @@ static const uint64_t GOLDEN[][2] = {
     {0xc06856c575e698e7ull, 0x8575ec77844541a4ull},   /* autoregressive before 0014 */
     {0x8f248ab81035e073ull, 0x1badd4704cbde247ull},   /* autoregressive history 2 ab2 */
     {0x82c1c155ec99e511ull, 0x7d8d06ff3dddcd62ull},   /* flow oneshot ab2 */
+    {0x0251b556d8034b54ull, 0x70dc0b0ed38fcc5aull},   /* autoregressive block_cond all */
 };
 
 typedef struct trained {
@@ -171,6 +176,7 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
     c->stage2.mode = v->mode;
     c->stage2.history = v->history;
     c->stage2.trunk.kind = v->kind;
+    c->stage2.trunk.block_cond = v->block_cond;
     c->stage2.trunk.hidden = 40;   /* not a multiple of the kernels' column panels */
     c->stage2.trunk.blocks = 2;
     c->stage2.trunk.emb_dim = 8;
@@ -290,6 +296,19 @@ static nn_backend *open_cpu(const char *kernel, int emulate_bf16)
  * library GEMMs are not the same bits on every CPU), with the output head
  * at full scale so the networks' outputs are far from trivial.  poison 1
  * or 2: that stage's weights are all NaN (a diverged checkpoint). */
+/* The blocks' condition weights start at zero, where they change nothing:
+ * give them values, so that the showers depend on them. */
+static int move_block_cond(nn_backend *b, nn_params *p, gt_error *err)
+{
+    for (int v = 0; v < p->n_views; v++) {
+        const nn_param_view *w = &p->views[v];
+        if (strstr(w->name, ".cond.w"))
+            GT_TRY(nn_rand_fill(b, p->value + w->offset, (size_t)w->rows * w->cols,
+                                NN_DIST_NORMAL, 0.0f, 0.3f, 77, (uint64_t)v, 0, err));
+    }
+    return nn_params_sync_bf16(p, err);
+}
+
 static int make_checkpoints(nn_backend *b, trained *t, int poison, gt_error *err)
 {
     model_dataset ds;
@@ -313,6 +332,7 @@ static int make_checkpoints(nn_backend *b, trained *t, int poison, gt_error *err
         if (!(rc = model_stage_create(b, &t->cfg, stage, &d, &s, err)) &&
             !(rc = nn_trunk_init(model_stage_trunk(s), 1000 + (uint64_t)stage, 1.0f, err)) &&
             (pp = nn_trunk_params(model_stage_trunk(s))) &&
+            !(rc = move_block_cond(b, pp, err)) &&
             !(rc = stage == poison ? nn_memset(b, pp->value, 0xFF, pp->count * sizeof(float), err)
                                    : GT_OK) &&
             !(rc = stage == poison ? nn_params_sync_bf16(pp, err) : GT_OK) &&

@@ -109,20 +109,22 @@ static double trunk_loss(int *load_out)
     return s;
 }
 
-static void fd_trunk(nn_trunk_kind kind, nn_trunk_skip skip)
+static void fd_trunk(nn_trunk_kind kind, nn_trunk_skip skip, int block_cond)
 {
     nn_trunk_config c;
     small_config(&c, kind);
     c.skip = skip;
-    const char *what = kind == NN_TRUNK_ROUTED ? (skip ? "routed+skip" : "routed")
-                                               : (skip ? "expert+skip" : "expert");
+    c.block_cond = block_cond;
+    char what[64];
+    snprintf(what, sizeof what, "%s%s%s", kind == NN_TRUNK_ROUTED ? "routed" : "expert",
+             skip ? "+skip" : "", block_cond ? "+block_cond" : "");
     T_ = ready_trunk(B, &c, 5, 1.0f, NR);
     nn_params *p = nn_trunk_params(T_);
     /* biases, LayerNorm params and the skip (zero at init) away from their
      * init so they matter */
     for (int v = 0; v < p->n_views; v++) {
         const nn_param_view *vw = &p->views[v];
-        int is_skip = !strncmp(vw->name, "skip.", 5);
+        int is_skip = !strncmp(vw->name, "skip.", 5) || strstr(vw->name, ".cond.w");
         if (!vw->decay || is_skip)
             for (int i = 0; i < vw->rows * vw->cols; i++)
                 p->value[vw->offset + i] += (is_skip ? 0.5f : 0.2f) * frand();
@@ -271,6 +273,86 @@ static void test_skip_init(void)
     nn_free(B, cd);
     nn_free(B, o0);
     nn_free(B, o1);
+    nn_trunk_destroy(t0);
+    nn_trunk_destroy(t1);
+}
+
+/* block_cond: a trunk starts as the same trunk without the blocks'
+ * condition weights (zero, drawing nothing); once they move the conditions
+ * change the output through them; a packed forward gives a row the bits it
+ * gets alone, and the same values as the training forward to rounding. */
+static void test_block_cond(nn_trunk_kind kind)
+{
+    nn_trunk_config c0, c1;
+    small_config(&c0, kind);
+    c0.skip = NN_SKIP_GATED;
+    c1 = c0;
+    c1.block_cond = 1;
+    nn_trunk *t0 = ready_trunk(B, &c0, 11, 1.0f, NR), *t1 = ready_trunk(B, &c1, 11, 1.0f, NR);
+    nn_params *p0 = nn_trunk_params(t0), *p1 = nn_trunk_params(t1);
+    int n_ex = kind == NN_TRUNK_ROUTED ? c0.n_experts : 1;
+    CHECK_EQ_INT(p1->n_views, p0->n_views + n_ex * c0.blocks);
+    for (int v = 0; v < p0->n_views; v++) {
+        int u = 0;
+        while (u < p1->n_views && strcmp(p0->views[v].name, p1->views[u].name))
+            u++;
+        CHECK_MSG(u < p1->n_views, "view %s missing with block_cond", p0->views[v].name);
+        if (u < p1->n_views)
+            CHECK(!memcmp(p0->value + p0->views[v].offset, p1->value + p1->views[u].offset,
+                          sizeof(float) * (size_t)p0->views[v].rows * (size_t)p0->views[v].cols));
+    }
+    int n_wc = 0;
+    for (int v = 0; v < p1->n_views; v++)
+        if (strstr(p1->views[v].name, ".cond.w")) {
+            n_wc++;
+            CHECK(p1->views[v].decay && p1->views[v].rows == c0.hidden &&
+                  p1->views[v].cols == c0.emb_dim);
+        }
+    CHECK_EQ_INT(n_wc, n_ex * c0.blocks);
+    CHECK(nn_trunk_forward_flops(t1, 1) ==
+          nn_trunk_forward_flops(t0, 1) +
+              2.0 * c0.blocks * c0.hidden * c0.emb_dim * (kind == NN_TRUNK_ROUTED ? c0.top_k : 1));
+    float *x = rbuf(NR * 5, 1.0f), *cd = rbuf(NR * 2, 1.0f), *o0 = buf(NR * 3), *o1 = buf(NR * 3);
+    float *o2 = buf(NR * 3);
+    /* the same bits in training (the zero term adds exactly 0); inference
+     * applies SiLU apart from the matmul with block_cond, so only close */
+    OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 1, &E));
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 1, &E));
+    CHECK(!memcmp(o0, o1, sizeof(float) * NR * 3));
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    for (int i = 0; i < NR * 3; i++)
+        CHECK(fabsf(o1[i] - o0[i]) <= 1e-5f + 1e-5f * fabsf(o0[i]));
+    OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
+    /* the condition weights moved: the output changes, and only the first
+     * condition reaches the blocks through them */
+    for (int v = 0; v < p1->n_views; v++)
+        if (strstr(p1->views[v].name, ".cond.w"))
+            for (int i = 0; i < p1->views[v].rows * p1->views[v].cols; i++)
+                p1->value[p1->views[v].offset + i] = 0.5f * frand();
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    double moved = 0;
+    for (int i = 0; i < NR * 3; i++)
+        moved += fabs((double)o1[i] - o0[i]);
+    CHECK_MSG(moved > 1e-3, "the blocks' condition weights changed the output by %g", moved);
+    /* training forward against the packed one (another summation order) */
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 1, &E));
+    OK(nn_trunk_pack(t1, &E));
+    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o2, NR, 3), 0, &E));
+    int bad = 0;
+    for (int i = 0; i < NR * 3; i++)
+        bad += !(fabsf(o1[i] - o2[i]) <= 1e-5f + 1e-5f * fabsf(o1[i]));
+    CHECK_MSG(bad == 0, "%d packed outputs differ from the training forward's", bad);
+    for (int i = 0; i < NR; i++) {
+        OK(nn_trunk_forward(t1, nn_f32(x + i * 5, 1, 5), nn_f32(cd + i * 2, 1, 2),
+                            nn_f32(o0, 1, 3), 0, &E));
+        bad += memcmp(o0, o2 + i * 3, sizeof(float) * 3) != 0;
+    }
+    CHECK_EQ_INT(bad, 0);
+    nn_free(B, x);
+    nn_free(B, cd);
+    nn_free(B, o0);
+    nn_free(B, o1);
+    nn_free(B, o2);
     nn_trunk_destroy(t0);
     nn_trunk_destroy(t1);
 }
@@ -529,6 +611,14 @@ static void test_bad_input(void)
     CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
     small_config(&c, NN_TRUNK_EXPERT);
     c.skip = (nn_trunk_skip)7;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    CHECK(t == NULL);
+    /* block_cond counts leading conditions: 0..cond_dim */
+    small_config(&c, NN_TRUNK_EXPERT);
+    c.block_cond = 3;
+    CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
+    CHECK(strstr(e.message, "block_cond") != NULL);
+    c.block_cond = -1;
     CHECK_EQ_INT(nn_trunk_create(B, &c, &t, &e), GT_EINVAL);
     CHECK(t == NULL);
 
@@ -841,11 +931,15 @@ int main(void)
         return 1;
     }
     size_t live0 = B->bytes_live;
-    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_NONE);
-    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_NONE);
-    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_GATED);
-    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_GATED);
+    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_NONE, 0);
+    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_NONE, 0);
+    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_GATED, 0);
+    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_GATED, 0);
+    fd_trunk(NN_TRUNK_EXPERT, NN_SKIP_GATED, 2);
+    fd_trunk(NN_TRUNK_ROUTED, NN_SKIP_NONE, 1);
     test_skip_init();
+    test_block_cond(NN_TRUNK_EXPERT);
+    test_block_cond(NN_TRUNK_ROUTED);
     test_routed_dtype();
     test_training(NN_TRUNK_EXPERT, NN_F32);
     test_training(NN_TRUNK_EXPERT, NN_BF16);
