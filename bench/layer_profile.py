@@ -35,8 +35,15 @@ log10 share of the layer's energy a hit ring holds: a model that leaves
 outer rings empty too often, or fills them too thinly, narrows the widths
 even when the mean shares are right.
 
+With --tails L,L,... it prints instead, for the given layers, quantiles of
+the energy-weighted radial centre and width (bin units, over the showers
+whose layer has energy) and their standard deviations: a model whose means
+are right can still put a layer's energy far out too often, a tail the
+features' histograms show only faintly and a classifier combines over the
+layers.
+
 Usage: bench/layer_profile.py GENERATED.h5 REFERENCE.h5 [--alpha A --radial R]
-       [--auc K | --corr | --angles | --spread | --rings L,L,...]
+       [--auc K | --corr | --angles | --spread | --rings L,L,... | --tails L,L,...]
 (the dataset-2 binning by default: 45 layers of 16 angles x 9 rings, the
 ring index fastest, as CaloChallenge stores voxels)."""
 import argparse
@@ -178,6 +185,18 @@ def print_rings(files, layers, n_layers, n_alpha, n_r):
             print("         %-9s log10 share | hit %s" % ("", " ".join("%+.2f" % q for q in share)))
 
 
+def print_tails(files, layers, n_layers, n_alpha, n_r):
+    q = (0.5, 0.9, 0.99, 0.999)
+    print("layer | quantity | file | sd | " + " ".join("q%g" % (100 * v) for v in q))
+    stats = [(name, layer_stats(x, n_layers, n_alpha, n_r)) for name, x in files]
+    for l in layers:
+        for k, what in ((2, "r centre"), (3, "r width")):
+            for name, st in stats:
+                v = st[k][:, l][st[0][:, l] > 0]
+                print("%5d | %-8s | %-9s | %5.3f | %s" % (
+                    l, what, name, v.std(), " ".join("%6.3f" % x for x in np.quantile(v, q))))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("generated")
@@ -189,6 +208,7 @@ def main():
     ap.add_argument("--angles", action="store_true")
     ap.add_argument("--spread", action="store_true")
     ap.add_argument("--rings", default="", metavar="L,L,...")
+    ap.add_argument("--tails", default="", metavar="L,L,...")
     a = ap.parse_args()
     fg, fr = h5py.File(a.generated, "r"), h5py.File(a.reference, "r")
     gen, ref = fg["showers"][:], fr["showers"][:]
@@ -202,15 +222,16 @@ def main():
         print_spread(((gen, fg["incident_energies"][:].ravel()),
                       (ref, fr["incident_energies"][:].ravel())), n_layers, a.alpha, a.radial)
         return
-    if a.rings:
+    for opt, show in (("rings", print_rings), ("tails", print_tails)):
+        if not getattr(a, opt):
+            continue
         try:
-            layers = [int(l) for l in a.rings.split(",")]
+            layers = [int(l) for l in getattr(a, opt).split(",")]
         except ValueError:
-            ap.error("--rings takes layer indices separated by commas, e.g. 1,19")
+            ap.error("--%s takes layer indices separated by commas, e.g. 1,19" % opt)
         if any(not 0 <= l < n_layers for l in layers):
-            ap.error("--rings: a layer index must lie in 0 .. %d" % (n_layers - 1))
-        print_rings((("generated", gen), ("reference", ref)), layers, n_layers, a.alpha,
-                    a.radial)
+            ap.error("--%s: a layer index must lie in 0 .. %d" % (opt, n_layers - 1))
+        show((("generated", gen), ("reference", ref)), layers, n_layers, a.alpha, a.radial)
         return
     if a.angles:
         print_angles((("generated", gen), ("reference", ref)), n_layers, a.alpha, a.radial)
