@@ -1,7 +1,8 @@
 /* nn_trunk_expert.c: one expert trunk on an assembled input
  * xin = x ++ embed(cond): linear -> blocks x {h += W2 SiLU(W1 LN(h) + b1
- * [+ Wc embed(cond[:, :block_cond])]) + b2} -> LN -> linear, forward and hand-written backward.  Inference
- * forwards of a packed trunk run the fixed-order linear layer. */
+ * [+ Wc embed(cond[:, :block_cond])]) + b2} -> LN -> linear, forward and
+ * hand-written backward.  Inference forwards of a packed trunk run the
+ * fixed-order linear layer. */
 #include "nn_trunk_internal.h"
 
 /* The matmul operand for an fp32 activation: itself, or its bf16 copy
@@ -111,6 +112,7 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
     GT_TRY(operand(t, d_out, t->g_bf, &G, err));
     int bf = t->compute == NN_BF16;
     X = bf ? TH(e->x_bf, n, t->D) : T(e->x, n, t->D);
+    nn_tensor E = nn_tensor_cols(X, c->in_dim, c->block_cond * c->emb_dim);
     AF = bf ? TH(e->af_bf, n, H) : T(e->af, n, H);
     GT_TRY(nn_matmul(b, WG(t, e->w_out), G, 1, AF, 0, NULL, NN_ACT_NONE, 1, err));
     GT_TRY(nn_bias_grad(b, PG(t, e->b_out), d_out, 1, err));
@@ -134,8 +136,7 @@ int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_
         GT_TRY(operand(t, ds, t->g_bf, &G, err));
         GT_TRY(nn_matmul(b, WG(t, k->w1), G, 1, A, 0, NULL, NN_ACT_NONE, 1, err));
         if (k->wc >= 0)   /* the conditions get no gradient (d_x is x's alone) */
-            GT_TRY(nn_matmul(b, WG(t, k->wc), G, 1, nn_tensor_cols(X, c->in_dim, c->block_cond *
-                             c->emb_dim), 0, NULL, NN_ACT_NONE, 1, err));
+            GT_TRY(nn_matmul(b, WG(t, k->wc), G, 1, E, 0, NULL, NN_ACT_NONE, 1, err));
         GT_TRY(nn_bias_grad(b, PG(t, k->b1), ds, 1, err));
         nn_tensor da = T(t->da, n, H);
         GT_TRY(nn_matmul(b, da, G, 0, W(t, k->w1), 0, NULL, NN_ACT_NONE, 0, err));
