@@ -232,6 +232,21 @@ static int rows_alone_differ(nn_trunk *t, const float *x, const float *cd, const
     return bad;
 }
 
+/* Every view of p0 is in p1 under its name, with the same values: a trunk
+ * with an option (`what`) starts as the same trunk without it. */
+static void check_shared_views(const nn_params *p0, const nn_params *p1, const char *what)
+{
+    for (int v = 0; v < p0->n_views; v++) {
+        int u = 0;
+        while (u < p1->n_views && strcmp(p0->views[v].name, p1->views[u].name))
+            u++;
+        CHECK_MSG(u < p1->n_views, "view %s missing with %s", p0->views[v].name, what);
+        if (u < p1->n_views)
+            CHECK(!memcmp(p0->value + p0->views[v].offset, p1->value + p1->views[u].offset,
+                          sizeof(float) * (size_t)p0->views[v].rows * (size_t)p0->views[v].cols));
+    }
+}
+
 /* A trunk with the gated skip starts as the same trunk without one: the
  * skip is zero and draws nothing, so the shared weights and the outputs
  * are equal; after its weights move, the output follows x coordinate by
@@ -246,15 +261,7 @@ static void test_skip_init(void)
     nn_trunk *t0 = ready_trunk(B, &c0, 11, 1.0f, NR), *t1 = ready_trunk(B, &c1, 11, 1.0f, NR);
     nn_params *p0 = nn_trunk_params(t0), *p1 = nn_trunk_params(t1);
     CHECK_EQ_INT(p1->n_views, p0->n_views + 2);
-    for (int v = 0; v < p0->n_views; v++) {
-        int u = 0;
-        while (u < p1->n_views && strcmp(p0->views[v].name, p1->views[u].name))
-            u++;
-        CHECK_MSG(u < p1->n_views, "view %s missing with the skip", p0->views[v].name);
-        if (u < p1->n_views)
-            CHECK(!memcmp(p0->value + p0->views[v].offset, p1->value + p1->views[u].offset,
-                          sizeof(float) * (size_t)p0->views[v].rows * (size_t)p0->views[v].cols));
-    }
+    check_shared_views(p0, p1, "the skip");
     float *x = rbuf(NR * 5, 1.0f), *cd = rbuf(NR * 2, 1.0f), *o0 = buf(NR * 3), *o1 = buf(NR * 3);
     OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
     OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
@@ -302,15 +309,7 @@ static void test_block_cond(nn_trunk_kind kind)
     nn_params *p0 = nn_trunk_params(t0), *p1 = nn_trunk_params(t1);
     int n_ex = kind == NN_TRUNK_ROUTED ? c0.n_experts : 1;
     CHECK_EQ_INT(p1->n_views, p0->n_views + n_ex * c0.blocks);
-    for (int v = 0; v < p0->n_views; v++) {
-        int u = 0;
-        while (u < p1->n_views && strcmp(p0->views[v].name, p1->views[u].name))
-            u++;
-        CHECK_MSG(u < p1->n_views, "view %s missing with block_cond", p0->views[v].name);
-        if (u < p1->n_views)
-            CHECK(!memcmp(p0->value + p0->views[v].offset, p1->value + p1->views[u].offset,
-                          sizeof(float) * (size_t)p0->views[v].rows * (size_t)p0->views[v].cols));
-    }
+    check_shared_views(p0, p1, "block_cond");
     int n_wc = 0;
     for (int v = 0; v < p1->n_views; v++)
         if (strstr(p1->views[v].name, ".cond.w")) {
