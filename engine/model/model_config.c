@@ -91,6 +91,7 @@ void model_config_defaults(model_config *cfg)
     cfg->sample_steps = 20;
     cfg->time_power = 2;
     cfg->symmetrize = 1;
+    cfg->temperature = 1.0;
 
     cfg->executor.kind = MODEL_EXEC_LOCAL;
     cfg->executor.requeue = 1;
@@ -528,13 +529,15 @@ static int parse_train(walker *w, const json_t *obj, model_config *cfg)
 
 static int parse_sample(walker *w, const json_t *obj, model_config *cfg)
 {
-    static const char *const keys[] = {"solver", "steps", "time_power", "symmetrize", NULL};
+    static const char *const keys[] = {"solver",     "steps",       "time_power",
+                                       "symmetrize", "temperature", NULL};
     int rc, solver = (int)cfg->solver;
     if ((rc = check_keys(w, obj, "sample", keys)) ||
         (rc = get_enum(w, obj, "sample", "solver", SOLVERS, &solver)) ||
         (rc = get_int32(w, obj, "sample", "steps", 1, 1000, &cfg->sample_steps)) ||
         (rc = get_int32(w, obj, "sample", "time_power", 1, 4, &cfg->time_power)) ||
-        (rc = get_bool(w, obj, "sample", "symmetrize", &cfg->symmetrize)))
+        (rc = get_bool(w, obj, "sample", "symmetrize", &cfg->symmetrize)) ||
+        (rc = get_real(w, obj, "sample", "temperature", 0, 1, 2.0, &cfg->temperature)))
         return rc;
     cfg->solver = (model_solver)solver;
     return GT_OK;
@@ -817,6 +820,10 @@ json_t *model_config_to_json(const model_config *c)
     json_t *sample = json_pack("{s:s, s:i, s:i, s:b}", "solver", SOLVERS[c->solver], "steps",
                                c->sample_steps, "time_power", c->time_power, "symmetrize",
                                c->symmetrize);
+    /* written only when not 1: the configs recorded before it read back to
+     * the same text */
+    if (sample && c->temperature != 1.0)
+        json_object_set_new(sample, "temperature", json_real(c->temperature));
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", c->name, "dataset", dataset,
                              "model", model, "train", train, "sample", sample);
     if (root && c->executor.kind != MODEL_EXEC_LOCAL)

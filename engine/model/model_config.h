@@ -18,7 +18,7 @@
  *                  "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
  *                  "beta1", "beta2", "adam_eps", "grad_clip", "ema", "log_every",
  *                  "val_every", "val_size", "ckpt_every", "keep_checkpoints" },
- *     "sample":  { "solver", "steps", "time_power", "symmetrize" },
+ *     "sample":  { "solver", "steps", "time_power", "symmetrize", "temperature" },
  *     "executor": { "kind", "partition", "time_limit_min", "gres", "requeue",
  *                   "gpus", "ranks" } }
  *
@@ -204,6 +204,11 @@ typedef struct model_config {
                          * geometry's rotations about the beam axis and
                          * mirrored at random, keyed by (seed, row)
                          * (geo_turn_shower): 0 in runs recorded before it */
+    double temperature; /* the standard deviation of stage 2's starting
+                         * noise: under 1 the sampler draws from nearer the
+                         * middle of what the network learnt, as a glow's
+                         * temperature; 1 (the default, and every run
+                         * recorded before it) is the trained model itself */
 
     /* executor: written back only when it is not "local", so the configs
      * of local runs keep the bytes they had before it existed */

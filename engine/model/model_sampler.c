@@ -736,6 +736,17 @@ static void turn_showers(model_sampler *s, const model_sample_request *q, int64_
     }
 }
 
+/* The standard deviation of a stage's starting noise: sample.temperature
+ * for stage 2, 1 for stage 1.  Stage 1's few features (the energy and its
+ * depth profile) come out right at 1; stage 2 under it draws fewer of the
+ * layers' wide radial tails that the network over-weights (engine/model/
+ * README.md, "The sampler's temperature").  At 1 the noise is the unit
+ * normal bit for bit, as before the field. */
+static float noise_sd(const model_sampler *s, int stage)
+{
+    return stage == 2 ? (float)s->cfg.temperature : 1.0f;
+}
+
 /* Starting noise: row `row` of a request is filled from (seed, stream) at
  * block offset row * ceil(D/4), so a row's noise depends only on (seed, row),
  * however requests are split and batched.  A piece's rows are consecutive
@@ -747,7 +758,7 @@ static int fill_noise(model_sampler *s, const model_sample_request *reqs, const 
     for (int i = 0; i < np; i++) {
         const model_sample_request *q = &reqs[p[i].req];
         nn_tensor x = nn_f32(s->x + (size_t)p[i].at * D, p[i].rows, D);
-        int rc = nn_rand_rows(s->b, x, NN_DIST_NORMAL, 0.0f, 1.0f, q->seed,
+        int rc = nn_rand_rows(s->b, x, NN_DIST_NORMAL, 0.0f, noise_sd(s, stage), q->seed,
                               SAMPLE_STREAM + (uint64_t)stage, (uint64_t)(q->row0 + p[i].first),
                               per_row, err);
         if (rc)
@@ -803,7 +814,8 @@ static int ar_noise(model_sampler *s, const model_sample_request *reqs, const pi
         const model_sample_request *q = &reqs[p[k].req];
         uint64_t row = (uint64_t)(q->row0 + p[k].first + (i - p[k].at));
         if ((rc = nn_rand_rows(s->b, nn_f32(s->x + (size_t)a * TD, run, TD), NN_DIST_NORMAL,
-                               0.0f, 1.0f, q->seed, AR_STREAM + (uint64_t)l, row, per_row, err)))
+                               0.0f, noise_sd(s, 2), q->seed, AR_STREAM + (uint64_t)l, row,
+                               per_row, err)))
             return rc;
         a += run;
     }

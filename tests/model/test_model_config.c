@@ -418,6 +418,34 @@ int main(void)
         CHECK(json_is_false(json_object_get(json_object_get(o, "sample"), "symmetrize")));
         json_decref(o);
     }
+    /* sample.temperature: (0, 2], written back only when it is not 1, so
+     * the configs recorded before it keep their text */
+    CHECK_EQ_INT(parse("{}", &cfg, field, &err), GT_OK);
+    CHECK(cfg.temperature == 1.0);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_object_get(json_object_get(o, "sample"), "temperature") == NULL);
+        json_decref(o);
+    }
+    CHECK_EQ_INT(parse("{\"sample\":{\"temperature\":0.96}}", &cfg, field, &err), GT_OK);
+    CHECK(cfg.temperature == 0.96);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_real_value(json_object_get(json_object_get(o, "sample"), "temperature")) ==
+              0.96);
+        char *text = json_dumps(o, 0);
+        model_config back;
+        CHECK(text && parse(text, &back, field, &err) == GT_OK && back.temperature == 0.96);
+        free(text);
+        json_decref(o);
+    }
+    CHECK_EQ_INT(parse("{\"sample\":{\"temperature\":1}}", &cfg, field, &err), GT_OK);
+    CHECK(cfg.temperature == 1.0);
+    expect_bad("{\"sample\":{\"temperature\":0}}", "sample.temperature");
+    expect_bad("{\"sample\":{\"temperature\":-0.5}}", "sample.temperature");
+    expect_bad("{\"sample\":{\"temperature\":2.5}}", "sample.temperature");
+    expect_bad("{\"sample\":{\"temperature\":\"cold\"}}", "sample.temperature");
+    expect_bad("{\"sample\":{\"temperature\":null}}", "sample.temperature");
     expect_bad("{\"name\":\"a\\u0000b\"}", ""); /* Jansson refuses NUL */
 
     /* Malformed JSON reports line and column; duplicates are refused. */
