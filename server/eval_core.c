@@ -107,24 +107,16 @@ int eval_core_sample_read(eval_core_sample *s, const char *path, const geo_geome
 /* the comparison                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* The classifier's high-level input: log10 E_inc, then every feature, the
- * energies (E_tot, E_layer) as log10(x + 1e-8) as CaloChallenge feeds them
- * (the classifier standardises every column itself). */
+/* The classifier's high-level input (feat_classifier_row) of every shower. */
 static float *eval_core_high_rows(const eval_core_sample *s, const feat_layout *fl, int *d_out)
 {
-    const int d = fl->n_features + 1;
+    const int d = feat_classifier_width(fl);
     float *x = malloc((size_t)s->n * d * sizeof *x);
     if (!x)
         return NULL;
-    for (int64_t i = 0; i < s->n; i++) {
-        float *dst = x + (size_t)i * d;
-        const float *f = s->feats + (size_t)i * fl->n_features;
-        dst[0] = log10f(s->e_inc[i]);
-        for (int j = 0; j < fl->n_features; j++) {
-            feat_group g = fl->info[j].group;
-            dst[j + 1] = g == FEAT_ETOT || g == FEAT_E_LAYER ? log10f(f[j] + 1e-8f) : f[j];
-        }
-    }
+    for (int64_t i = 0; i < s->n; i++)
+        feat_classifier_row(fl, s->feats + (size_t)i * fl->n_features, s->e_inc[i],
+                            x + (size_t)i * d);
     *d_out = d;
     return x;
 }

@@ -139,3 +139,17 @@ void feat_compute_batch(const feat_layout *f, const float *showers, const float 
         feat_compute(f, showers + i * (int64_t)f->geo->n_voxels, e_inc[i],
                      out + i * (int64_t)f->n_features);
 }
+
+int feat_classifier_width(const feat_layout *f)
+{
+    return f->n_features + 1;
+}
+
+void feat_classifier_row(const feat_layout *f, const float *feats, float e_inc, float *out)
+{
+    out[0] = log10f(e_inc);
+    for (int j = 0; j < f->n_features; j++) {
+        feat_group g = f->info[j].group;
+        out[j + 1] = g == FEAT_ETOT || g == FEAT_E_LAYER ? log10f(feats[j] + 1e-8f) : feats[j];
+    }
+}

@@ -63,4 +63,12 @@ void feat_compute(const feat_layout *f, const float *shower, float e_inc, float 
 void feat_compute_batch(const feat_layout *f, const float *showers, const float *e_inc,
                         int64_t n, float *out);
 
+/* The high-level classifier's input row (giant eval's, and any model that
+ * scores showers the way it does): log10 E_inc, then every feature, the
+ * energies (E_tot, E_layer) as log10(x + 1e-8) as CaloChallenge feeds them
+ * (a classifier standardises every column itself).  feats: one shower's
+ * n_features values; out: feat_classifier_width(f) values. */
+int feat_classifier_width(const feat_layout *f);
+void feat_classifier_row(const feat_layout *f, const float *feats, float e_inc, float *out);
+
 #endif

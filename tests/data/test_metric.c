@@ -57,6 +57,18 @@ static void test_features(const geo_geometry *g)
     for (int j = 0; j < f.n_features; j++)
         nonfinite += !isfinite(out[j]);
     CHECK_EQ_INT(nonfinite, 0);
+    /* the classifier's row: log10 E_inc first, the energies as log10(x + 1e-8) */
+    CHECK_EQ_INT(feat_classifier_width(&f), f.n_features + 1);
+    float *row = malloc((size_t)feat_classifier_width(&f) * sizeof *row);
+    feat_classifier_row(&f, out, 80.0f, row);
+    CHECK_CLOSE(row[0], log10(80.0), 1e-6, 0);
+    CHECK_CLOSE(row[1 + find_feature(&f, "Etot")], log10(40.01), 1e-6, 0);
+    CHECK_CLOSE(row[1 + find_feature(&f, "E_layer_3")], log10(40.0), 1e-6, 0);
+    CHECK_CLOSE(row[1 + find_feature(&f, "E_layer_4")], -8.0, 1e-5, 0);
+    CHECK(row[1 + find_feature(&f, "Etot/Einc")] == out[find_feature(&f, "Etot/Einc")]);
+    CHECK(row[1 + find_feature(&f, "EC_eta_3")] == out[find_feature(&f, "EC_eta_3")]);
+    CHECK(row[1 + find_feature(&f, "sparsity_3")] == out[find_feature(&f, "sparsity_3")]);
+    free(row);
     /* CaloChallenge binning */
     const feat_info *fi = &f.info[find_feature(&f, "EC_eta_3")];
     CHECK(fi->binning == FEAT_BINS_LINEAR && fi->lo == -30 && fi->hi == 30 && fi->nbins == 100);
