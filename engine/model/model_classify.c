@@ -2,6 +2,7 @@
 #include "model_classify.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -266,13 +267,139 @@ static int net_eval(cls_net *n, const cls_data *D, int64_t first, int64_t m, dou
 }
 
 /* ------------------------------------------------------------------------ */
+/* the kept network                                                         */
+/* ------------------------------------------------------------------------ */
+
+size_t model_classify_net_count(int d, int hidden, int depth)
+{
+    size_t h = (size_t)hidden;
+    return h * (size_t)d + h + (size_t)(depth - 1) * (h * h + h) + h + 1;
+}
+
+void model_classify_net_free(model_classify_net *net)
+{
+    if (!net)
+        return;
+    free(net->mean);
+    free(net->inv_std);
+    free(net->weights);
+    memset(net, 0, sizeof *net);
+}
+
+/* Copies one parameter view to the host at dst. */
+static int view_to_host(cls_net *n, const char *name, float *dst, size_t count, gt_error *err)
+{
+    nn_params *p = model_critic_params(n->c);
+    int i = nn_params_find(p, name);
+    if (i < 0)
+        return gt_error_set(err, GT_EINVAL, "classifier: no parameter %s", name);
+    nn_tensor v = nn_params_value(p, i);
+    if ((size_t)v.rows * (size_t)v.cols != count)
+        return gt_error_set(err, GT_EINVAL, "classifier: %s has %d x %d values, want %zu",
+                            name, v.rows, v.cols, count);
+    return nn_copy_d2h(n->b, dst, v.data, count * sizeof(float), err);
+}
+
+/* The best epoch's network (already restored into the parameters) and
+ * the standardisation, into keep. */
+static int keep_net(cls_net *n, const cls_data *D, const model_classify_config *cfg,
+                    model_classify_net *keep, gt_error *err)
+{
+    const int d = D->d, H = cfg->hidden, L = cfg->depth;
+    memset(keep, 0, sizeof *keep);
+    keep->d = d;
+    keep->hidden = H;
+    keep->depth = L;
+    keep->slope = model_critic_get_config(n->c)->slope;
+    keep->n_weights = model_classify_net_count(d, H, L);
+    keep->mean = malloc((size_t)d * sizeof(double));
+    keep->inv_std = malloc((size_t)d * sizeof(double));
+    keep->weights = malloc(keep->n_weights * sizeof(float));
+    if (!keep->mean || !keep->inv_std || !keep->weights) {
+        model_classify_net_free(keep);
+        return gt_error_set(err, GT_ENOMEM, "classifier: out of memory");
+    }
+    memcpy(keep->mean, D->mean, (size_t)d * sizeof(double));
+    memcpy(keep->inv_std, D->inv_std, (size_t)d * sizeof(double));
+    float *w = keep->weights;
+    int rc = GT_OK;
+    for (int l = 0; l < L && !rc; l++) {
+        char name[NN_PARAM_NAME_MAX];
+        size_t in = (size_t)(l ? H : d);
+        snprintf(name, sizeof name, "critic.%d.w", l);
+        rc = view_to_host(n, name, w, (size_t)H * in, err);
+        w += (size_t)H * in;
+        snprintf(name, sizeof name, "critic.%d.b", l);
+        if (!rc)
+            rc = view_to_host(n, name, w, (size_t)H, err);
+        w += H;
+    }
+    if (!rc)
+        rc = view_to_host(n, "critic.out.w", w, (size_t)H, err);
+    if (!rc)
+        rc = view_to_host(n, "critic.out.b", w + H, 1, err);
+    if (rc)
+        model_classify_net_free(keep);
+    return rc;
+}
+
+double model_classify_net_logit(const model_classify_net *net, const float *row, float *scratch)
+{
+    const int H = net->hidden;
+    const int wide = net->d > H ? net->d : H;
+    float *in = scratch, *out = scratch + wide;
+    for (int j = 0; j < net->d; j++)
+        in[j] = (float)((row[j] - net->mean[j]) * net->inv_std[j]);
+    const float *w = net->weights;
+    int n_in = net->d;
+    for (int l = 0; l < net->depth; l++) {
+        const float *bias = w + (size_t)H * n_in;
+        for (int o = 0; o < H; o++) {
+            const float *wr = w + (size_t)o * n_in;
+            float a = 0.0f;
+            for (int i = 0; i < n_in; i++)
+                a += wr[i] * in[i];
+            a += bias[o];
+            out[o] = a > 0.0f ? a : net->slope * a;
+        }
+        w = bias + H;
+        n_in = H;
+        float *t = in;
+        in = out;
+        out = t;
+    }
+    double z = 0.0;
+    for (int i = 0; i < H; i++)
+        z += (double)w[i] * in[i];
+    return z + w[H];
+}
+
+static int model_classify_run(nn_backend *b, const float *xa, int64_t na, const float *xb,
+                              int64_t nb, int d, const model_classify_config *cfg,
+                              model_classify_result *out, model_classify_net *keep,
+                              gt_error *err);
+
+int model_classify_fit(nn_backend *b, const float *xa, int64_t na, const float *xb, int64_t nb,
+                       int d, const model_classify_config *cfg, model_classify_net *net,
+                       model_classify_result *out, gt_error *err)
+{
+    if (net)
+        memset(net, 0, sizeof *net);
+    if (!net)
+        return gt_error_set(err, GT_EINVAL, "classifier: no network to keep");
+    model_classify_config one = *cfg;
+    one.repeats = 1;
+    return model_classify_run(b, xa, na, xb, nb, d, &one, out, net, err);
+}
+
+/* ------------------------------------------------------------------------ */
 /* the test                                                                 */
 /* ------------------------------------------------------------------------ */
 
 /* One classifier test with one seed: its split, initialisation and batches. */
 static int classify_once(nn_backend *b, const float *xa, int64_t na, const float *xb,
                          int64_t nb, int d, const model_classify_config *cfg, uint64_t seed,
-                         model_classify_result *out, gt_error *err)
+                         model_classify_result *out, model_classify_net *keep, gt_error *err)
 {
     memset(out, 0, sizeof *out);
     int64_t n = na < nb ? na : nb;   /* equal counts: AUC 0.5 means no information */
@@ -354,6 +481,8 @@ static int classify_once(nn_backend *b, const float *xa, int64_t na, const float
     out->n_train = D.n_train;
     out->n_select = D.n_select;
     out->n_test = D.n_test;
+    if (keep)
+        rc = keep_net(&net, &D, cfg, keep, err);
 done:
     net_free(&net);
     free(D.order[0]);
@@ -369,6 +498,15 @@ done:
 int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, int64_t nb,
                    int d, const model_classify_config *cfg, model_classify_result *out,
                    gt_error *err)
+{
+    return model_classify_run(b, xa, na, xb, nb, d, cfg, out, NULL, err);
+}
+
+/* The checks and the repeats; keep (one repeat only) receives the network. */
+static int model_classify_run(nn_backend *b, const float *xa, int64_t na, const float *xb,
+                              int64_t nb, int d, const model_classify_config *cfg,
+                              model_classify_result *out, model_classify_net *keep,
+                              gt_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!b || !xa || !xb || !cfg || d < 1)
@@ -391,7 +529,8 @@ int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, 
     double auc[MODEL_CLASSIFY_MAX_REPEATS];
     for (int r = 0; r < cfg->repeats; r++) {
         model_classify_result one;
-        int rc = classify_once(b, xa, na, xb, nb, d, cfg, cfg->seed + (uint64_t)r, &one, err);
+        int rc = classify_once(b, xa, na, xb, nb, d, cfg, cfg->seed + (uint64_t)r, &one, keep,
+                                err);
         if (rc) {
             memset(out, 0, sizeof *out);
             return rc;

@@ -73,6 +73,36 @@ int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, 
                    int d, const model_classify_config *cfg, model_classify_result *out,
                    gt_error *err);
 
+/* A trained classifier kept for scoring (model_classify_fit): the input's
+ * standardisation and the network's weights on the host.  Layout of
+ * `weights`: for each hidden layer l = 0 .. depth-1 its matrix W_l
+ * [hidden x in_l] (row-major; in_0 = d, else hidden) and then its bias
+ * [hidden]; then the output row w_out [hidden] and the output bias. */
+typedef struct model_classify_net {
+    int d, hidden, depth;
+    float slope;            /* LeakyReLU negative slope */
+    double *mean, *inv_std; /* [d]; inv_std 0 for a column constant in training */
+    float *weights;
+    size_t n_weights;
+} model_classify_net;
+
+/* Floats of `weights` for these sizes. */
+size_t model_classify_net_count(int d, int hidden, int depth);
+
+/* One classifier test as model_classify (cfg->repeats is ignored: one, at
+ * cfg->seed) that also keeps the network of its best epoch in *net (free
+ * with model_classify_net_free).  The same config, data and seed give the
+ * same result as model_classify, bit for bit.  Sample A scores high. */
+int model_classify_fit(nn_backend *b, const float *xa, int64_t na, const float *xb, int64_t nb,
+                       int d, const model_classify_config *cfg, model_classify_net *net,
+                       model_classify_result *out, gt_error *err);
+void model_classify_net_free(model_classify_net *net);   /* zeroes it; NULL ok */
+
+/* The logit of one raw (unstandardised) row of d values, on the host in a
+ * fixed order: a row's score does not depend on what it is scored with.
+ * scratch: 2 * max(d, hidden) floats. */
+double model_classify_net_logit(const model_classify_net *net, const float *row, float *scratch);
+
 /* ROC AUC of scores (higher = more "positive") against labels 0/1, ties
  * counted half (the Mann-Whitney U statistic).  NAN when a class is
  * missing. */

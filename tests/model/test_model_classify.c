@@ -57,6 +57,54 @@ static int stop_at(void *user)
     return ++s->asked >= s->at;
 }
 
+/* model_classify_fit: the same test as model_classify at one seed, bit for
+ * bit, and a network kept on the host that scores new rows: on fresh draws
+ * of the same two distributions its AUC is the test's, up to the noise. */
+static void check_fit(nn_backend *b, const float *a, const float *bb, int64_t n, int d,
+                      const model_classify_config *cfg, double delta)
+{
+    gt_error err;
+    model_classify_config c1 = *cfg;
+    c1.repeats = 1;
+    model_classify_result r, rf;
+    model_classify_net net;
+    CHECK(model_classify(b, a, n, bb, n, d, &c1, &r, &err) == GT_OK);
+    c1.repeats = 3;   /* ignored: a fit is one test */
+    CHECK(model_classify_fit(b, a, n, bb, n, d, &c1, &net, &rf, &err) == GT_OK);
+    CHECK_MSG(memcmp(&r, &rf, sizeof r) == 0, "fit AUC %.6f, the test's %.6f", rf.auc, r.auc);
+    CHECK(net.d == d && net.hidden == cfg->hidden && net.depth == cfg->depth);
+    CHECK(net.n_weights == model_classify_net_count(d, cfg->hidden, cfg->depth));
+    CHECK(net.n_weights == (size_t)cfg->hidden * (d + 1) +
+                               (size_t)(cfg->depth - 1) * cfg->hidden * (cfg->hidden + 1) +
+                               cfg->hidden + 1);
+    const int64_t m = 1000;
+    float *fa = gaussian(m, d, delta, 11), *fb = gaussian(m, d, 0.0, 12);
+    float *score = malloc(2 * (size_t)m * sizeof *score);
+    uint8_t *label = malloc(2 * (size_t)m);
+    float *scratch = malloc(2 * (size_t)(d > cfg->hidden ? d : cfg->hidden) * sizeof *scratch);
+    for (int64_t i = 0; i < m; i++) {
+        score[i] = (float)model_classify_net_logit(&net, fa + (size_t)i * d, scratch);
+        label[i] = 1;
+        score[m + i] = (float)model_classify_net_logit(&net, fb + (size_t)i * d, scratch);
+        label[m + i] = 0;
+    }
+    double auc = model_classify_auc(score, label, 2 * m);
+    printf("kept network on fresh rows: AUC %.4f (the test's %.4f)\n", auc, r.auc);
+    CHECK_MSG(fabs(auc - r.auc) < 0.05, "kept network's AUC %.4f, the test's %.4f", auc, r.auc);
+    /* a row's logit is the same alone as among others, and finite */
+    double z0 = model_classify_net_logit(&net, fa, scratch);
+    CHECK(isfinite(z0) && (float)z0 == score[0]);
+    model_classify_net_free(&net);
+    CHECK(net.weights == NULL && net.mean == NULL);
+    model_classify_net_free(NULL);
+    CHECK(model_classify_fit(b, a, n, bb, n, d, &c1, NULL, &rf, &err) == GT_EINVAL);
+    free(fa);
+    free(fb);
+    free(score);
+    free(label);
+    free(scratch);
+}
+
 int main(void)
 {
     check_auc();
@@ -114,6 +162,7 @@ int main(void)
               rep.auc, mean);
     CHECK_MSG(fabs(rep.auc_sd - sqrt(ss / 2)) < 1e-12, "sd %.6f against %.6f", rep.auc_sd,
               sqrt(ss / 2));
+    check_fit(b, a, bb, n, d, &cfg, delta);
     CHECK(rep.n_test == one[0].n_test);
     CHECK(rep.best_epoch >= one[0].best_epoch && rep.best_epoch >= one[1].best_epoch &&
           rep.best_epoch >= one[2].best_epoch);
