@@ -321,13 +321,16 @@ static int keep_net(cls_net *n, const cls_data *D, const model_classify_config *
     }
     memcpy(keep->mean, D->mean, (size_t)d * sizeof(double));
     memcpy(keep->inv_std, D->inv_std, (size_t)d * sizeof(double));
-    float *w = keep->weights;
-    int rc = GT_OK;
+    float *w = keep->weights, *wt = malloc((size_t)H * (size_t)(d > H ? d : H) * sizeof *wt);
+    int rc = wt ? GT_OK : gt_error_set(err, GT_ENOMEM, "classifier: out of memory");
     for (int l = 0; l < L && !rc; l++) {
         char name[NN_PARAM_NAME_MAX];
         size_t in = (size_t)(l ? H : d);
         snprintf(name, sizeof name, "critic.%d.w", l);
-        rc = view_to_host(n, name, w, (size_t)H * in, err);
+        rc = view_to_host(n, name, wt, (size_t)H * in, err);
+        for (size_t o = 0; o < (size_t)H; o++)   /* [H x in] -> [in x H] */
+            for (size_t i = 0; i < in; i++)
+                w[i * (size_t)H + o] = wt[o * in + i];
         w += (size_t)H * in;
         snprintf(name, sizeof name, "critic.%d.b", l);
         if (!rc)
@@ -338,11 +341,15 @@ static int keep_net(cls_net *n, const cls_data *D, const model_classify_config *
         rc = view_to_host(n, "critic.out.w", w, (size_t)H, err);
     if (!rc)
         rc = view_to_host(n, "critic.out.b", w + H, 1, err);
+    free(wt);
     if (rc)
         model_classify_net_free(keep);
     return rc;
 }
 
+/* Each output sums its inputs in ascending order, whatever the compiler
+ * does with the loop over outputs: the same bits on every machine and for
+ * every row, alone or among others. */
 double model_classify_net_logit(const model_classify_net *net, const float *row, float *scratch)
 {
     const int H = net->hidden;
@@ -353,13 +360,16 @@ double model_classify_net_logit(const model_classify_net *net, const float *row,
     const float *w = net->weights;
     int n_in = net->d;
     for (int l = 0; l < net->depth; l++) {
-        const float *bias = w + (size_t)H * n_in;
+        for (int o = 0; o < H; o++)
+            out[o] = 0.0f;
+        for (int i = 0; i < n_in; i++) {
+            const float x = in[i], *wr = w + (size_t)i * H;
+            for (int o = 0; o < H; o++)
+                out[o] += wr[o] * x;
+        }
+        const float *bias = w + (size_t)n_in * H;
         for (int o = 0; o < H; o++) {
-            const float *wr = w + (size_t)o * n_in;
-            float a = 0.0f;
-            for (int i = 0; i < n_in; i++)
-                a += wr[i] * in[i];
-            a += bias[o];
+            float a = out[o] + bias[o];
             out[o] = a > 0.0f ? a : net->slope * a;
         }
         w = bias + H;

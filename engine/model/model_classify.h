@@ -75,9 +75,11 @@ int model_classify(nn_backend *b, const float *xa, int64_t na, const float *xb, 
 
 /* A trained classifier kept for scoring (model_classify_fit): the input's
  * standardisation and the network's weights on the host.  Layout of
- * `weights`: for each hidden layer l = 0 .. depth-1 its matrix W_l
- * [hidden x in_l] (row-major; in_0 = d, else hidden) and then its bias
- * [hidden]; then the output row w_out [hidden] and the output bias. */
+ * `weights`: for each hidden layer l = 0 .. depth-1 its matrix transposed,
+ * W_l^T [in_l x hidden] (row-major; in_0 = d, else hidden: a layer's
+ * outputs for one input are contiguous, so scoring runs down them), then
+ * its bias [hidden]; then the output row w_out [hidden] and the output
+ * bias. */
 typedef struct model_classify_net {
     int d, hidden, depth;
     float slope;            /* LeakyReLU negative slope */
