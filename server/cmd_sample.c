@@ -177,7 +177,7 @@ int cmd_sample(int argc, char **argv)
         long long m = a.n - first < batch ? a.n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
          * is the same whatever --batch is. */
-        model_sample_request rq = {e_inc, m, a.seed, first, showers, NULL};
+        model_sample_request rq = {e_inc, m, a.seed, first, showers, NULL, 0};
         if (synth_draw_energies(&sc, first, m, e_inc, &err))
             goto out;
         double t1 = now_s();

@@ -220,7 +220,7 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
             job_fail(s, j, GT_ENOMEM, "out of memory for the showers");
             continue;
         }
-        reqs[m] = (model_sample_request){j->e_inc, j->n, j->seed, j->row0, j->showers, NULL};
+        reqs[m] = (model_sample_request){j->e_inc, j->n, j->seed, j->row0, j->showers, NULL, 0};
         ok[m++] = j;
         rows += j->n;
     }

@@ -6,6 +6,12 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "feat.h"
+#include "model_accept.h"
 #include "model_ckpt.h"
 #include "model_data.h"
 #include "model_stage.h"
@@ -36,6 +42,18 @@ typedef struct stage_net {
 #define AR_STREAM 200u
 /* sample.symmetrize's turn and mirror of row r: block r of this stream */
 #define TURN_STREAM 90u
+/* The acceptance test's uniform for row r's draw k: block r of stream
+ * ACCEPT_STREAM | k << 32. */
+#define ACCEPT_STREAM 95u
+
+/* A row's k-th draw under an acceptance test (model_accept) takes every
+ * stream's noise from stream | k << 32: the sampler's streams are all
+ * under 2^32, so draw 0 is the noise a sampler without the test draws, bit
+ * for bit, and every later draw is another shower of the same row. */
+static uint64_t draw_stream(uint64_t stream, uint32_t draw)
+{
+    return stream | (uint64_t)draw << 32;
+}
 
 /* The integration's per-row constants (the time column of the network's
  * conditions, the coefficients of every axpby): each distinct float gets,
@@ -118,6 +136,12 @@ struct model_sampler {
     graph_slot graphs[GRAPH_MAX];
     uint64_t graph_uses;
     int64_t graph_replays;              /* of the current run */
+    /* the acceptance test (model_sampler_set_accept) */
+    int has_accept;
+    model_accept accept;
+    feat_layout feats;                  /* its features; feats.info NULL: none */
+    float *feat_h, *row_h, *score_h;    /* host scratch of the scoring */
+    double draws_per_shower;            /* of the last run: 1 without a test */
 };
 
 static void graphs_clear(model_sampler *s)
@@ -154,6 +178,11 @@ void model_sampler_close(model_sampler *s)
         nn_trunk_destroy(s->net[i].trunk);
     if (s->repr_ready)
         model_repr_free(&s->repr);
+    model_accept_free(&s->accept);
+    feat_layout_free(&s->feats);
+    free(s->feat_h);
+    free(s->row_h);
+    free(s->score_h);
     geo_free(&s->geo);
     free(s);
 }
@@ -726,7 +755,8 @@ static void turn_showers(model_sampler *s, const model_sample_request *q, int64_
     const int V = s->geo.n_voxels, G = geo_rotation_count(&s->geo);
     for (int r = 0; r < rows; r++) {
         uint32_t w[4];
-        nn_rng_block(q->seed, TURN_STREAM, (uint64_t)(q->row0 + first + r), w);
+        nn_rng_block(q->seed, draw_stream(TURN_STREAM, q->draw), (uint64_t)(q->row0 + first + r),
+                     w);
         int k = (int)(((uint64_t)w[0] * (uint64_t)G) >> 32), mirror = (int)(w[1] >> 31);
         float *shower = q->showers + (size_t)(first + r) * V;
         if (!k && !mirror)
@@ -759,7 +789,8 @@ static int fill_noise(model_sampler *s, const model_sample_request *reqs, const 
         const model_sample_request *q = &reqs[p[i].req];
         nn_tensor x = nn_f32(s->x + (size_t)p[i].at * D, p[i].rows, D);
         int rc = nn_rand_rows(s->b, x, NN_DIST_NORMAL, 0.0f, noise_sd(s, stage), q->seed,
-                              SAMPLE_STREAM + (uint64_t)stage, (uint64_t)(q->row0 + p[i].first),
+                              draw_stream(SAMPLE_STREAM + (uint64_t)stage, q->draw),
+                              (uint64_t)(q->row0 + p[i].first),
                               per_row, err);
         if (rc)
             return rc;
@@ -814,8 +845,9 @@ static int ar_noise(model_sampler *s, const model_sample_request *reqs, const pi
         const model_sample_request *q = &reqs[p[k].req];
         uint64_t row = (uint64_t)(q->row0 + p[k].first + (i - p[k].at));
         if ((rc = nn_rand_rows(s->b, nn_f32(s->x + (size_t)a * TD, run, TD), NN_DIST_NORMAL,
-                               0.0f, noise_sd(s, 2), q->seed, AR_STREAM + (uint64_t)l, row,
-                               per_row, err)))
+                               0.0f, noise_sd(s, 2), q->seed,
+                               draw_stream(AR_STREAM + (uint64_t)l, q->draw), row, per_row,
+                               err)))
             return rc;
         a += run;
     }
@@ -990,6 +1022,148 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
 static int sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
                        gt_error *err);
 
+int model_sampler_set_accept(model_sampler *s, const void *blob, size_t len, gt_error *err)
+{
+    model_accept_free(&s->accept);
+    feat_layout_free(&s->feats);
+    free(s->feat_h);
+    free(s->row_h);
+    free(s->score_h);
+    s->feat_h = s->row_h = s->score_h = NULL;
+    s->has_accept = 0;
+    if (!blob)
+        return GT_OK;
+    float threshold = 0;
+    int rc;
+    if ((rc = model_accept_unpack(blob, len, &s->accept, err)) ||
+        (rc = model_geometry_threshold(&s->geo, &threshold, err)) ||
+        (rc = feat_layout_init(&s->feats, &s->geo, threshold, err)))
+        goto fail;
+    if (s->accept.net.d != feat_classifier_width(&s->feats)) {
+        rc = gt_error_set(err, GT_EINVAL,
+                          "the acceptance test reads %d features a shower; this geometry has %d",
+                          s->accept.net.d, feat_classifier_width(&s->feats));
+        goto fail;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    const int H = s->accept.net.hidden, d = s->accept.net.d;
+    s->feat_h = malloc((size_t)threads * s->feats.n_features * sizeof(float));
+    s->row_h = malloc((size_t)threads * d * sizeof(float));
+    s->score_h = malloc((size_t)threads * 2 * (d > H ? d : H) * sizeof(float));
+    if (!s->feat_h || !s->row_h || !s->score_h) {
+        rc = gt_error_set(err, GT_ENOMEM, "out of memory for the acceptance test");
+        goto fail;
+    }
+    s->has_accept = 1;
+    return GT_OK;
+fail:
+    model_sampler_set_accept(s, NULL, 0, NULL);
+    return rc;
+}
+
+double model_sampler_draws_per_shower(const model_sampler *s) { return s->draws_per_shower; }
+
+/* Whether the acceptance test keeps row i of q: the shower's classifier
+ * row scored on the host, against a uniform of (seed, row, draw).  The
+ * last draw allowed is kept whatever it scores. */
+static int accept_keeps(const model_sampler *s, const model_sample_request *q, int64_t i,
+                        int thread)
+{
+    if (q->draw + 1 >= (uint32_t)s->accept.max_attempts)
+        return 1;
+    const int d = s->accept.net.d, H = s->accept.net.hidden;
+    float *feat = s->feat_h + (size_t)thread * s->feats.n_features;
+    float *row = s->row_h + (size_t)thread * d;
+    float *scratch = s->score_h + (size_t)thread * 2 * (d > H ? d : H);
+    feat_compute(&s->feats, q->showers + (size_t)i * s->geo.n_voxels, q->e_inc[i], feat);
+    feat_classifier_row(&s->feats, feat, q->e_inc[i], row);
+    double z = model_accept_logit(&s->accept, row, scratch);
+    uint32_t w[4];
+    nn_rng_block(q->seed, draw_stream(ACCEPT_STREAM, q->draw), (uint64_t)(q->row0 + i), w);
+    return (double)w[0] * (1.0 / 4294967296.0) < model_accept_keep_probability(&s->accept, z);
+}
+
+/* Under an acceptance test: every row drawn once, then the rows not kept
+ * drawn again, as requests of their own (runs of consecutive rows, the
+ * next draw), until every row is kept.  The showers land in the caller's
+ * buffers, each row's at its place. */
+static int accept_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
+                      double *scored, gt_error *err)
+{
+    int64_t total = 0;
+    for (int r = 0; r < n_reqs; r++)
+        total += reqs[r].n > 0 ? reqs[r].n : 0;
+    /* a round's requests: the caller's, then at most one run per row */
+    size_t cap = (size_t)(total > n_reqs ? total : n_reqs) + 1;
+    uint8_t *keep = malloc((size_t)total + 1);
+    model_sample_request *cur = malloc(cap * sizeof *cur), *next = malloc(cap * sizeof *next);
+    if (!keep || !cur || !next) {
+        free(keep);
+        free(cur);
+        free(next);
+        return gt_error_set(err, GT_ENOMEM, "out of memory for the acceptance test's redraws");
+    }
+    memcpy(cur, reqs, (size_t)n_reqs * sizeof *cur);
+    int n_cur = n_reqs, rc = sampler_run(s, cur, n_cur, steps, err);
+    while (rc == GT_OK && n_cur > 0) {
+        /* every row of cur scored: rows are independent, so in parallel */
+        int64_t at = 0;
+        for (int r = 0; r < n_cur; r++) {
+            const model_sample_request *q = &cur[r];
+            const int64_t n = q->n > 0 ? q->n : 0;
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++) {
+                int thread = 0;
+#ifdef _OPENMP
+                thread = omp_get_thread_num();
+#endif
+                keep[at + i] = (uint8_t)accept_keeps(s, q, i, thread);
+            }
+            at += n;
+        }
+        *scored += (double)at;
+        int n_next = 0;
+        at = 0;
+        for (int r = 0; r < n_cur; r++) {
+            const model_sample_request *q = &cur[r];
+            for (int64_t i = 0; i < q->n;) {
+                if (keep[at + i]) {
+                    i++;
+                    continue;
+                }
+                int64_t j = i + 1;
+                while (j < q->n && !keep[at + j])
+                    j++;
+                next[n_next++] = (model_sample_request){
+                    q->e_inc + i,
+                    j - i,
+                    q->seed,
+                    q->row0 + i,
+                    q->showers + (size_t)i * s->geo.n_voxels,
+                    q->e_dep ? q->e_dep + i : NULL,
+                    q->draw + 1,
+                };
+                i = j;
+            }
+            at += q->n > 0 ? q->n : 0;
+        }
+        if (n_next == 0)
+            break;
+        model_sample_request *t = cur;
+        cur = next;
+        next = t;
+        n_cur = n_next;
+        rc = sampler_run(s, cur, n_cur, steps, err);
+    }
+    free(keep);
+    free(cur);
+    free(next);
+    return rc;
+}
+
 int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
                       gt_error *err)
 {
@@ -999,10 +1173,19 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
     s->decode_s = 0;
     s->device_s = 0;
     s->graph_replays = 0;
-    int rc = sampler_run(s, reqs, n_reqs, steps, err);
-    if (rc == GT_OK && s->evals_rows > 0) {
-        s->evals_per_shower = s->evals_sum / (double)s->evals_rows;
-        s->flops_per_shower = s->flops_sum / (double)s->evals_rows;
+    double scored = 0.0;
+    int rc = s->has_accept ? accept_run(s, reqs, n_reqs, steps, &scored, err)
+                           : sampler_run(s, reqs, n_reqs, steps, err);
+    int64_t showers = 0;
+    for (int r = 0; r < n_reqs; r++)
+        showers += reqs[r].n > 0 ? reqs[r].n : 0;
+    if (rc == GT_OK && showers > 0) {
+        /* per shower kept: every draw's networks, and the test's scoring
+         * (a multiply-add per weight) of every draw it judged */
+        s->evals_per_shower = s->evals_sum / (double)showers;
+        s->flops_per_shower =
+            (s->flops_sum + scored * 2.0 * (double)s->accept.net.n_weights) / (double)showers;
+        s->draws_per_shower = (double)s->evals_rows / (double)showers;
     }
     return rc;
 }

@@ -44,6 +44,9 @@ typedef struct model_sample_request {
                              large sample made in chunks equals one made at once */
     float *showers;       /* [n, voxels] out, MeV */
     float *e_dep;         /* [n] out (may be NULL): generated deposited energy */
+    uint32_t draw;        /* 0.  Under an acceptance test (model_sampler_set_accept)
+                             the sampler redraws a row it does not keep as draw 1,
+                             2, ...: the same row's noise from other streams */
 } model_sample_request;
 
 /* max_batch: rows per device pass (>= 1); the showers do not depend on it. */
@@ -65,6 +68,19 @@ int model_sampler_voxels(const model_sampler *s);
  * writes the voxels of the first max of them (empty layers are 0) into
  * voxels_per_layer (may be NULL with max 0). */
 int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max);
+
+/* A learned acceptance test (model_accept.h; blob as model_accept_pack
+ * writes it, NULL to turn it off): from then on each shower is scored as
+ * it is made and kept with the test's probability, else drawn again at the
+ * same incident energy, up to the test's max_attempts draws (the last is
+ * kept).  Whether a draw is kept depends on (seed, row, draw) and the
+ * shower's bytes alone, so the showers are still the same bytes whatever
+ * the batching, the request split or the thread count.  GT_EFORMAT /
+ * GT_ECHECKSUM for a damaged blob, GT_EINVAL for one made for another
+ * geometry. */
+int model_sampler_set_accept(model_sampler *s, const void *blob, size_t len, gt_error *err);
+/* Draws made per shower kept in the last run (1 without a test). */
+double model_sampler_draws_per_shower(const model_sampler *s);
 
 /* steps <= 0: the config's sample.steps. */
 int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,

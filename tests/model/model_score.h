@@ -48,7 +48,7 @@ static void score_samples(nn_backend *b, const model_config *cfg, const void *ck
     const int V = ref->geo.n_voxels;
     int64_t n = ref->n;
     float *gen = malloc((size_t)n * V * sizeof(float));
-    model_sample_request rq = {ref->e_inc, n, 5, 0, gen, NULL};
+    model_sample_request rq = {ref->e_inc, n, 5, 0, gen, NULL, 0};
     rc = model_sampler_run(s, &rq, 1, 0, &err);
     CHECK_MSG(rc == GT_OK, "%s", err.message);
     out->evals = model_sampler_evals_per_shower(s);

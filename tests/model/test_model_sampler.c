@@ -16,12 +16,18 @@
  * On a CUDA device (skipped without one) the GPU's showers are
  * batch-invariant as well, and integrations replayed from CUDA graphs give
  * the eager bytes.
+ * Under a learned acceptance test (model_accept), the rows not kept are
+ * drawn again: the showers are still the same bytes through every batch,
+ * split and thread count, a row kept at its first draw is the shower the
+ * sampler makes without the test, and a damaged or foreign test is refused.
  * The models are trained for a few steps only: invariance holds for any
  * weights, and a tiny run keeps the test fast.  The autoregressive variant
  * samples energies from 300 MeV to 260 GeV, so rows leave the active set
  * at different layers (the active set changes the matmul's row count). */
 #include "model_backend.h"
 #include "check.h"
+#include "feat.h"
+#include "model_accept.h"
 #include "model_ckpt.h"
 #include "model_config.h"
 #include "model_data.h"
@@ -238,6 +244,12 @@ static uint64_t fnv(const float *x, size_t n)
     return h;
 }
 
+/* The acceptance test sample() sets on its sampler (NULL: none), and the
+ * draws per shower of its last run. */
+static const void *g_accept;
+static size_t g_accept_len;
+static double g_draws;
+
 /* Samples the N_ROWS rows as `parts` requests (row0 at each cut) behind an
  * unrelated request, max_batch rows per pass, on backend b. */
 static int sample(nn_backend *b, const trained *t, int max_batch, const int *cuts, int parts,
@@ -248,6 +260,10 @@ static int sample(nn_backend *b, const trained *t, int max_batch, const int *cut
                                 t->len[2], max_batch, &s, err);
     if (rc)
         return rc;
+    if (g_accept && (rc = model_sampler_set_accept(s, g_accept, g_accept_len, err))) {
+        model_sampler_close(s);
+        return rc;
+    }
     const int V = model_sampler_voxels(s);
     float other_e[11], *other = malloc((size_t)11 * V * sizeof(float));
     for (int i = 0; i < 11; i++)
@@ -255,14 +271,15 @@ static int sample(nn_backend *b, const trained *t, int max_batch, const int *cut
     model_sample_request rq[8];
     int nr = 0;
     if (parts > 1)
-        rq[nr++] = (model_sample_request){other_e, 11, 5, 0, other, NULL};
+        rq[nr++] = (model_sample_request){other_e, 11, 5, 0, other, NULL, 0};
     for (int p = 0; p < parts; p++) {
         int a = cuts[p], z = p + 1 < parts ? cuts[p + 1] : N_ROWS;
-        rq[nr++] = (model_sample_request){e_inc + a, z - a, 77, a, out + (size_t)a * V, NULL};
+        rq[nr++] = (model_sample_request){e_inc + a, z - a, 77, a, out + (size_t)a * V, NULL, 0};
     }
     rc = model_sampler_run(s, rq, nr, 0, err);
     if (evals)
         *evals = model_sampler_evals_per_shower(s);
+    g_draws = model_sampler_draws_per_shower(s);
     free(other);
     model_sampler_close(s);
     return rc;
@@ -417,7 +434,7 @@ static void check_copies(const variant *v, int bf16, nn_backend *b, const traine
     size_t allocs = 0;
     for (int run = 0; run < 2; run++) {
         memset(got, 0xff, n * sizeof(float));
-        model_sample_request rq = {e_inc, N_ROWS, 77, 0, got, NULL};
+        model_sample_request rq = {e_inc, N_ROWS, 77, 0, got, NULL, 0};
         h2d = c.h2d;
         d2h = c.d2h;
         allocs = c.b.alloc_count;
@@ -453,7 +470,7 @@ static void check_copies(const variant *v, int bf16, nn_backend *b, const traine
     }
     /* energies the sampler cannot take: refused with a reason, per request */
     float bad[3] = {1000.0f, NAN, 5000.0f};
-    model_sample_request rq = {bad, 3, 77, 0, got, NULL};
+    model_sample_request rq = {bad, 3, 77, 0, got, NULL, 0};
     rc = model_sampler_run(s, &rq, 1, 0, &err);
     CHECK_MSG(rc == GT_EINVAL && strstr(err.message, "incident energy 1 is nan"),
               "NaN energy: rc %d (%s)", rc, err.message);
@@ -485,7 +502,7 @@ static void check_diverged(const variant *v, nn_backend *b, int stage)
         float e[12], *out = malloc(12 * V * sizeof(float));
         for (int i = 0; i < 12; i++)
             e[i] = 1000.0f * (float)(i + 1);
-        model_sample_request rq[2] = {{e, 5, 1, 0, out, NULL}, {e + 5, 7, 2, 0, out + 5 * V, NULL}};
+        model_sample_request rq[2] = {{e, 5, 1, 0, out, NULL, 0}, {e + 5, 7, 2, 0, out + 5 * V, NULL, 0}};
         char want[32];
         snprintf(want, sizeof want, "in stage %d", stage);
         rc = model_sampler_run(s, rq, 2, 0, &err);
@@ -687,6 +704,170 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
     free(t.ck[2]);
 }
 
+/* A hand-made acceptance test for the geometry of t: a small random
+ * network whose cap is the median logit of the showers `ref` (so that
+ * about half the first draws are redrawn), max_attempts draws. */
+static int make_accept(const trained *t, const float *e_inc, const float *ref, size_t V,
+                       int max_attempts, int d_extra, void **blob, size_t *len, gt_error *err)
+{
+    geo_geometry g;
+    float thr;
+    feat_layout fl;
+    int rc;
+    if ((rc = model_geometry_load(t->cfg.geometry, &g, err)))
+        return rc;
+    if ((rc = model_geometry_threshold(&g, &thr, err)) ||
+        (rc = feat_layout_init(&fl, &g, thr, err))) {
+        geo_free(&g);
+        return rc;
+    }
+    model_accept a;
+    memset(&a, 0, sizeof a);
+    model_classify_net *n = &a.net;
+    n->d = feat_classifier_width(&fl) + d_extra;
+    n->hidden = 4;
+    n->depth = 1;
+    n->slope = 0.01f;
+    n->n_weights = model_classify_net_count(n->d, 4, 1);
+    n->mean = calloc((size_t)n->d, sizeof(double));
+    n->inv_std = malloc((size_t)n->d * sizeof(double));
+    n->weights = malloc(n->n_weights * sizeof(float));
+    uint32_t x = 12345;
+    for (int j = 0; j < n->d; j++)
+        n->inv_std[j] = 0.1;
+    for (size_t i = 0; i < n->n_weights; i++) {
+        x = x * 1664525u + 1013904223u;
+        n->weights[i] = (float)((double)(x >> 8) / 16777216.0 - 0.5);
+    }
+    a.max_attempts = max_attempts;
+    float *feat = malloc((size_t)fl.n_features * sizeof(float));
+    float *row = calloc((size_t)n->d, sizeof(float)), scratch[2 * 1024];
+    double z[N_ROWS];
+    for (int i = 0; i < N_ROWS; i++) {
+        feat_compute(&fl, ref + (size_t)i * V, e_inc[i], feat);
+        feat_classifier_row(&fl, feat, e_inc[i], row);
+        z[i] = model_accept_logit(&a, row, scratch);
+    }
+    for (int i = 0; i < N_ROWS; i++)   /* the median: a partial sort is enough */
+        for (int j = i + 1; j < N_ROWS; j++)
+            if (z[j] < z[i]) {
+                double tz = z[i];
+                z[i] = z[j];
+                z[j] = tz;
+            }
+    a.log_cap = z[N_ROWS / 2];
+    rc = model_accept_pack(&a, blob, len, err);
+    free(feat);
+    free(row);
+    model_accept_free(&a);
+    feat_layout_free(&fl);
+    geo_free(&g);
+    return rc;
+}
+
+static void check_accept(const variant *v, nn_backend *b)
+{
+    gt_error err;
+    trained t;
+    tiny_config(v, 0, &t.cfg);
+    memset(t.ck, 0, sizeof t.ck);
+    if (make_checkpoints(b, &t, 0, &err) != GT_OK) {
+        CHECK_MSG(0, "%s: checkpoints: %s", v->name, err.message);
+        return;
+    }
+    float e_inc[N_ROWS];
+    for (int i = 0; i < N_ROWS; i++)
+        e_inc[i] = 300.0f * powf(262144.0f / 300.0f, (float)i / (N_ROWS - 1));
+    model_sampler *s0 = NULL;
+    CHECK(model_sampler_open(b, &t.cfg, t.ck[1], t.len[1], t.ck[2], t.len[2], 4, &s0, &err) ==
+          GT_OK);
+    const size_t V = (size_t)model_sampler_voxels(s0), n = (size_t)N_ROWS * V;
+    float *plain = calloc(n, sizeof(float)), *ref = calloc(n, sizeof(float)),
+          *got = calloc(n, sizeof(float));
+    const int whole[1] = {0}, cuts[3] = {0, 7, 26};
+    g_accept = NULL;
+    CHECK(sample(b, &t, 64, whole, 1, e_inc, plain, NULL, &err) == GT_OK);
+    CHECK(g_draws == 1.0);
+    void *blob = NULL;
+    size_t len = 0;
+    CHECK(make_accept(&t, e_inc, plain, V, 4, 0, &blob, &len, &err) == GT_OK);
+    g_accept = blob;
+    g_accept_len = len;
+    CHECK(sample(b, &t, 64, whole, 1, e_inc, ref, NULL, &err) == GT_OK);
+    const double draws = g_draws;
+    /* a row kept at its first draw is the plain shower; a redrawn one is another */
+    int redrawn = 0;
+    for (int i = 0; i < N_ROWS; i++)
+        redrawn += memcmp(ref + (size_t)i * V, plain + (size_t)i * V, V * sizeof(float)) != 0;
+    printf("%-20s acceptance test: %.2f draws a shower, %d of %d rows redrawn\n", v->name,
+           draws, redrawn, N_ROWS);
+    CHECK_MSG(draws > 1.2 && draws <= 4.0, "%s: %.3f draws a shower", v->name, draws);
+    CHECK_MSG(redrawn > 5 && redrawn < N_ROWS, "%s: %d rows redrawn", v->name, redrawn);
+    /* the draws are the same too, but for the split behind another request,
+     * whose own draws count in its run's figure */
+#define SAME_ACC(what, alone)                                                            \
+    do {                                                                                 \
+        size_t d_ = 0;                                                                   \
+        for (size_t i_ = 0; i_ < n; i_++)                                                \
+            d_ += memcmp(&ref[i_], &got[i_], sizeof(float)) != 0;                        \
+        CHECK_MSG(d_ == 0 && (!(alone) || g_draws == draws),                             \
+                  "%s, acceptance test: %s: %zu of %zu voxels differ, %.3f draws a "     \
+                  "shower against %.3f", v->name, what, d_, n, g_draws, draws);          \
+    } while (0)
+    static const int batches[] = {1, 8, 20};
+    for (size_t k = 0; k < sizeof batches / sizeof batches[0]; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "batch %d", batches[k]);
+        memset(got, 0xff, n * sizeof(float));
+        CHECK(sample(b, &t, batches[k], whole, 1, e_inc, got, NULL, &err) == GT_OK);
+        SAME_ACC(what, 1);
+    }
+    memset(got, 0xff, n * sizeof(float));
+    CHECK(sample(b, &t, 20, cuts, 3, e_inc, got, NULL, &err) == GT_OK);
+    SAME_ACC("three requests behind another, batch 20", 0);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(threads > 1 ? 1 : 2);
+    memset(got, 0xff, n * sizeof(float));
+    CHECK(sample(b, &t, 64, whole, 1, e_inc, got, NULL, &err) == GT_OK);
+    SAME_ACC(threads > 1 ? "one thread" : "two threads", 1);
+    omp_set_num_threads(threads);
+#undef SAME_ACC
+    /* one draw allowed: the test keeps everything, the showers are the plain ones */
+    free(blob);
+    CHECK(make_accept(&t, e_inc, plain, V, 1, 0, &blob, &len, &err) == GT_OK);
+    g_accept = blob;
+    g_accept_len = len;
+    CHECK(sample(b, &t, 8, whole, 1, e_inc, got, NULL, &err) == GT_OK);
+    CHECK_MSG(memcmp(got, plain, n * sizeof(float)) == 0 && g_draws == 1.0,
+              "%s: one draw allowed changed the showers", v->name);
+    /* refusals: a test for another feature count, a damaged blob; the
+     * sampler keeps serving without a test after either */
+    model_sampler *s1 = NULL;
+    CHECK(model_sampler_open(b, &t.cfg, t.ck[1], t.len[1], t.ck[2], t.len[2], 8, &s1, &err) ==
+          GT_OK);
+    void *wide = NULL;
+    size_t wide_len = 0;
+    CHECK(make_accept(&t, e_inc, plain, V, 4, 3, &wide, &wide_len, &err) == GT_OK);
+    CHECK(model_sampler_set_accept(s1, wide, wide_len, &err) == GT_EINVAL);
+    ((uint8_t *)blob)[len / 2] ^= 0x10;
+    CHECK(model_sampler_set_accept(s1, blob, len, &err) == GT_ECHECKSUM);
+    model_sample_request rq = {e_inc, N_ROWS, 77, 0, got, NULL, 0};
+    CHECK(model_sampler_run(s1, &rq, 1, 0, &err) == GT_OK);
+    CHECK_MSG(memcmp(got, plain, n * sizeof(float)) == 0 &&
+                  model_sampler_draws_per_shower(s1) == 1.0,
+              "%s: a refused test left the sampler changed", v->name);
+    model_sampler_close(s1);
+    model_sampler_close(s0);
+    g_accept = NULL;
+    free(wide);
+    free(blob);
+    free(plain);
+    free(ref);
+    free(got);
+    free(t.ck[1]);
+    free(t.ck[2]);
+}
+
 /* Samples the N_ROWS rows `runs` times on one sampler of max_batch rows
  * on the GPU (graphs on or off); out gets the last run, *replays the graph
  * launches of it. */
@@ -702,7 +883,7 @@ static int gpu_sample(nn_backend *g, const trained *t, int max_batch, int graphs
     model_sampler_set_graphs(s, graphs);
     for (int r = 0; r < runs && !rc; r++) {
         memset(out, 0xff, n * sizeof(float));
-        model_sample_request rq = {e_inc, N_ROWS, 77, 0, out, NULL};
+        model_sample_request rq = {e_inc, N_ROWS, 77, 0, out, NULL, 0};
         rc = model_sampler_run(s, &rq, 1, 0, err);
     }
     *replays = model_sampler_graph_replays(s);
@@ -787,6 +968,8 @@ int main(void)
     for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
         for (int bf16 = 0; bf16 < 2; bf16++)
             check_variant(&VARIANTS[i], bf16, b, GOLDEN[i][bf16]);
+    check_accept(&VARIANTS[0], b);   /* oneshot */
+    check_accept(&VARIANTS[3], b);   /* autoregressive */
     for (int stage = 1; stage <= 2; stage++) {
         check_diverged(&VARIANTS[0], b, stage);   /* oneshot */
         check_diverged(&VARIANTS[3], b, stage);   /* autoregressive */

@@ -114,11 +114,11 @@ static void test_objective(nn_backend *b, const char *objective)
         const int V = ref.geo.n_voxels, n = 40;
         float *g1 = malloc((size_t)n * V * sizeof(float)), *g2 = malloc((size_t)n * V * 4);
         float *g3 = malloc((size_t)n * V * sizeof(float));
-        model_sample_request r1 = {ref.e_inc, n, 77, 0, g1, NULL};
+        model_sample_request r1 = {ref.e_inc, n, 77, 0, g1, NULL, 0};
         /* the same 40 rows as two requests batched together */
-        model_sample_request r2[2] = {{ref.e_inc, 17, 77, 0, g2, NULL},
-                                      {ref.e_inc + 17, n - 17, 77, 17, g2 + (size_t)17 * V, NULL}};
-        model_sample_request r3 = {ref.e_inc, n, 78, 0, g3, NULL};
+        model_sample_request r2[2] = {{ref.e_inc, 17, 77, 0, g2, NULL, 0},
+                                      {ref.e_inc + 17, n - 17, 77, 17, g2 + (size_t)17 * V, NULL, 0}};
+        model_sample_request r3 = {ref.e_inc, n, 78, 0, g3, NULL, 0};
         CHECK(model_sampler_run(s1, &r1, 1, 0, &err) == GT_OK);
         CHECK(model_sampler_run(s2, r2, 2, 0, &err) == GT_OK);
         CHECK(model_sampler_run(s1, &r3, 1, 0, &err) == GT_OK);
@@ -131,7 +131,7 @@ static void test_objective(nn_backend *b, const char *objective)
         CHECK_EQ_INT(neg, 0);
         /* bad input */
         float bad_e = -5;
-        model_sample_request rb = {&bad_e, 1, 1, 0, g1, NULL};
+        model_sample_request rb = {&bad_e, 1, 1, 0, g1, NULL, 0};
         CHECK_EQ_INT(model_sampler_run(s1, &rb, 1, 0, &err), GT_EINVAL);
         free(g1);
         free(g2);

@@ -91,9 +91,9 @@ static void check_batching(nn_backend *b, const model_config *cfg, const capture
     }
     const int V = ref->geo.n_voxels, n = 40;
     float *g1 = malloc((size_t)n * V * sizeof(float)), *g2 = malloc((size_t)n * V * sizeof(float));
-    model_sample_request r1 = {ref->e_inc, n, 77, 0, g1, NULL};
-    model_sample_request r2[2] = {{ref->e_inc, 17, 77, 0, g2, NULL},
-                                  {ref->e_inc + 17, n - 17, 77, 17, g2 + (size_t)17 * V, NULL}};
+    model_sample_request r1 = {ref->e_inc, n, 77, 0, g1, NULL, 0};
+    model_sample_request r2[2] = {{ref->e_inc, 17, 77, 0, g2, NULL, 0},
+                                  {ref->e_inc + 17, n - 17, 77, 17, g2 + (size_t)17 * V, NULL, 0}};
     CHECK(model_sampler_run(s1, &r1, 1, 0, &err) == GT_OK);
     CHECK(model_sampler_run(s2, r2, 2, 0, &err) == GT_OK);
     size_t diff = 0;
@@ -123,7 +123,7 @@ static void check_skipping(nn_backend *b, const model_config *cfg, const capture
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < n; i++)
             e[i] = energies[k];
-        model_sample_request rq = {e, n, 9, 0, gen, NULL};
+        model_sample_request rq = {e, n, 9, 0, gen, NULL, 0};
         CHECK(model_sampler_run(s, &rq, 1, 0, &err) == GT_OK);
         ev[k] = model_sampler_evals_per_shower(s);
     }
