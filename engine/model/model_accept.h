@@ -29,6 +29,7 @@
 
 #include "gt_error.h"
 #include "model_classify.h"
+#include "model_config.h"
 #include "nn_backend.h"
 
 typedef struct model_accept {
@@ -49,6 +50,29 @@ int model_accept_train(nn_backend *b, const float *train_rows, int64_t n_train,
                        const float *gen_rows, int64_t n_gen, int d,
                        const model_classify_config *cls, double cap_quantile, int max_attempts,
                        model_accept *out, gt_error *err);
+
+/* What model_accept_for_run did. */
+typedef struct model_accept_report {
+    int64_t showers;        /* training showers, and as many generated at their energies */
+    double auc;             /* the classifier's held-out AUC */
+    double acceptance;      /* mean keep probability of the generated showers */
+    double generate_s;      /* seconds generating the showers */
+    double train_s;         /* seconds of features and classifier */
+} model_accept_report;
+
+/* The test of a run whose config asks for one (model.accept): the run's
+ * training showers (dataset.*, its training split, the first
+ * model.accept.showers of them or all), as many showers generated from the
+ * stage checkpoints given (the best ones) at the same incident energies
+ * with the run's sampler settings, a classifier of model.accept's size
+ * trained between them (seed train.seed), the cap at
+ * model.accept.cap_quantile.  *blob (malloc'ed) is the packed test.
+ * should_stop (may be NULL) is asked between the steps and between the
+ * classifier's epochs: GT_ECANCELLED. */
+int model_accept_for_run(nn_backend *b, const model_config *cfg, const char *data_dir,
+                         const void *stage1, size_t len1, const void *stage2, size_t len2,
+                         int (*should_stop)(void *user), void *stop_user, void **blob,
+                         size_t *blob_len, model_accept_report *rep, gt_error *err);
 
 /* min(1, exp(z - log_cap)): the probability of keeping a shower of logit z. */
 double model_accept_keep_probability(const model_accept *a, double z);

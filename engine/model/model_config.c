@@ -95,6 +95,13 @@ void model_config_defaults(model_config *cfg)
 
     cfg->executor.kind = MODEL_EXEC_LOCAL;
     cfg->executor.requeue = 1;
+
+    cfg->accept.cap_quantile = 0.5;
+    cfg->accept.max_attempts = 8;
+    cfg->accept.showers = 0;
+    cfg->accept.hidden = 512;
+    cfg->accept.depth = 3;
+    cfg->accept.epochs = 10;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -543,6 +550,24 @@ static int parse_sample(walker *w, const json_t *obj, model_config *cfg)
     return GT_OK;
 }
 
+static int parse_accept(walker *w, const json_t *obj, model_config *cfg)
+{
+    static const char *const keys[] = {"cap_quantile", "max_attempts", "showers", "hidden",
+                                       "depth", "epochs", NULL};
+    model_accept_config *a = &cfg->accept;
+    int rc;
+    if ((rc = check_keys(w, obj, "model.accept", keys)) ||
+        (rc = get_real(w, obj, "model.accept", "cap_quantile", 0, 1, 1.0, &a->cap_quantile)) ||
+        (rc = get_int32(w, obj, "model.accept", "max_attempts", 1, 64, &a->max_attempts)) ||
+        (rc = get_int(w, obj, "model.accept", "showers", 0, 10000000, &a->showers)) ||
+        (rc = get_int32(w, obj, "model.accept", "hidden", 1, 4096, &a->hidden)) ||
+        (rc = get_int32(w, obj, "model.accept", "depth", 1, 8, &a->depth)) ||
+        (rc = get_int32(w, obj, "model.accept", "epochs", 1, 1000, &a->epochs)))
+        return rc;
+    a->enabled = 1;
+    return GT_OK;
+}
+
 static const char *const EXECUTORS[] = {"local", "slurm", NULL};
 
 const char *model_executor_name(model_executor_kind k) { return EXECUTORS[k ? 1 : 0]; }
@@ -608,7 +633,7 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
         return fail(&w, "", "the config must be a JSON object%s", "");
     static const char *const keys[] = {"name", "dataset", "model", "train", "sample",
                                        "executor", NULL};
-    static const char *const mkeys[] = {"stage1", "stage2", NULL};
+    static const char *const mkeys[] = {"stage1", "stage2", "accept", NULL};
     int rc;
     const json_t *sec;
     if ((rc = check_keys(&w, root, "", keys)) ||
@@ -625,7 +650,9 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
             (rc = get_object(&w, sec, "model", "stage1", &st)) ||
             (st && (rc = parse_stage(&w, st, "model.stage1", &cfg->stage1, 0))) ||
             (rc = get_object(&w, sec, "model", "stage2", &st)) ||
-            (st && (rc = parse_stage(&w, st, "model.stage2", &cfg->stage2, 1))))
+            (st && (rc = parse_stage(&w, st, "model.stage2", &cfg->stage2, 1))) ||
+            (rc = get_object(&w, sec, "model", "accept", &st)) ||
+            (st && (rc = parse_accept(&w, st, cfg))))
             return rc;
     }
     if ((rc = get_object(&w, root, "", "train", &sec)) ||
@@ -639,6 +666,9 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
         return rc;
 
     /* Cross-field rules. */
+    if (cfg->accept.enabled && cfg->executor.kind != MODEL_EXEC_LOCAL)
+        return fail(&w, "model.accept", "is trained by the service itself: not yet with "
+                    "executor kind \"slurm\"%s", "");
     if (cfg->steps1 + cfg->steps2 == 0)
         return fail(&w, "train.steps", "at least one stage must train%s", "");
     /* flow and ddpm share the sampler's solver, so they cannot be mixed; a
@@ -801,6 +831,15 @@ json_t *model_config_to_json(const model_config *c)
         c->stage2.ring_counts, "count_stick", c->stage2.count_stick, "keep_largest", c->stage2.keep_largest, "layer_weight",
         c->stage2.layer_weight, "skip_spent_layers", c->stage2.skip_spent_layers, "history",
         c->stage2.history, "trunk", trunk_json(&c->stage2.trunk));
+    /* written only when the run has one: the configs recorded before it
+     * read back to the same text */
+    if (model && c->accept.enabled)
+        json_object_set_new(model, "accept",
+                            json_pack("{s:f, s:i, s:I, s:i, s:i, s:i}", "cap_quantile",
+                                      c->accept.cap_quantile, "max_attempts",
+                                      c->accept.max_attempts, "showers",
+                                      (json_int_t)c->accept.showers, "hidden", c->accept.hidden,
+                                      "depth", c->accept.depth, "epochs", c->accept.epochs));
     const model_stage_config *st[2] = {&c->stage1, &c->stage2};
     for (int i = 0; model && i < 2; i++)
         if (st[i]->objective == MODEL_OBJ_WGAN)

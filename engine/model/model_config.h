@@ -10,6 +10,8 @@
  *        the energy spec of model_energy.h; deprecated but still parsed as
  *        before: "energy" the dist's name beside "emin_mev", "emax_mev")
  *     "model":   { "stage1": { "objective", "trunk", "wgan" },
+ *                  "accept": { "cap_quantile", "max_attempts", "showers",
+ *                              "hidden", "depth", "epochs" },
  *                  "stage2": { "mode", "objective", "dequantize", "dequantize_top",
  *                              "voxel_alpha", "rings", "ring_counts", "count_stick", "keep_largest",
  *                              "layer_weight",
@@ -160,6 +162,19 @@ typedef struct model_stage_config {
     model_wgan_config wgan;
 } model_stage_config;
 
+/* model.accept: a learned acceptance test trained at the end of the run
+ * (model_accept.h), which the sampler then applies.  Absent: none, and
+ * the section is not written back, so every run recorded before it keeps
+ * its config text. */
+typedef struct model_accept_config {
+    int enabled;          /* the section is present */
+    double cap_quantile;  /* (0, 1]: M is this quantile of r over generated showers */
+    int max_attempts;     /* draws per shower at most (the last is kept), 1..64 */
+    int64_t showers;      /* generated showers it trains on, one per training
+                           * shower's energy; 0: as many as there are */
+    int hidden, depth, epochs;   /* its classifier: giant eval's is 512, 3 */
+} model_accept_config;
+
 typedef struct model_config {
     char name[128];
 
@@ -175,6 +190,7 @@ typedef struct model_config {
     uint64_t split_seed;
 
     model_stage_config stage1, stage2;
+    model_accept_config accept;
 
     /* train */
     int bf16;                     /* train.precision == "bf16"           */

@@ -446,6 +446,44 @@ int main(void)
     expect_bad("{\"sample\":{\"temperature\":2.5}}", "sample.temperature");
     expect_bad("{\"sample\":{\"temperature\":\"cold\"}}", "sample.temperature");
     expect_bad("{\"sample\":{\"temperature\":null}}", "sample.temperature");
+    /* model.accept: absent by default and then not written back (the
+     * configs recorded before it keep their text); present, its defaults
+     * fill in and it round-trips */
+    CHECK_EQ_INT(parse("{}", &cfg, field, &err), GT_OK);
+    CHECK(!cfg.accept.enabled);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_object_get(json_object_get(o, "model"), "accept") == NULL);
+        json_decref(o);
+    }
+    CHECK_EQ_INT(parse("{\"model\":{\"accept\":{}}}", &cfg, field, &err), GT_OK);
+    CHECK(cfg.accept.enabled && cfg.accept.cap_quantile == 0.5 && cfg.accept.max_attempts == 8 &&
+          cfg.accept.showers == 0 && cfg.accept.hidden == 512 && cfg.accept.depth == 3 &&
+          cfg.accept.epochs == 10);
+    CHECK_EQ_INT(parse("{\"model\":{\"accept\":{\"cap_quantile\":0.8,\"max_attempts\":4,"
+                       "\"showers\":5000,\"hidden\":64,\"depth\":2,\"epochs\":7}}}",
+                       &cfg, field, &err),
+                 GT_OK);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        char *text = json_dumps(o, 0);
+        model_config back;
+        CHECK(text && parse(text, &back, field, &err) == GT_OK && back.accept.enabled &&
+              back.accept.cap_quantile == 0.8 && back.accept.max_attempts == 4 &&
+              back.accept.showers == 5000 && back.accept.hidden == 64 && back.accept.depth == 2 &&
+              back.accept.epochs == 7);
+        free(text);
+        json_decref(o);
+    }
+    expect_bad("{\"model\":{\"accept\":{\"cap_quantile\":0}}}", "model.accept.cap_quantile");
+    expect_bad("{\"model\":{\"accept\":{\"cap_quantile\":1.5}}}", "model.accept.cap_quantile");
+    expect_bad("{\"model\":{\"accept\":{\"max_attempts\":0}}}", "model.accept.max_attempts");
+    expect_bad("{\"model\":{\"accept\":{\"max_attempts\":65}}}", "model.accept.max_attempts");
+    expect_bad("{\"model\":{\"accept\":{\"showers\":-1}}}", "model.accept.showers");
+    expect_bad("{\"model\":{\"accept\":{\"depth\":\"deep\"}}}", "model.accept.depth");
+    expect_bad("{\"model\":{\"accept\":{\"strict\":true}}}", "model.accept.strict");
+    expect_bad("{\"model\":{\"accept\":true}}", "model.accept");
+    expect_bad("{\"model\":{\"accept\":{}},\"executor\":{\"kind\":\"slurm\"}}", "model.accept");
     expect_bad("{\"name\":\"a\\u0000b\"}", ""); /* Jansson refuses NUL */
 
     /* Malformed JSON reports line and column; duplicates are refused. */
