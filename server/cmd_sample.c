@@ -36,6 +36,8 @@ static void usage(FILE *f)
             "  --batch B         showers per device pass (default 1024, at most 65536);\n"
             "                    the showers are the same bytes whatever it is\n"
             "  --device SPEC     cpu, cuda:N or auto (default: the run's train.device)\n"
+            "  --no-accept       leave out the run's acceptance test (model.accept), when it\n"
+            "                    has one: every shower its first draw\n"
             "  --gzip L          deflate level of the file, 0 (none) to 9 (default 4); on a\n"
             "                    GPU deflating is a large part of the host's time: 1 deflates\n"
             "                    about 1.5 times as fast as 4, for a file about 13%% larger\n"
@@ -60,13 +62,15 @@ int cmd_sample(int argc, char **argv)
     const char *db_path = settings_env_or_default("db");
     const char *device = NULL;
     long long batch = 1024, gzip = 4;
+    int no_accept = 0;
     sample_args a;
     sample_args_default(&a);
     static const struct option opts[] = {
         SAMPLE_ARGS_OPTIONS,
         {"batch", required_argument, 0, 'B'},  {"device", required_argument, 0, 'x'},
         {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
-        {"gzip", required_argument, 0, 'z'},   {0, 0, 0, 0}};
+        {"gzip", required_argument, 0, 'z'},   {"no-accept", no_argument, 0, 'A'},
+        {0, 0, 0, 0}};
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, SAMPLE_ARGS_SHORT "h", opts, NULL)) != -1) {
@@ -85,6 +89,7 @@ int cmd_sample(int argc, char **argv)
                 return 2;
             break;
         case 'x': device = optarg; break;
+        case 'A': no_accept = 1; break;
         case 'd': db_path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -160,6 +165,25 @@ int cmd_sample(int argc, char **argv)
     if (model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, &err) ||
         model_sampler_open(b, &cfg, ck1, l1, ck2, l2, (int)batch, &smp, &err))
         goto out;
+    /* the run's acceptance test for its best pair, when it has one */
+    int accepting = 0;
+    if (cfg.accept.enabled && !no_accept) {
+        void *acc = NULL;
+        size_t acc_len = 0;
+        gt_error none;
+        int arc = runs_load_acceptance(db, a.run, &acc, &acc_len, &none);
+        if (arc == GT_OK)
+            arc = model_sampler_set_accept(smp, acc, acc_len, &err);
+        else if (arc == GT_ENOTFOUND)
+            fprintf(stderr, "giant sample: run %lld has no acceptance test for its best "
+                            "checkpoints: sampling without one\n", a.run);
+        else
+            err = none;
+        free(acc);
+        if (arc && arc != GT_ENOTFOUND)
+            goto out;
+        accepting = arc == GT_OK;
+    }
     const int V = model_sampler_voxels(smp);
     e_inc = malloc((size_t)batch * sizeof(float));
     showers = malloc((size_t)batch * V * sizeof(float));
@@ -170,7 +194,7 @@ int cmd_sample(int argc, char **argv)
     if (calo_h5_create(&w, a.out_path, V, 0, (int)gzip, &err))
         goto out;
     writer_open = 1;
-    double t0 = now_s(), evals = 0, flops = 0, t_run = 0, t_decode = 0, t_write = 0;
+    double t0 = now_s(), evals = 0, flops = 0, draws = 0, t_run = 0, t_decode = 0, t_write = 0;
     double t_device = 0;
     t_open = t0 - t_open;
     for (long long first = 0; first < a.n; first += batch) {
@@ -192,6 +216,7 @@ int cmd_sample(int argc, char **argv)
         t_write += now_s() - t2;
         evals += model_sampler_evals_per_shower(smp) * (double)m;
         flops += model_sampler_flops_per_shower(smp) * (double)m;
+        draws += model_sampler_draws_per_shower(smp) * (double)m;
     }
     writer_open = 0;
     double t_fin = now_s();
@@ -204,6 +229,9 @@ int cmd_sample(int argc, char **argv)
     /* the sampling cost: network evaluations per shower times their FLOPs */
     fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n", evals / (double)a.n,
             flops / (double)a.n / 1e6);
+    if (accepting)
+        fprintf(stderr, "acceptance test: %.3f draws per shower kept (acceptance %.3f)\n",
+                draws / (double)a.n, (double)a.n / draws);
     /* where the time went: on a GPU the host's part is what is left */
     fprintf(stderr,
             "time: sampler %.2f s (of it the networks and copies back %.2f s, decoding on the "

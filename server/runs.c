@@ -595,22 +595,101 @@ int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *ou
     return rc;
 }
 
+/* The acceptance test of the run that was trained against its current
+ * best pair: one row or none. */
+#define CURRENT_ACCEPTANCE                                                                  \
+    " FROM acceptance_tests a WHERE a.run_id = ?1"                                          \
+    " AND a.energy_ckpt = (SELECT id FROM checkpoints WHERE run_id = ?1 AND stage = 'energy'" \
+    " AND is_best = 1)"                                                                     \
+    " AND a.shower_ckpt = (SELECT id FROM checkpoints WHERE run_id = ?1 AND stage = 'shower'" \
+    " AND is_best = 1)"
+
 int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err)
 {
     json_t *row = NULL;
     int rc = store_row_json(s, "reading a run",
-                            "SELECT COUNT(*) AS n, SUM(id) AS version FROM checkpoints"
-                            " WHERE run_id = ? AND is_best = 1",
+                            "SELECT COUNT(*) AS n, SUM(id) AS version,"
+                            " (SELECT a.id" CURRENT_ACCEPTANCE ") AS accept"
+                            " FROM checkpoints WHERE run_id = ?1 AND is_best = 1",
                             STORE_ARGS(STORE_INT(id)), &row, err);
     if (rc)
         return rc;
     int both = json_integer_value(json_object_get(row, "n")) == 2;
-    *version = json_integer_value(json_object_get(row, "version"));
+    /* checkpoint ids stay far under 2^32: the test's id shifted past them
+     * makes a version no pair of checkpoints alone can have */
+    *version = json_integer_value(json_object_get(row, "version")) +
+               (json_integer_value(json_object_get(row, "accept")) << 32);
     json_decref(row);
     return both ? GT_OK
                 : gt_error_set(err, GT_ENOTFOUND,
                                "run %lld has no best checkpoint of both stages yet",
                                (long long)id);
+}
+
+int runs_record_acceptance(store *s, int64_t id, int64_t showers, double auc, double acceptance,
+                           const void *blob, size_t len, gt_error *err)
+{
+    char sum[65];
+    runs_sha256_hex(blob, len, sum);
+    int rc = store_begin(s, err);
+    if (rc)
+        return rc;
+    if ((rc = store_exec(s, "storing an acceptance test",
+                         "INSERT OR REPLACE INTO acceptance_tests (run_id, energy_ckpt,"
+                         " shower_ckpt, showers, auc, acceptance, checksum, size_bytes, blob)"
+                         " SELECT ?1, e.id, h.id, ?2, ?3, ?4, ?5, ?6, ?7 FROM checkpoints e,"
+                         " checkpoints h WHERE e.run_id = ?1 AND e.stage = 'energy'"
+                         " AND e.is_best = 1 AND h.run_id = ?1 AND h.stage = 'shower'"
+                         " AND h.is_best = 1",
+                         STORE_ARGS(STORE_INT(id), STORE_INT(showers), STORE_REAL(auc),
+                                    STORE_REAL(acceptance), STORE_TEXT(sum),
+                                    STORE_INT((int64_t)len), STORE_BLOB(blob, len)),
+                         err)))
+        goto fail;
+    int64_t n = 0;
+    if ((rc = store_int64(s, "reading the acceptance test",
+                          "SELECT COUNT(*)" CURRENT_ACCEPTANCE, STORE_ARGS(STORE_INT(id)), &n,
+                          err)))
+        goto fail;
+    if (n != 1) {
+        rc = gt_error_set(err, GT_ENOTFOUND,
+                          "run %lld has no best checkpoint of both stages to test against",
+                          (long long)id);
+        goto fail;
+    }
+    char data[160];
+    snprintf(data, sizeof data, "{\"showers\":%lld,\"auc\":%.4f,\"acceptance\":%.4f}",
+             (long long)showers, auc, acceptance);
+    if ((rc = event(s, id, "acceptance", data, err)) || (rc = store_commit(s, err)))
+        goto fail;
+    return GT_OK;
+fail:
+    store_rollback(s);
+    return rc;
+}
+
+int runs_load_acceptance(store *s, int64_t id, void **blob, size_t *len, gt_error *err)
+{
+    runs_blob b;
+    memset(&b, 0, sizeof b);
+    int rc = read_checkpoint(s, "SELECT 'accept' AS stage, 0 AS step, a.checksum, a.blob"
+                                CURRENT_ACCEPTANCE,
+                             STORE_ARGS(STORE_INT(id)), &b, err);
+    if (rc == GT_ENOTFOUND)
+        return gt_error_set(err, GT_ENOTFOUND, "run %lld has no acceptance test for its best "
+                                               "checkpoints", (long long)id);
+    if (rc)
+        return rc;
+    char got[65];
+    runs_sha256_hex(b.data, b.len, got);
+    if (strcmp(b.sha256, got) != 0) {
+        free(b.data);
+        return gt_error_set(err, GT_ECHECKSUM, "the acceptance test of run %lld is corrupt",
+                            (long long)id);
+    }
+    *blob = b.data;
+    *len = b.len;
+    return GT_OK;
 }
 
 int runs_count(store *s, const char *status, long long *n, gt_error *err)

@@ -160,9 +160,19 @@ int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *ou
                          gt_error *err);
 
 /* When both stages have a best checkpoint: GT_OK and *version, a number
- * that changes whenever either is replaced (ids only grow: their sum).
+ * that changes whenever either is replaced (ids only grow: their sum) or
+ * an acceptance test for them is stored (its id, shifted past any sum).
  * GT_ENOTFOUND otherwise. */
 int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
+
+/* The run's learned acceptance test (model.accept; engine/model/
+ * model_accept.h), trained against its current best checkpoints: stored
+ * with their ids (replacing an older test), and loaded only while they are
+ * still the best (*blob malloc'ed, the checksum verified).  GT_ENOTFOUND
+ * when there is none for the current pair. */
+int runs_record_acceptance(store *s, int64_t id, int64_t showers, double auc, double acceptance,
+                           const void *blob, size_t len, gt_error *err);
+int runs_load_acceptance(store *s, int64_t id, void **blob, size_t *len, gt_error *err);
 
 /* Runs counted by status and by the device they last trained on (device ""
  * for runs that never started): fn is called once per pair present. */

@@ -140,6 +140,22 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
         (rc = model_sampler_open_xml(b, &cfg, geo_xml, geo_len, c1, l1, c2, l2,
                                      SAMPLING_DEVICE_ROWS, &smp, err)))
         goto out;
+    /* a run's acceptance test for its best pair, when it has one */
+    if (model <= 0 && cfg.accept.enabled) {
+        void *acc = NULL;
+        size_t acc_len = 0;
+        gt_error none;
+        rc = runs_load_acceptance(s->db, run, &acc, &acc_len, &none);
+        if (rc == GT_OK)
+            rc = model_sampler_set_accept(smp, acc, acc_len, err);
+        else if (rc == GT_ENOTFOUND)
+            rc = GT_OK;
+        else
+            *err = none;
+        free(acc);
+        if (rc)
+            goto out;
+    }
     s->cache[slot] = (cached){run, model, version, b, smp, s->clock};
     b = NULL;
     smp = NULL;

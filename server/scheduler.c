@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "model_accept.h"
 #include "model_config.h"
 #include "model_run.h"
 #include "runs.h"
@@ -80,6 +81,41 @@ static void hook_phase(void *user, const char *phase)
         c->obs->on_phase(c->obs->user, phase);
 }
 
+/* model.accept: the run's acceptance test, trained against its best
+ * checkpoints once both stages are done, unless one for them is stored
+ * already (a run resumed after its test was made). */
+static int train_acceptance(store *db, int64_t run, const model_config *cfg, nn_backend *b,
+                            const char *data_dir, train_ctx *ctx, gt_error *err)
+{
+    void *ck1 = NULL, *ck2 = NULL, *blob = NULL;
+    size_t l1 = 0, l2 = 0, len = 0;
+    gt_error none;
+    if (runs_load_acceptance(db, run, &blob, &len, &none) == GT_OK) {
+        free(blob);
+        return GT_OK;
+    }
+    hook_phase(ctx, "training the acceptance test");
+    model_accept_report rep;
+    int rc;
+    if ((rc = runs_load_checkpoint(db, run, 1, 1, &ck1, &l1, NULL, err)) ||
+        (rc = runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, err)) ||
+        (rc = model_accept_for_run(b, cfg, data_dir, ck1, l1, ck2, l2, hook_stop, ctx, &blob,
+                                   &len, &rep, err)) ||
+        (rc = runs_record_acceptance(db, run, rep.showers, rep.auc, rep.acceptance, blob, len,
+                                     err))) {
+        if (rc != GT_ECANCELLED)
+            gt_error_wrap(err, "the acceptance test");
+    } else {
+        log_msg(LOG_INFO, "run", "id=%lld acceptance_test=1 showers=%lld auc=%.4f "
+                "acceptance=%.4f generate_s=%.1f train_s=%.1f", (long long)run,
+                (long long)rep.showers, rep.auc, rep.acceptance, rep.generate_s, rep.train_s);
+    }
+    free(ck1);
+    free(ck2);
+    free(blob);
+    return rc;
+}
+
 int sched_train_run(store *db, int64_t run, const char *data_dir, const char *device,
                     model_bf16_policy bf16, const sched_observer *obs, gt_error *err)
 {
@@ -143,6 +179,8 @@ int sched_train_run_dist(store *db, int64_t run, const char *data_dir, const cha
         *err = ctx.err;
         rc = ctx.err.code ? ctx.err.code : GT_EIO;
     }
+    if (rc == GT_OK && cfg.accept.enabled)
+        rc = train_acceptance(db, run, &cfg, b, data_dir, &ctx, err);
     if (rc == GT_OK) {
         rc = runs_set_status(db, run, "succeeded", NULL, NULL, err);
     } else if (rc == GT_ECANCELLED && !ctx.failed) {

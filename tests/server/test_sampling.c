@@ -4,7 +4,11 @@
  * bytes each gives alone; each job comes back with the layer layout of its
  * geometry; an unknown run and a run without checkpoints fail their jobs
  * with the reason; a new checkpoint version reloads the sampler; stopping
- * fails what is still queued.  Every job's done is called exactly once. */
+ * fails what is still queued.  Every job's done is called exactly once.
+ * A run whose config asks for an acceptance test (model.accept) trains one
+ * at its end; the worker serves with it (the same bytes batched or alone,
+ * some rows redrawn), the version of its best pair says so, and a better
+ * checkpoint since makes it stale: not served. */
 #include "check.h"
 
 #include <pthread.h>
@@ -14,6 +18,10 @@
 
 #include "geo.h"
 #include "model_config.h"
+#include "model_sampler.h"
+#include "nn_backend.h"
+#include "model_backend.h"
+#include <jansson.h>
 #include "model_data.h"
 #include "runs.h"
 #include "sampling.h"
@@ -83,9 +91,19 @@ static void run_jobs(sampling *s, job *k, int n)
     wait_finished(target);
 }
 
-static int64_t create_run(const char *name, int steps)
+static int64_t create_run_accept(const char *name, int steps, int accept)
 {
     char *text = svc_tiny_config(name, steps, 5, 5, NULL);
+    if (accept) {   /* a small test: 200 showers, a narrow classifier */
+        json_error_t je;
+        json_t *root = json_loads(text, 0, &je);
+        json_object_set_new(json_object_get(root, "model"), "accept",
+                            json_pack("{s:i, s:i, s:i, s:i, s:f}", "showers", 200, "hidden", 16,
+                                      "depth", 1, "epochs", 5, "cap_quantile", 0.9));
+        free(text);
+        text = json_dumps(root, 0);
+        json_decref(root);
+    }
     model_config cfg;
     char field[128];
     gt_error err = {0};
@@ -95,6 +113,107 @@ static int64_t create_run(const char *name, int steps)
                              &err), GT_OK);
     free(text);
     return id;
+}
+
+static int64_t create_run(const char *name, int steps) { return create_run_accept(name, steps, 0); }
+
+/* model.accept end to end in the service's pieces. */
+static void check_acceptance(sampling *alone, sampling *batched)
+{
+    gt_error err = {0};
+    int64_t run = create_run_accept("accepting", 10, 1);
+    CHECK_MSG(sched_train_run(db, run, ".", "cpu", MODEL_BF16_NATIVE, NULL, &err) == GT_OK,
+              "training with an acceptance test: %s", err.message);
+    void *acc = NULL;
+    size_t acc_len = 0;
+    CHECK_EQ_INT(runs_load_acceptance(db, run, &acc, &acc_len, &err), GT_OK);
+    int64_t version = 0;
+    CHECK_EQ_INT(runs_best_pair(db, run, &version, &err), GT_OK);
+    CHECK_MSG(version >> 32 != 0, "version %lld does not count the test", (long long)version);
+    /* batched and alone: the same bytes */
+    enum { NA = 3 };
+    static const int rows[NA] = {7, 5, 9};
+    job k[NA], a[NA];
+    for (int i = 0; i < NA; i++)
+        job_init(&k[i], run, version, rows[i], 300 + (uint64_t)i, 0);
+    run_jobs(batched, k, NA);
+    for (int i = 0; i < NA; i++) {
+        job_init(&a[i], run, version, rows[i], 300 + (uint64_t)i, 0);
+        run_jobs(alone, &a[i], 1);
+        CHECK_MSG(k[i].j.rc == GT_OK && a[i].j.rc == GT_OK &&
+                      memcmp(k[i].j.showers, a[i].j.showers,
+                             (size_t)rows[i] * k[i].j.voxels * sizeof(float)) == 0,
+                  "acceptance job %d: batched %d (%s), alone %d", i, k[i].j.rc, k[i].j.message,
+                  a[i].j.rc);
+    }
+    /* against the same checkpoints without the test: some rows are the
+     * first draw, some were drawn again */
+    char *text = NULL;
+    model_config cfg;
+    char field[128];
+    void *ck1 = NULL, *ck2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    nn_backend *b = NULL;
+    model_sampler *smp = NULL;
+    CHECK(runs_config(db, run, &text, &err) == GT_OK &&
+          model_config_parse(text, strlen(text), &cfg, field, sizeof field, &err) == GT_OK &&
+          runs_load_checkpoint(db, run, 1, 1, &ck1, &l1, NULL, &err) == GT_OK &&
+          runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, &err) == GT_OK &&
+          model_backend_open("cpu", &b, &err) == GT_OK &&
+          model_sampler_open(b, &cfg, ck1, l1, ck2, l2, 16, &smp, &err) == GT_OK);
+    int same = 0, redrawn = 0;
+    if (smp && k[2].j.rc == GT_OK) {
+        const int V = model_sampler_voxels(smp);
+        float *plain = malloc((size_t)rows[2] * V * sizeof(float));
+        model_sample_request rq = {k[2].j.e_inc, rows[2], 302, 0, plain, NULL, 0};
+        CHECK(model_sampler_run(smp, &rq, 1, 0, &err) == GT_OK);
+        for (int r = 0; r < rows[2]; r++) {
+            int eq = memcmp(plain + (size_t)r * V, k[2].j.showers + (size_t)r * V,
+                            (size_t)V * sizeof(float)) == 0;
+            same += eq;
+            redrawn += !eq;
+        }
+        free(plain);
+    }
+    printf("acceptance test: %d of %d rows the first draw, %d drawn again\n", same, rows[2],
+           redrawn);
+    CHECK_MSG(same > 0 && redrawn > 0, "%d rows the first draw, %d drawn again", same, redrawn);
+    model_sampler_close(smp);
+    nn_backend_close(b);
+    free(ck1);
+    free(ck2);
+    free(text);
+    /* a better stage-2 checkpoint since: the test is stale, not served */
+    void *ck = NULL;
+    size_t ckl = 0;
+    CHECK_EQ_INT(runs_load_checkpoint(db, run, 2, 1, &ck, &ckl, NULL, &err), GT_OK);
+    int best = 0;
+    CHECK_EQ_INT(runs_record_checkpoint(db, run, 2, 999999, -1e30f, "fp32", ck, ckl, 2, &best,
+                                        &err),
+                 GT_OK);
+    CHECK(best == 1);
+    free(ck);
+    void *stale = NULL;
+    size_t stale_len = 0;
+    CHECK_EQ_INT(runs_load_acceptance(db, run, &stale, &stale_len, &err), GT_ENOTFOUND);
+    int64_t v2 = 0;
+    CHECK_EQ_INT(runs_best_pair(db, run, &v2, &err), GT_OK);
+    CHECK(v2 >> 32 == 0 && v2 != version);
+    /* recorded again for the new pair, it is served again */
+    CHECK_EQ_INT(runs_record_acceptance(db, run, 200, 0.6, 0.5, acc, acc_len, &err), GT_OK);
+    CHECK_EQ_INT(runs_load_acceptance(db, run, &stale, &stale_len, &err), GT_OK);
+    CHECK(stale_len == acc_len && memcmp(stale, acc, acc_len) == 0);
+    free(stale);
+    /* a run without checkpoints cannot hold one */
+    int64_t bare = create_run("bare-accept", 10);
+    CHECK_EQ_INT(runs_record_acceptance(db, bare, 200, 0.6, 0.5, acc, acc_len, &err),
+                 GT_ENOTFOUND);
+    CHECK_EQ_INT(runs_load_acceptance(db, bare, &stale, &stale_len, &err), GT_ENOTFOUND);
+    free(acc);
+    for (int i = 0; i < NA; i++) {
+        job_free(&k[i]);
+        job_free(&a[i]);
+    }
 }
 
 int main(void)
@@ -229,6 +348,8 @@ int main(void)
     CHECK(again.j.rc == GT_OK &&
           memcmp(again.j.showers, k[0].j.showers, (size_t)k[0].j.voxels * sizeof(float)) == 0);
     job_free(&again);
+
+    check_acceptance(alone, batched);
 
     /* Stopping fails the job still waiting for its batch. */
     job late;

@@ -397,6 +397,18 @@ int main(void)
                           "FROM runs", buf, sizeof buf),
                   "{\"objective\":\"flow\",\"profile\":false} {\"profile\":true} "
                   "{\"profile\":false}"));
+    /* 0015: the acceptance tests' table, one a run, its blob's size checked */
+    CHECK(n >= 15 && list[14].version == 15);
+    CHECK_EQ_INT(scalar(s, "SELECT COUNT(*) FROM acceptance_tests"), 0);
+    CHECK(exec(s, "INSERT INTO acceptance_tests (run_id, energy_ckpt, shower_ckpt, showers,"
+                  " checksum, size_bytes, blob) VALUES (1, 1, 2, 10, 'x', 3, x'0102')") !=
+          SQLITE_OK);
+    CHECK_EQ_INT(exec(s, "INSERT INTO acceptance_tests (run_id, energy_ckpt, shower_ckpt, showers,"
+                         " checksum, size_bytes, blob) VALUES (1, 1, 2, 10, 'x', 2, x'0102')"),
+                 SQLITE_OK);
+    CHECK(exec(s, "INSERT INTO acceptance_tests (run_id, energy_ckpt, shower_ckpt, showers,"
+                  " checksum, size_bytes, blob) VALUES (1, 3, 4, 10, 'x', 2, x'0102')") !=
+          SQLITE_OK);
     CHECK_EQ_INT(store_close(s, &err), GT_OK);
 
     remove_db(path);
