@@ -553,6 +553,18 @@ static int read_checkpoint(store *s, const char *sql, const store_val *args, int
     return r == 0 ? GT_ENOTFOUND : rc;
 }
 
+/* Whether a blob read back matches its stored sha256; frees it when not. */
+static int blob_intact(runs_blob *b)
+{
+    char got[65];
+    runs_sha256_hex(b->data, b->len, got);
+    if (strcmp(b->sha256, got) == 0)
+        return 1;
+    free(b->data);
+    b->data = NULL;
+    return 0;
+}
+
 int runs_load_checkpoint(store *s, int64_t id, int stage, int best, void **blob, size_t *len,
                          long long *step, gt_error *err)
 {
@@ -568,13 +580,9 @@ int runs_load_checkpoint(store *s, int64_t id, int stage, int best, void **blob,
                             (long long)id, best ? "best" : "", runs_stage_name(stage));
     if (rc)
         return rc;
-    char got[65];
-    runs_sha256_hex(b.data, b.len, got);
-    if (strcmp(b.sha256, got) != 0) {
-        free(b.data);
+    if (!blob_intact(&b))
         return gt_error_set(err, GT_ECHECKSUM, "checkpoint of run %lld stage %s is corrupt",
                             (long long)id, runs_stage_name(stage));
-    }
     *blob = b.data;
     *len = b.len;
     if (step)
@@ -680,13 +688,9 @@ int runs_load_acceptance(store *s, int64_t id, void **blob, size_t *len, gt_erro
                                                "checkpoints", (long long)id);
     if (rc)
         return rc;
-    char got[65];
-    runs_sha256_hex(b.data, b.len, got);
-    if (strcmp(b.sha256, got) != 0) {
-        free(b.data);
+    if (!blob_intact(&b))
         return gt_error_set(err, GT_ECHECKSUM, "the acceptance test of run %lld is corrupt",
                             (long long)id);
-    }
     *blob = b.data;
     *len = b.len;
     return GT_OK;
