@@ -140,7 +140,8 @@ struct model_sampler {
     int has_accept;
     model_accept accept;
     feat_layout feats;                  /* its features; feats.info NULL: none */
-    float *feat_h, *row_h, *score_h;    /* host scratch of the scoring */
+    float *feat_h, *row_h, *score_h;    /* host scratch of the scoring, a share a thread */
+    int accept_threads;                 /* the shares: the scoring runs on at most these */
     double draws_per_shower;            /* of the last run: 1 without a test */
 };
 
@@ -1057,6 +1058,7 @@ int model_sampler_set_accept(model_sampler *s, const void *blob, size_t len, gt_
         rc = gt_error_set(err, GT_ENOMEM, "out of memory for the acceptance test");
         goto fail;
     }
+    s->accept_threads = threads;
     s->has_accept = 1;
     return GT_OK;
 fail:
@@ -1114,7 +1116,7 @@ static int accept_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
         for (int r = 0; r < n_cur; r++) {
             const model_sample_request *q = &cur[r];
             const int64_t n = q->n > 0 ? q->n : 0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(s->accept_threads)
             for (int64_t i = 0; i < n; i++) {
                 int thread = 0;
 #ifdef _OPENMP

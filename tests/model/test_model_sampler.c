@@ -831,6 +831,23 @@ static void check_accept(const variant *v, nn_backend *b)
     CHECK(sample(b, &t, 64, whole, 1, e_inc, got, NULL, &err) == GT_OK);
     SAME_ACC(threads > 1 ? "one thread" : "two threads", 1);
     omp_set_num_threads(threads);
+    /* a test set while one thread runs, then run on more: the scoring keeps
+     * to the scratch it has, the same bytes */
+    {
+        model_sampler *s2 = NULL;
+        omp_set_num_threads(1);
+        CHECK(model_sampler_open(b, &t.cfg, t.ck[1], t.len[1], t.ck[2], t.len[2], 64, &s2,
+                                 &err) == GT_OK &&
+              model_sampler_set_accept(s2, blob, len, &err) == GT_OK);
+        omp_set_num_threads(4);
+        memset(got, 0xff, n * sizeof(float));
+        model_sample_request rq2 = {e_inc, N_ROWS, 77, 0, got, NULL, 0};
+        CHECK(s2 && model_sampler_run(s2, &rq2, 1, 0, &err) == GT_OK);
+        omp_set_num_threads(threads);
+        g_draws = s2 ? model_sampler_draws_per_shower(s2) : 0;
+        model_sampler_close(s2);
+        SAME_ACC("a test set at one thread, run at four", 1);
+    }
 #undef SAME_ACC
     /* one draw allowed: the test keeps everything, the showers are the plain ones */
     free(blob);
