@@ -271,3 +271,41 @@ out:
     pthread_mutex_unlock(&g->mu);
     return rc;
 }
+
+int ingest_acceptance(ingest *g, int64_t run, const char *const sha256[2], int64_t showers,
+                      double auc, double acceptance, const void *blob, size_t len,
+                      char *conflict, gt_error *err)
+{
+    conflict[0] = '\0';
+    char status[16], *config = NULL;
+    pthread_mutex_lock(&g->mu);
+    int rc = run_state(g->db, run, status, NULL, err);
+    if (rc)
+        goto out;
+    if (ended(status)) {
+        snprintf(conflict, INGEST_CONFLICT_CAP, "run %lld is %s: it records nothing more",
+                 (long long)run, status);
+        goto out;
+    }
+    if ((rc = runs_config(g->db, run, &config, err)))
+        goto out;
+    json_t *cfg = json_loads(config, 0, NULL);
+    int asks = json_is_object(json_object_get(json_object_get(cfg, "model"), "accept"));
+    json_decref(cfg);
+    if (!asks) {
+        snprintf(conflict, INGEST_CONFLICT_CAP,
+                 "run %lld's config has no model.accept: it takes no acceptance test",
+                 (long long)run);
+        goto out;
+    }
+    rc = runs_record_acceptance(g->db, run, sha256, showers, auc, acceptance, blob, len, err);
+    if (rc == GT_ENOTFOUND) {
+        /* a better checkpoint since the job loaded them: the test is stale */
+        snprintf(conflict, INGEST_CONFLICT_CAP, "%.200s", err->message);
+        rc = GT_OK;
+    }
+out:
+    pthread_mutex_unlock(&g->mu);
+    free(config);
+    return rc;
+}

@@ -77,4 +77,13 @@ int ingest_checkpoint(ingest *g, int64_t run, int stage, long long step, float v
                       const void *blob, size_t len, const char *sha256, int64_t *checkpoint,
                       int *duplicate, int *best, char *conflict, gt_error *err);
 
+/* The run's acceptance test (model.accept), trained by the job against the
+ * checkpoints whose hex sha256 are given; the caller has checked its bytes
+ * and read showers, auc and acceptance from it.  Stored as
+ * runs_record_acceptance stores one; a conflict when the run has ended,
+ * asks for no test, or its best checkpoints are no longer those two. */
+int ingest_acceptance(ingest *g, int64_t run, const char *const sha256[2], int64_t showers,
+                      double auc, double acceptance, const void *blob, size_t len,
+                      char *conflict, gt_error *err);
+
 #endif

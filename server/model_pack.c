@@ -9,8 +9,10 @@
 
 #include <openssl/evp.h>
 
+#include "feat.h"
 #include "geo.h"
 #include "gt_le.h"
+#include "model_accept.h"
 #include "model_ckpt.h"
 #include "model_config.h"
 #include "model_data.h"
@@ -20,14 +22,17 @@
 #define END_MAGIC "GIANTEND"
 #define HEADER 16                  /* magic, version, part count          */
 #define TRAILER (8 + 32)           /* end magic, sha256 of the manifest   */
-#define MAX_PARTS 64               /* a reader's bound, far above the six  */
 #define MAX_NAME 63
 
-/* The parts a version-1 file holds after the manifest, in this order. */
-enum { P_CONFIG, P_GEOMETRY, P_TRANSFORMS, P_ENERGY, P_SHOWER, P_COUNT };
+/* The parts a file holds after the manifest, in this order: format 1 the
+ * first five, format 2 all six. */
+enum { P_CONFIG, P_GEOMETRY, P_TRANSFORMS, P_ENERGY, P_SHOWER, P_ACCEPT, P_COUNT };
 static const char *const part_names[P_COUNT] = {"config.json", "geometry.xml",
                                                 "transforms.bin", "energy.ckpt",
-                                                "shower.ckpt"};
+                                                "shower.ckpt", "accept.bin"};
+
+/* The parts after the manifest in a file of this format. */
+static int parts_of(uint32_t version) { return version >= 2 ? P_COUNT : P_ACCEPT; }
 
 const char *model_pack_fault_code(model_pack_fault f)
 {
@@ -56,13 +61,13 @@ static void hex(const unsigned char md[32], char out[65])
 /* sha256 over (name, NUL, sha256 of the data) of every part but the
  * manifest, in file order: the model's identity whatever wrote its
  * manifest. */
-static void content_hash(const unsigned char md[P_COUNT][32], char out[65])
+static void content_hash(const unsigned char md[P_COUNT][32], int parts, char out[65])
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char sum[32];
     unsigned int n = 0;
     EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    for (int i = 0; i < P_COUNT; i++) {
+    for (int i = 0; i < parts; i++) {
         EVP_DigestUpdate(ctx, part_names[i], strlen(part_names[i]) + 1);
         EVP_DigestUpdate(ctx, md[i], 32);
     }
@@ -105,33 +110,58 @@ int model_pack_write(const model_pack_src *src, void **out, size_t *out_len, gt_
         return gt_error_wrap(err, "geometry.xml");
     int voxels = g.n_voxels, layers = g.n_layers;
     geo_free(&g);
+    const uint32_t version = src->accept ? 2 : 1;
+    const int nparts = parts_of(version);
+    const void *data[P_COUNT] = {src->config_json, src->geometry_xml, v[1].repr,
+                                 src->ckpt[0], src->ckpt[1], src->accept};
+    size_t size[P_COUNT] = {strlen(src->config_json), src->geometry_len, v[1].repr_len,
+                            src->ckpt_len[0], src->ckpt_len[1], src->accept_len};
+    unsigned char md[P_COUNT][32];
+    for (int i = 0; i < nparts; i++)
+        sha256(data[i], size[i], md[i]);
+    /* the test, when there is one: it must be of these two checkpoints */
+    json_t *acceptance = NULL;
+    if (src->accept) {
+        model_accept a;
+        if (model_accept_unpack(src->accept, src->accept_len, &a, err) != GT_OK)
+            return gt_error_wrap(err, "the acceptance test");
+        int same = memcmp(a.ckpt_sha256[0], md[P_ENERGY], 32) == 0 &&
+                   memcmp(a.ckpt_sha256[1], md[P_SHOWER], 32) == 0;
+        acceptance = json_pack("{s:o, s:o, s:i}", "auc",
+                               json_real(numfmt_float_as_double((float)a.auc)), "acceptance",
+                               json_real(numfmt_float_as_double((float)a.acceptance)),
+                               "max_attempts", a.max_attempts);
+        model_accept_free(&a);
+        if (!same) {
+            json_decref(acceptance);
+            return gt_error_set(err, GT_EFORMAT,
+                                "the acceptance test was trained against other checkpoints");
+        }
+    }
     json_t *cfg = json_loads(src->config_json, 0, NULL);
     const char *geometry =
         json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
 
-    const void *data[P_COUNT] = {src->config_json, src->geometry_xml, v[1].repr,
-                                 src->ckpt[0], src->ckpt[1]};
-    size_t size[P_COUNT] = {strlen(src->config_json), src->geometry_len, v[1].repr_len,
-                            src->ckpt_len[0], src->ckpt_len[1]};
-    unsigned char md[P_COUNT][32];
     char content[65], sum[65];
     json_t *parts = json_array();
-    for (int i = 0; i < P_COUNT; i++) {
-        sha256(data[i], size[i], md[i]);
+    for (int i = 0; i < nparts; i++) {
         hex(md[i], sum);
         json_array_append_new(parts, json_pack("{s:s, s:I, s:s}", "name", part_names[i], "size",
                                                (json_int_t)size[i], "sha256", sum));
     }
-    content_hash(md, content);
+    content_hash(md, nparts, content);
     json_t *man = json_pack(
         "{s:s, s:i, s:s, s:{s:s, s:s}, s:{s:I, s:s?}, s:{s:s, s:i, s:i}, s:{s:o, s:o}, s:o}",
-        "format", "giant-model", "format_version", MODEL_PACK_VERSION, "content_sha256", content,
+        "format", "giant-model", "format_version", (int)version, "content_sha256", content,
         "giant", "version", src->giant_version ? src->giant_version : "",
         "git_commit", src->git_commit ? src->git_commit : "",
         "run", "id", (json_int_t)src->run_id, "name", src->run_name,
         "geometry", "name", geometry ? geometry : "", "voxels", voxels, "layers", layers,
         "checkpoints", "energy", ckpt_json(&v[0]), "shower", ckpt_json(&v[1]),
         "parts", parts);
+    if (man && acceptance)
+        json_object_set(man, "acceptance", acceptance);
+    json_decref(acceptance);
     json_decref(cfg);
     /* sorted keys, no clock: the same run exports to the same bytes */
     char *mtext = man ? numfmt_dumps(man, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -141,7 +171,7 @@ int model_pack_write(const model_pack_src *src, void **out, size_t *out_len, gt_
     size_t mlen = strlen(mtext);
 
     size_t total = HEADER + 2 + strlen("manifest.json") + 8 + mlen + TRAILER;
-    for (int i = 0; i < P_COUNT; i++)
+    for (int i = 0; i < nparts; i++)
         total += 2 + strlen(part_names[i]) + 8 + size[i];
     uint8_t *b = malloc(total);
     if (!b) {
@@ -149,10 +179,10 @@ int model_pack_write(const model_pack_src *src, void **out, size_t *out_len, gt_
         return gt_error_set(err, GT_ENOMEM, "out of memory for a %zu-byte model file", total);
     }
     memcpy(b, MAGIC, 8);
-    gt_le_put_u32(b + 8, MODEL_PACK_VERSION);
-    gt_le_put_u32(b + 12, 1 + P_COUNT);
+    gt_le_put_u32(b + 8, version);
+    gt_le_put_u32(b + 12, (uint32_t)(1 + nparts));
     size_t off = HEADER;
-    for (int i = -1; i < P_COUNT; i++) {
+    for (int i = -1; i < nparts; i++) {
         const char *name = i < 0 ? "manifest.json" : part_names[i];
         const void *d = i < 0 ? mtext : data[i];
         size_t n = i < 0 ? mlen : size[i];
@@ -255,6 +285,25 @@ static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt
         memcmp(v[1].repr, p->transforms, p->transforms_len) != 0)
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "transforms.bin", err,
                       "transforms.bin differs from the transforms of shower.ckpt");
+    model_accept acc;
+    memset(&acc, 0, sizeof acc);
+    if (p->accept) {
+        if (model_accept_unpack(p->accept, p->accept_len, &acc, err) != GT_OK)
+            return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
+                          "accept.bin: %s", err->message);
+        unsigned char md[32];
+        for (int s = 0; s < 2; s++) {
+            sha256(p->ckpt[s], p->ckpt_len[s], md);
+            if (memcmp(md, acc.ckpt_sha256[s], 32) != 0) {
+                model_accept_free(&acc);
+                return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
+                              "accept.bin was trained against another %s",
+                              part_names[P_ENERGY + s]);
+            }
+        }
+    }
+    const int accept_d = acc.net.d;
+    model_accept_free(&acc);
     /* the geometry: the built-in file itself when the config names one (a
      * file of another geometry would serve showers on the wrong voxels),
      * and in any case one the transforms were fitted on */
@@ -290,6 +339,20 @@ static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt
                       "geometry.xml does not fit the model's transforms: %s", err->message);
     }
     model_repr_free(&repr);
+    /* the test reads the features of this geometry's showers */
+    if (p->accept) {
+        feat_layout fl;
+        memset(&fl, 0, sizeof fl);
+        int width = feat_layout_init(&fl, &g, threshold, err) == GT_OK
+                        ? feat_classifier_width(&fl) : -1;
+        feat_layout_free(&fl);
+        if (width != accept_d) {
+            geo_free(&g);
+            return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
+                          "accept.bin reads %d features a shower, geometry.xml has %d",
+                          accept_d, width);
+        }
+    }
     p->voxels = g.n_voxels;
     p->layers = g.n_layers;
     geo_free(&g);
@@ -327,10 +390,11 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
     if (version < 1)
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
                       "model file format 0 does not exist");
+    const int nparts = parts_of(version);
     uint32_t n = gt_le_get_u32(b + 12);
-    if (n != 1 + P_COUNT)
+    if (n != (uint32_t)(1 + nparts))
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
-                      "the header says %u parts, format 1 has %d", n, 1 + P_COUNT);
+                      "the header says %u parts, format %u has %d", n, version, 1 + nparts);
     part_view pv[1 + P_COUNT];
     size_t off = HEADER;
     for (uint32_t i = 0; i < n; i++) {
@@ -390,15 +454,21 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
                       "manifest.json: format_version %lld is newer than this giant reads (%d)",
                       got, MODEL_PACK_VERSION);
     }
-    json_t *parts = json_object_get(m, "parts");
-    if (!json_is_array(parts) || json_array_size(parts) != P_COUNT) {
+    if (json_integer_value(fv) != (json_int_t)version) {
+        long long got = (long long)json_integer_value(fv);
         model_pack_free(p);
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "manifest.json", err,
-                      "the manifest lists %zu parts, format 1 has %d",
-                      json_is_array(parts) ? json_array_size(parts) : 0, P_COUNT);
+                      "manifest.json says format %lld, the header %u", got, version);
+    }
+    json_t *parts = json_object_get(m, "parts");
+    if (!json_is_array(parts) || json_array_size(parts) != (size_t)nparts) {
+        model_pack_free(p);
+        return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "manifest.json", err,
+                      "the manifest lists %zu parts, format %u has %d",
+                      json_is_array(parts) ? json_array_size(parts) : 0, version, nparts);
     }
     unsigned char sums[P_COUNT][32];
-    for (int i = 0; i < P_COUNT; i++) {
+    for (int i = 0; i < nparts; i++) {
         json_t *e = json_array_get(parts, (size_t)i);
         const char *name = json_string_value(json_object_get(e, "name"));
         const char *want = json_string_value(json_object_get(e, "sha256"));
@@ -428,7 +498,7 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
             return rc;
         }
     }
-    content_hash(sums, p->content_sha256);
+    content_hash(sums, nparts, p->content_sha256);
     const char *mc = json_string_value(json_object_get(m, "content_sha256"));
     if (!mc || strcmp(mc, p->content_sha256) != 0) {
         model_pack_free(p);
@@ -445,6 +515,11 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
     for (int s = 0; s < 2; s++) {
         p->ckpt[s] = pv[1 + P_ENERGY + s].data;
         p->ckpt_len[s] = pv[1 + P_ENERGY + s].size;
+    }
+    p->format_version = (int)version;
+    if (nparts > P_ACCEPT) {
+        p->accept = pv[1 + P_ACCEPT].data;
+        p->accept_len = pv[1 + P_ACCEPT].size;
     }
     int rc = check_contents(p, fault, part, err);
     if (rc)

@@ -13,8 +13,11 @@
  * transforms.bin (the fitted transforms the sampler reads from the stage-2
  * checkpoint, as their own part so a reader need not unpack a checkpoint),
  * energy.ckpt and shower.ckpt (the best checkpoint of each stage, the
- * bytes the run stored).  The writer uses no clock, so exporting a run
- * twice gives the same bytes.
+ * bytes the run stored).  Format 2 is format 1 and one more part,
+ * accept.bin: the run's learned acceptance test (model_accept.h), trained
+ * against those two checkpoints.  A run without a test exports as format
+ * 1, so its file is the bytes an older giant wrote and reads.  The writer
+ * uses no clock, so exporting a run twice gives the same bytes.
  *
  * The content hash, which import is idempotent by, is a sha256 over the
  * parts but the manifest (see model_format.md): the same checkpoints,
@@ -33,7 +36,7 @@
 #include "gt_error.h"
 #include "model_config.h"
 
-#define MODEL_PACK_VERSION 1        /* the newest format this build reads */
+#define MODEL_PACK_VERSION 2        /* the newest format this build reads */
 
 /* What a refused file is, with a stable code for the API's error shape. */
 typedef enum model_pack_fault {
@@ -59,10 +62,14 @@ typedef struct model_pack_src {
     size_t geometry_len;
     const void *ckpt[2];            /* best checkpoint of stage 1 and 2     */
     size_t ckpt_len[2];
+    const void *accept;             /* the acceptance test trained against
+                                       them, or NULL: format 1             */
+    size_t accept_len;
 } model_pack_src;
 
-/* The file, malloc'ed into *out.  GT_EFORMAT when a checkpoint or the
- * geometry does not parse. */
+/* The file, malloc'ed into *out.  GT_EFORMAT when a checkpoint, the
+ * geometry or the acceptance test does not parse, or the test names other
+ * checkpoints than the two given. */
 int model_pack_write(const model_pack_src *src, void **out, size_t *len, gt_error *err);
 
 /* A file read back: views into the caller's buffer, which must outlive it. */
@@ -76,6 +83,9 @@ typedef struct model_pack {
     size_t transforms_len;
     const void *ckpt[2];
     size_t ckpt_len[2];
+    const void *accept;             /* accept.bin, NULL in a format-1 file  */
+    size_t accept_len;
+    int format_version;             /* 1 or 2                               */
     char content_sha256[65];        /* hex, see above                       */
     char geometry[1024];            /* the config's dataset.geometry        */
     int voxels, layers;             /* of geometry.xml                      */
@@ -86,7 +96,9 @@ typedef struct model_pack {
  * sha256, then its contents: the config parses, the checkpoints are a
  * stage-1 and a stage-2 checkpoint, transforms.bin equals the stage-2
  * checkpoint's, geometry.xml is the built-in file the config names (when
- * it names one) and fits the transforms.  On failure *fault says which
+ * it names one) and fits the transforms, and accept.bin (format 2) is an
+ * acceptance test of these two checkpoints that reads this geometry's
+ * features.  On failure *fault says which
  * kind, part (may be NULL, 64 bytes) names the part and err says what. */
 int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault *fault,
                     char part[64], gt_error *err);

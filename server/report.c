@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "cmd_train.h"
 #include "giant_client.h"
 #include "log.h"
+#include "model_accept.h"
 #include "model_config.h"
 #include "model_stage.h"
 #include "numfmt.h"
@@ -242,15 +244,15 @@ static void hook_phase(void *user, const char *phase)
         fprintf(stderr, "%s\n", phase);
 }
 
-/* The newest checkpoint of a stage, as the start reply describes it. */
-static int fetch_checkpoint(reporter *r, const char *stage, const json_t *want, void **blob,
-                            size_t *len)
+/* A checkpoint of a stage: its newest, or with best its best (?best=1),
+ * its bytes checked against the sha256 sent with them and, when expect is
+ * given, against that. */
+static int fetch(reporter *r, const char *stage, int best, const char *expect, void **blob,
+                 size_t *len)
 {
-    if (!json_is_object(want))
-        return GT_OK;
     char path[128];
-    snprintf(path, sizeof path, "/v1/runs/%lld/ingest/checkpoints/%s", (long long)r->run,
-             stage);
+    snprintf(path, sizeof path, "/v1/runs/%lld/ingest/checkpoints/%s%s", (long long)r->run,
+             stage, best ? "?best=1" : "");
     gc_response res;
     if (send(r, "GET", path, NULL, NULL, 0, NULL, &res))
         return r->err.code;
@@ -260,8 +262,7 @@ static int fetch_checkpoint(reporter *r, const char *stage, const json_t *want, 
     }
     char sum[65];
     runs_sha256_hex(res.body, res.len, sum);
-    const char *expect = json_string_value(json_object_get(want, "sha256"));
-    if (strcmp(sum, res.checksum) != 0 || !expect || strcmp(sum, expect) != 0) {
+    if (strcmp(sum, res.checksum) != 0 || (expect && strcmp(sum, expect) != 0)) {
         gc_response_free(&res);
         return gt_error_set(&r->err, GT_ECHECKSUM,
                             "the %s checkpoint came with another sha256 than it has", stage);
@@ -271,6 +272,77 @@ static int fetch_checkpoint(reporter *r, const char *stage, const json_t *want, 
     res.body = NULL;
     gc_response_free(&res);
     return GT_OK;
+}
+
+/* The newest checkpoint of a stage, as the start reply describes it. */
+static int fetch_checkpoint(reporter *r, const char *stage, const json_t *want, void **blob,
+                            size_t *len)
+{
+    if (!json_is_object(want))
+        return GT_OK;
+    const char *expect = json_string_value(json_object_get(want, "sha256"));
+    if (!expect)
+        return gt_error_set(&r->err, GT_EFORMAT, "the start reply names no sha256 of the %s "
+                                                 "checkpoint", stage);
+    return fetch(r, stage, 0, expect, blob, len);
+}
+
+/* model.accept in a job: the test trained here, as the service's own
+ * worker trains it (server/scheduler.c), against the run's best
+ * checkpoints as the service holds them, then uploaded with the sha256 of
+ * both, which the service checks against its best pair (a 409 when they
+ * are not: the run ended or was cancelled meanwhile).  The job trains it
+ * whenever training ends: a job requeued after the upload trains it again,
+ * and the upload replaces it. */
+static int train_acceptance(reporter *r, const report_args *a, nn_backend *b,
+                            const model_config *cfg, gt_error *err)
+{
+    void *ck[2] = {NULL, NULL}, *blob = NULL;
+    size_t cl[2] = {0, 0}, len = 0;
+    int rc;
+    if ((rc = fetch(r, "energy", 1, NULL, &ck[0], &cl[0])) ||
+        (rc = fetch(r, "shower", 1, NULL, &ck[1], &cl[1]))) {
+        r->failed = 1;
+        goto out;
+    }
+    uint8_t sums[2][32];
+    for (int s = 0; s < 2; s++) {
+        unsigned int n = 0;
+        EVP_Digest(ck[s], cl[s], sums[s], &n, EVP_sha256(), NULL);
+    }
+    model_accept_report rep;
+    if ((rc = model_accept_for_run(b, cfg, a->data_dir, ck[0], cl[0], ck[1], cl[1],
+                                   (const uint8_t(*)[32])sums, hook_stop, r, &blob, &len, &rep,
+                                   err))) {
+        if (rc != GT_ECANCELLED)
+            gt_error_wrap(err, "the acceptance test");
+        goto out;
+    }
+    char sum[65], hdr[100], path[128];
+    runs_sha256_hex(blob, len, sum);
+    snprintf(hdr, sizeof hdr, "X-Checksum-SHA256: %s", sum);
+    snprintf(path, sizeof path, "/v1/runs/%lld/ingest/acceptance?showers=%lld",
+             (long long)r->run, (long long)rep.showers);
+    const char *headers[] = {hdr, NULL};
+    gc_response res;
+    if ((rc = send(r, "PUT", path, "application/octet-stream", blob, len, headers, &res))) {
+        r->failed = 1;
+        goto out;
+    }
+    json_decref(reply_json(r, &res));
+    if (r->stop)
+        rc = GT_ECANCELLED;
+    else if (r->failed)
+        rc = r->err.code ? r->err.code : GT_EIO;
+    else if (!r->quiet)
+        fprintf(stderr, "acceptance test uploaded: %lld showers, AUC %.4f, acceptance %.4f "
+                "(%.0f s generating, %.0f s training)\n", (long long)rep.showers, rep.auc,
+                rep.acceptance, rep.generate_s, rep.train_s);
+out:
+    free(ck[0]);
+    free(ck[1]);
+    free(blob);
+    return rc;
 }
 
 /* POST .../ingest/start: the run's config and newest checkpoints, and the
@@ -370,6 +442,12 @@ int report_train(const report_args *a)
         rc = model_run_train_dist(&cfg, b, a->data_dir, &hooks, &rs, comm, &terr);
     } else {
         rc = model_run_train(&cfg, b, a->data_dir, &hooks, &rs, &terr);
+    }
+    if (rc == GT_OK && cfg.accept.enabled && flush(&r, NULL, NULL) == GT_OK) {
+        hook_phase(&r, "training the acceptance test");
+        rc = train_acceptance(&r, a, b, &cfg, &terr);
+    } else if (rc == GT_OK && cfg.accept.enabled) {
+        rc = r.stop ? GT_ECANCELLED : GT_EIO;
     }
     if (rc == GT_OK) {
         if (flush(&r, "succeeded", NULL) == GT_OK && !r.stop) {

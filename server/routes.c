@@ -494,6 +494,7 @@ static const struct {
     { "POST", "/v1/runs/{id}/ingest",             route_ingest_batch,     HTTP_JSON_BODY | AUTH_JOB_TOKEN, NOT_SAMPLER },
     { "GET",  "/v1/runs/{id}/ingest/checkpoints/{stage}", route_ingest_checkpoint_get, AUTH_JOB_TOKEN, NOT_SAMPLER },
     { "PUT",  "/v1/runs/{id}/ingest/checkpoints/{stage}/{step}", route_ingest_checkpoint_put, HTTP_FILE_BODY | AUTH_JOB_TOKEN, NOT_SAMPLER },
+    { "PUT",  "/v1/runs/{id}/ingest/acceptance",  route_ingest_acceptance_put, HTTP_FILE_BODY | AUTH_JOB_TOKEN, NOT_SAMPLER },
     /* routes_events.c */
     { "GET",  "/v1/runs/{id}/events",             route_runs_events,      AUTH_TO_READ, NOT_SAMPLER },
     /* routes_runs.c */

@@ -9,6 +9,7 @@
 #include "app.h"
 #include "ingest.h"
 #include "log.h"
+#include "model_accept.h"
 #include "routes.h"
 #include "runs.h"
 #include "slurm.h"
@@ -124,11 +125,16 @@ void route_ingest_checkpoint_get(http_request *req, void *ctx)
     int stage = stage_param(req);
     if (!stage)
         return;
+    const char *bp = http_query(req, "best");
+    if (bp && strcmp(bp, "0") != 0 && strcmp(bp, "1") != 0) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "best", "best must be 0 or 1");
+        return;
+    }
     void *blob = NULL;
     size_t len = 0;
     long long step = 0;
     gt_error err = {0};
-    int rc = runs_load_checkpoint(a->db, id, stage, 0, &blob, &len, &step, &err);
+    int rc = runs_load_checkpoint(a->db, id, stage, bp && bp[0] == '1', &blob, &len, &step, &err);
     if (rc == GT_ENOTFOUND) {
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
         return;
@@ -190,6 +196,35 @@ static int hex64(const char *s)
     return 1;
 }
 
+/* The request's bytes when they hash to its X-Checksum-SHA256 (got: their
+ * hex sha256); NULL once the 422 is sent. */
+static const char *checked_body(http_request *req, const char *what, size_t *len, char got[65])
+{
+    const char *want = http_header(req, "X-Checksum-SHA256");
+    if (!hex64(want)) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "X-Checksum-SHA256",
+                         "a %s comes with X-Checksum-SHA256: the hex SHA-256 of its bytes",
+                         what);
+        return NULL;
+    }
+    const char *blob = http_body(req, len);
+    if (*len == 0) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "body", "the %s is empty", what);
+        return NULL;
+    }
+    char lower[65];
+    runs_sha256_hex(blob, *len, got);
+    for (int i = 0; i < 65; i++)
+        lower[i] = (char)tolower((unsigned char)want[i]);
+    if (strcmp(got, lower) != 0) {
+        http_reply_error(req, 422, HTTP_E_CHECKSUM, "X-Checksum-SHA256",
+                         "the %zu bytes received hash to %s, not %s: send the %s again", *len,
+                         got, lower, what);
+        return NULL;
+    }
+    return blob;
+}
+
 void route_ingest_checkpoint_put(http_request *req, void *ctx)
 {
     app *a = ctx;
@@ -217,29 +252,11 @@ void route_ingest_checkpoint_put(http_request *req, void *ctx)
             return;
         }
     }
-    const char *want = http_header(req, "X-Checksum-SHA256");
-    if (!hex64(want)) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "X-Checksum-SHA256",
-                         "a checkpoint comes with X-Checksum-SHA256: the hex SHA-256 of its"
-                         " bytes");
-        return;
-    }
     size_t len = 0;
-    const char *blob = http_body(req, &len);
-    if (len == 0) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "body", "the checkpoint is empty");
+    char got[65];
+    const char *blob = checked_body(req, "checkpoint", &len, got);
+    if (!blob)
         return;
-    }
-    char got[65], lower[65];
-    runs_sha256_hex(blob, len, got);
-    for (int i = 0; i < 65; i++)
-        lower[i] = (char)tolower((unsigned char)want[i]);
-    if (strcmp(got, lower) != 0) {
-        http_reply_error(req, 422, HTTP_E_CHECKSUM, "X-Checksum-SHA256",
-                         "the %zu bytes received hash to %s, not %s: send the checkpoint again",
-                         len, got, lower);
-        return;
-    }
     int64_t ck = 0;
     int dup = 0, best = 0;
     char conflict[INGEST_CONFLICT_CAP];
@@ -255,4 +272,63 @@ void route_ingest_checkpoint_put(http_request *req, void *ctx)
                               (json_int_t)id, "checkpoint_id", (json_int_t)ck, "stage",
                               runs_stage_name(stage), "step", (json_int_t)step, "sha256", got,
                               "size_bytes", (json_int_t)len, "duplicate", dup, "best", best));
+}
+
+void route_ingest_acceptance_put(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    int64_t id = routes_path_run(req, a->db);
+    if (!id)
+        return;
+    const char *sp = http_query(req, "showers");
+    char *end = NULL;
+    long long showers = sp ? strtoll(sp, &end, 10) : -1;
+    if (!sp || !*sp || *end || showers < 1 || showers > 1000000000LL) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "showers",
+                         "showers (the training showers the test was trained on) must be an "
+                         "integer from 1 to 10^9");
+        return;
+    }
+    size_t len = 0;
+    char got[65];
+    const char *blob = checked_body(req, "acceptance test", &len, got);
+    if (!blob)
+        return;
+    /* what it is, and the checkpoints it names, from its own bytes */
+    model_accept t;
+    gt_error err = {0};
+    if (model_accept_unpack(blob, len, &t, &err) != GT_OK) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "body", "not an acceptance test: %s",
+                         err.message);
+        return;
+    }
+    char hex[2][65];
+    int named = 0;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 32; i++) {
+            snprintf(hex[s] + 2 * i, 3, "%02x", t.ckpt_sha256[s][i]);
+            named |= t.ckpt_sha256[s][i];
+        }
+    double auc = t.auc, acceptance = t.acceptance;
+    model_accept_free(&t);
+    if (!named) {
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "body",
+                         "the acceptance test names no checkpoints it was trained against");
+        return;
+    }
+    const char *sums[2] = {hex[0], hex[1]};
+    char conflict[INGEST_CONFLICT_CAP];
+    int rc = ingest_acceptance(a->ingest, id, sums, showers, auc, acceptance, blob, len,
+                               conflict, &err);
+    if (rc || conflict[0]) {
+        reply_conflict_or_internal(req, rc, conflict, &err);
+        return;
+    }
+    log_msg(LOG_INFO, "ingest", "run=%lld acceptance_test=1 auc=%.4f acceptance=%.4f",
+            (long long)id, auc, acceptance);
+    http_reply_json(req, 201,
+                    json_pack("{s:I, s:s, s:I, s:I, s:f, s:f, s:{s:s, s:s}}", "run_id",
+                              (json_int_t)id, "sha256", got, "size_bytes", (json_int_t)len,
+                              "showers", (json_int_t)showers, "auc", auc, "acceptance",
+                              acceptance, "checkpoints", "energy", hex[0], "shower", hex[1]));
 }

@@ -634,8 +634,9 @@ int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err)
                                (long long)id);
 }
 
-int runs_record_acceptance(store *s, int64_t id, int64_t showers, double auc, double acceptance,
-                           const void *blob, size_t len, gt_error *err)
+int runs_record_acceptance(store *s, int64_t id, const char *const sha256[2], int64_t showers,
+                           double auc, double acceptance, const void *blob, size_t len,
+                           gt_error *err)
 {
     char sum[65];
     runs_sha256_hex(blob, len, sum);
@@ -648,20 +649,28 @@ int runs_record_acceptance(store *s, int64_t id, int64_t showers, double auc, do
                          " SELECT ?1, e.id, h.id, ?2, ?3, ?4, ?5, ?6, ?7 FROM checkpoints e,"
                          " checkpoints h WHERE e.run_id = ?1 AND e.stage = 'energy'"
                          " AND e.is_best = 1 AND h.run_id = ?1 AND h.stage = 'shower'"
-                         " AND h.is_best = 1",
+                         " AND h.is_best = 1 AND (?8 IS NULL OR e.checksum = lower(?8))"
+                         " AND (?9 IS NULL OR h.checksum = lower(?9))",
                          STORE_ARGS(STORE_INT(id), STORE_INT(showers), STORE_REAL(auc),
                                     STORE_REAL(acceptance), STORE_TEXT(sum),
-                                    STORE_INT((int64_t)len), STORE_BLOB(blob, len)),
+                                    STORE_INT((int64_t)len), STORE_BLOB(blob, len),
+                                    STORE_TEXT(sha256 ? sha256[0] : NULL),
+                                    STORE_TEXT(sha256 ? sha256[1] : NULL)),
                          err)))
         goto fail;
     int64_t n = 0;
+    /* this test, stored for the current pair (an older one for it may be
+     * current still when nothing was inserted) */
     if ((rc = store_int64(s, "reading the acceptance test",
-                          "SELECT COUNT(*)" CURRENT_ACCEPTANCE, STORE_ARGS(STORE_INT(id)), &n,
-                          err)))
+                          "SELECT COUNT(*)" CURRENT_ACCEPTANCE " AND a.checksum = ?2",
+                          STORE_ARGS(STORE_INT(id), STORE_TEXT(sum)), &n, err)))
         goto fail;
     if (n != 1) {
         rc = gt_error_set(err, GT_ENOTFOUND,
-                          "run %lld has no best checkpoint of both stages to test against",
+                          sha256 ? "the best checkpoints of run %lld are not those the test "
+                                   "was trained against"
+                                 : "run %lld has no best checkpoint of both stages to test "
+                                   "against",
                           (long long)id);
         goto fail;
     }

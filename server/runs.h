@@ -169,9 +169,13 @@ int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
  * model_accept.h), trained against its current best checkpoints: stored
  * with their ids (replacing an older test), and loaded only while they are
  * still the best (*blob malloc'ed, the checksum verified).  GT_ENOTFOUND
- * when there is none for the current pair. */
-int runs_record_acceptance(store *s, int64_t id, int64_t showers, double auc, double acceptance,
-                           const void *blob, size_t len, gt_error *err);
+ * when there is none for the current pair, and from record when the best
+ * checkpoints are not those whose hex sha256 is given (sha256 NULL, or an
+ * entry NULL: whichever is best), so a test made elsewhere (a Slurm job)
+ * is never stored against checkpoints it was not trained on. */
+int runs_record_acceptance(store *s, int64_t id, const char *const sha256[2], int64_t showers,
+                           double auc, double acceptance, const void *blob, size_t len,
+                           gt_error *err);
 int runs_load_acceptance(store *s, int64_t id, void **blob, size_t *len, gt_error *err);
 
 /* Runs counted by status and by the device they last trained on (device ""

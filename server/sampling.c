@@ -140,8 +140,12 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
         (rc = model_sampler_open_xml(b, &cfg, geo_xml, geo_len, c1, l1, c2, l2,
                                      SAMPLING_DEVICE_ROWS, &smp, err)))
         goto out;
-    /* a run's acceptance test for its best pair, when it has one */
-    if (model <= 0 && cfg.accept.enabled) {
+    /* an imported model's acceptance test, a part of its file (format 2),
+     * or a run's for its best pair, when it has one */
+    if (model > 0 && pack.accept) {
+        if ((rc = model_sampler_set_accept(smp, pack.accept, pack.accept_len, err)))
+            goto out;
+    } else if (model <= 0 && cfg.accept.enabled) {
         void *acc = NULL;
         size_t acc_len = 0;
         gt_error none;

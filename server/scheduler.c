@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "log.h"
 #include "model_accept.h"
 #include "model_config.h"
@@ -98,18 +100,30 @@ static int train_acceptance(store *db, int64_t run, const model_config *cfg, nn_
     model_accept_report rep;
     int rc;
     if ((rc = runs_load_checkpoint(db, run, 1, 1, &ck1, &l1, NULL, err)) ||
-        (rc = runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, err)) ||
-        (rc = model_accept_for_run(b, cfg, data_dir, ck1, l1, ck2, l2, hook_stop, ctx, &blob,
-                                   &len, &rep, err)) ||
-        (rc = runs_record_acceptance(db, run, rep.showers, rep.auc, rep.acceptance, blob, len,
-                                     err))) {
-        if (rc != GT_ECANCELLED)
-            gt_error_wrap(err, "the acceptance test");
-    } else {
-        log_msg(LOG_INFO, "run", "id=%lld acceptance_test=1 showers=%lld auc=%.4f "
-                "acceptance=%.4f generate_s=%.1f train_s=%.1f", (long long)run,
-                (long long)rep.showers, rep.auc, rep.acceptance, rep.generate_s, rep.train_s);
-    }
+        (rc = runs_load_checkpoint(db, run, 2, 1, &ck2, &l2, NULL, err)))
+        goto out;
+    /* the test names its checkpoints by sha256: an exported file checks it
+     * against the checkpoints it carries */
+    uint8_t sums[2][32];
+    char hex[2][65];
+    const char *named[2] = {hex[0], hex[1]};
+    unsigned int n = 0;
+    EVP_Digest(ck1, l1, sums[0], &n, EVP_sha256(), NULL);
+    EVP_Digest(ck2, l2, sums[1], &n, EVP_sha256(), NULL);
+    runs_sha256_hex(ck1, l1, hex[0]);
+    runs_sha256_hex(ck2, l2, hex[1]);
+    if ((rc = model_accept_for_run(b, cfg, data_dir, ck1, l1, ck2, l2,
+                                   (const uint8_t(*)[32])sums, hook_stop, ctx, &blob, &len,
+                                   &rep, err)) ||
+        (rc = runs_record_acceptance(db, run, named, rep.showers, rep.auc, rep.acceptance,
+                                     blob, len, err)))
+        goto out;
+    log_msg(LOG_INFO, "run", "id=%lld acceptance_test=1 showers=%lld auc=%.4f "
+            "acceptance=%.4f generate_s=%.1f train_s=%.1f", (long long)run,
+            (long long)rep.showers, rep.auc, rep.acceptance, rep.generate_s, rep.train_s);
+out:
+    if (rc && rc != GT_ECANCELLED)
+        gt_error_wrap(err, "the acceptance test");
     free(ck1);
     free(ck2);
     free(blob);

@@ -66,12 +66,15 @@ typedef struct model_accept_report {
  * stage checkpoints given (the best ones) at the same incident energies
  * with the run's sampler settings, a classifier of model.accept's size
  * trained between them (seed train.seed), the cap at
- * model.accept.cap_quantile.  *blob (malloc'ed) is the packed test.
+ * model.accept.cap_quantile.  ckpt_sha256 (may be NULL: zeros) is the
+ * sha256 of stage1 and stage2, which the test records as the checkpoints
+ * it belongs to.  *blob (malloc'ed) is the packed test.
  * should_stop (may be NULL) is asked between the steps and between the
  * classifier's epochs: GT_ECANCELLED. */
 int model_accept_for_run(nn_backend *b, const model_config *cfg, const char *data_dir,
                          const void *stage1, size_t len1, const void *stage2, size_t len2,
-                         int (*should_stop)(void *user), void *stop_user, void **blob,
+                         const uint8_t ckpt_sha256[2][32], int (*should_stop)(void *user),
+                         void *stop_user, void **blob,
                          size_t *blob_len, model_accept_report *rep, gt_error *err);
 
 /* min(1, exp(z - log_cap)): the probability of keeping a shower of logit z. */

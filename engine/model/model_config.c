@@ -666,9 +666,6 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
         return rc;
 
     /* Cross-field rules. */
-    if (cfg->accept.enabled && cfg->executor.kind != MODEL_EXEC_LOCAL)
-        return fail(&w, "model.accept", "is trained by the service itself: not yet with "
-                    "executor kind \"slurm\"%s", "");
     if (cfg->steps1 + cfg->steps2 == 0)
         return fail(&w, "train.steps", "at least one stage must train%s", "");
     /* flow and ddpm share the sampler's solver, so they cannot be mixed; a

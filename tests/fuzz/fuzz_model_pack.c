@@ -2,16 +2,20 @@
  * POST /v1/models read it (model_pack_read).
  *
  * An input that starts with the file's magic is read as it is: the layout,
- * versions and hashes.  Any other input is four parts split by "#PART#"
- * (config.json, geometry.xml, energy.ckpt, shower.ckpt) that the harness
- * packs with model_pack_write, so every hash is right and the reader goes
- * on to what is inside: the config, the checkpoints, the transforms
- * against the geometry (the transforms' checksums rewritten, see
- * fuzz_fixup.h). */
+ * versions and hashes.  Any other input is four or five parts split by
+ * "#PART#" (config.json, geometry.xml, energy.ckpt, shower.ckpt and
+ * accept.bin) that the harness packs with model_pack_write, so every hash
+ * is right and the reader goes on to what is inside: the config, the
+ * checkpoints, the transforms against the geometry (the transforms'
+ * checksums rewritten, see fuzz_fixup.h), and the acceptance test against
+ * the checkpoints (their sha256 and the test's CRC written into it) and
+ * the geometry's features. */
 #define _GNU_SOURCE /* memmem */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "fuzz_fixup.h"
 #include "model_pack.h"
@@ -28,20 +32,38 @@ static void read_file(const uint8_t *data, size_t size)
         model_pack_free(&p);
 }
 
-/* Splits buf (NUL-terminated, writable) into n parts at SEP. */
-static int split(char *buf, size_t size, char *part[4], size_t len[4])
+/* Splits buf (NUL-terminated, writable) at SEP into 4 or 5 parts: how
+ * many, 0 for fewer. */
+static int split(char *buf, size_t size, char *part[5], size_t len[5])
 {
     char *p = buf, *end = buf + size;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         part[i] = p;
-        char *q = i < 3 ? memmem(p, (size_t)(end - p), SEP, strlen(SEP)) : end;
-        if (!q)
-            return 0;
+        char *q = i < 4 ? memmem(p, (size_t)(end - p), SEP, strlen(SEP)) : end;
+        if (!q) {
+            if (i < 3)
+                return 0;
+            q = end;                   /* the last part runs to the end */
+        }
         len[i] = (size_t)(q - p);
+        if (q == end)
+            return i + 1;
         *q = '\0';
-        p = q + (i < 3 ? strlen(SEP) : 0);
+        p = q + strlen(SEP);
     }
-    return 1;
+    return 5;
+}
+
+/* The test's record of the checkpoints it belongs to (bytes 56..119 of
+ * model_accept.h's blob), then its CRC. */
+static void fix_accept(uint8_t *b, size_t len, const char *ck[2], const size_t ck_len[2])
+{
+    if (len >= 120 + 4)
+        for (int s = 0; s < 2; s++) {
+            unsigned int n = 0;
+            EVP_Digest(ck[s], ck_len[s], b + 56 + 32 * s, &n, EVP_sha256(), NULL);
+        }
+    fuzz_fix_accept(b, len);
 }
 
 static void pack_and_read(const uint8_t *data, size_t size)
@@ -51,15 +73,20 @@ static void pack_and_read(const uint8_t *data, size_t size)
         return;
     memcpy(buf, data, size);
     buf[size] = '\0';
-    char *part[4];
-    size_t len[4];
-    if (split(buf, size, part, len)) {
+    char *part[5];
+    size_t len[5];
+    int n = split(buf, size, part, len);
+    if (n >= 4) {
         fuzz_fix_ckpt((uint8_t *)part[2], len[2]);
         fuzz_fix_ckpt((uint8_t *)part[3], len[3]);
+        if (n == 5)
+            fix_accept((uint8_t *)part[4], len[4], (const char *[2]){part[2], part[3]},
+                       (const size_t[2]){len[2], len[3]});
         model_pack_src src = {
             .run_id = 1, .run_name = "fuzz", .giant_version = "0", .git_commit = "0",
             .config_json = part[0], .geometry_xml = part[1], .geometry_len = len[1],
             .ckpt = {part[2], part[3]}, .ckpt_len = {len[2], len[3]},
+            .accept = n == 5 ? part[4] : NULL, .accept_len = n == 5 ? len[4] : 0,
         };
         void *file = NULL;
         size_t file_len = 0;

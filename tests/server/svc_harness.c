@@ -255,6 +255,22 @@ char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every
     return text;
 }
 
+char *svc_with_accept(char *text, int showers, int hidden, int epochs, double cap_quantile)
+{
+    json_t *root = json_loads(text, 0, NULL);
+    free(text);
+    if (!root)
+        return NULL;
+    json_t *acc = json_pack("{s:i, s:i, s:i, s:i}", "showers", showers, "hidden", hidden,
+                            "depth", 1, "epochs", epochs);
+    if (cap_quantile > 0)
+        json_object_set_new(acc, "cap_quantile", json_real(cap_quantile));
+    json_object_set_new(json_object_get(root, "model"), "accept", acc);
+    text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
 int svc_sh(const char *fmt, ...)
 {
     char cmd[4096];

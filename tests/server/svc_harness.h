@@ -69,6 +69,11 @@ json_t *svc_wait_run(gc_client *c, long long id, const char *want, long ms);
 char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every,
                       const char *dataset_members);
 
+/* text (freed) with a small model.accept added: showers training showers,
+ * a classifier of hidden units and one layer, epochs, cap_quantile (0:
+ * the default).  Returns malloc'ed text. */
+char *svc_with_accept(char *text, int showers, int hidden, int epochs, double cap_quantile);
+
 /* The Prometheus text format (0.0.4) of a /metrics reply: every family has
  * # HELP then # TYPE before its samples and is declared once, each sample
  * belongs to its family and has a number, histograms' buckets are

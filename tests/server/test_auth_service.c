@@ -257,6 +257,7 @@ static const struct {
     {"POST", "/v1/runs/999/ingest", "{}"},
     {"GET", "/v1/runs/999/ingest/checkpoints/energy", NULL},
     {"PUT", "/v1/runs/999/ingest/checkpoints/energy/1", NULL},
+    {"PUT", "/v1/runs/999/ingest/acceptance", NULL},
 };
 
 /* Does path (with numbers) fill pattern (with {captures})? */

@@ -13,7 +13,12 @@
  *   key with another value rewrites nothing (append only); a checkpoint
  *   with a wrong sha256 is 422 checksum_mismatch, without one 422, again
  *   with the same bytes 200 (a retry), other bytes at that step 409; the
- *   newest checkpoint comes back with its sha256; the end reported makes
+ *   newest checkpoint comes back with its sha256, and with best=1 the best;
+ * - the acceptance test a job uploads (model.accept): stored against the
+ *   best checkpoints it names (201, then sampling serves it), 409 when it
+ *   names others or the run's config asks for none, 422 for bytes that are
+ *   not a test, a test naming no checkpoints, no showers, a wrong sha256;
+ * - the end reported makes
  *   the run succeeded, a retry of that last batch is 200, anything after
  *   it 409; a failure the trainer reports fails the run at once with its
  *   reason, which the job's FAILED keeps, and resume waits for the job to
@@ -30,6 +35,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include "model_accept.h"
 #include "svc_harness.h"
 
 static char dir[64], fake[320];
@@ -114,7 +122,8 @@ static char *slurm_config(const char *executor)
     json_object_set_new(c, "executor", json_loads(executor, 0, NULL));
     text = json_dumps(c, JSON_COMPACT);
     json_decref(c);
-    return text;
+    /* run A (the executor with gres) takes an acceptance test */
+    return strstr(executor, "gres") ? svc_with_accept(text, 100, 8, 5, 0) : text;
 }
 
 static long long submit(gc_client *c, const char *executor)
@@ -194,6 +203,60 @@ static long put_checkpoint(gc_client *c, const char *token, long long run, const
     long st = r.status;
     gc_response_free(&r);
     return st;
+}
+
+/* PUT path with bytes and X-Checksum-SHA256 (sha NULL: none): the status. */
+static long put_bytes(gc_client *c, const char *token, const char *path, const void *bytes,
+                      size_t len, const char *sha, json_t **j)
+{
+    char auth[128], sum[100];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    snprintf(sum, sizeof sum, "X-Checksum-SHA256: %s", sha ? sha : "");
+    const char *headers[] = {auth, sum, NULL};
+    const char *no_sum[] = {auth, NULL};
+    gc_response r;
+    gt_error err = {0};
+    *j = NULL;
+    if (gc_request(c, "PUT", path, "application/octet-stream", bytes, len,
+                   sha ? headers : no_sum, &r, &err) != GT_OK)
+        return 0;
+    *j = json_loadb(r.body, r.len, 0, NULL);
+    long st = r.status;
+    gc_response_free(&r);
+    return st;
+}
+
+/* A small acceptance test's bytes (2 inputs, zero weights) naming the
+ * checkpoints whose bytes are energy and shower (NULL: none). */
+static void *accept_blob(const char *energy, const char *shower, size_t *len, char sum[65])
+{
+    model_accept t;
+    memset(&t, 0, sizeof t);
+    t.net.d = 2;
+    t.net.hidden = 2;
+    t.net.depth = 1;
+    t.net.slope = 0.01f;
+    t.net.n_weights = model_classify_net_count(2, 2, 1);
+    t.net.weights = calloc(t.net.n_weights, sizeof(float));
+    t.net.mean = calloc(2, sizeof(double));
+    t.net.inv_std = calloc(2, sizeof(double));
+    t.max_attempts = 4;
+    t.acceptance = 0.5;
+    t.auc = 0.625;
+    const char *ck[2] = {energy, shower};
+    unsigned int n = 0;
+    for (int s = 0; s < 2; s++)
+        if (ck[s])
+            EVP_Digest(ck[s], strlen(ck[s]), t.ckpt_sha256[s], &n, EVP_sha256(), NULL);
+    void *b = NULL;
+    gt_error err = {0};
+    CHECK_EQ_INT(model_accept_pack(&t, &b, len, &err), GT_OK);
+    model_accept_free(&t);
+    unsigned char md[32];
+    EVP_Digest(b, *len, md, &n, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++)
+        snprintf(sum + 2 * i, 3, "%02x", md[i]);
+    return b;
 }
 
 static json_t *wait_for(gc_client *c, long long run, const char *status, long ms)
@@ -407,6 +470,63 @@ int main(void)
     CHECK_EQ_INT((int)json_integer_value(json_object_get(ce, "step")), 20);
     CHECK(strcmp(json_string_value(json_object_get(ce, "sha256")) ?: "", sum) == 0);
     json_decref(j);
+
+    /* the acceptance test, against the best checkpoints it names */
+    {
+        const char *sh = "shower-checkpoint-of-step-20";
+        char sum_sh[65], tsum[65], path2[160];
+        sha_hex(sh, sum_sh);
+        CHECK_EQ_INT(put_checkpoint(c, tok_a, a, "shower", 20, sh, sum_sh, &j), 201);
+        json_decref(j);
+        snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/checkpoints/shower?best=1", a);
+        CHECK_EQ_INT(gc_request(c, "GET", path2, NULL, NULL, 0, hdr, &r, &err), GT_OK);
+        CHECK_EQ_INT((int)r.status, 200);
+        CHECK(r.len == strlen(sh) && memcmp(r.body, sh, r.len) == 0);
+        gc_response_free(&r);
+        snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/checkpoints/shower?best=2", a);
+        CHECK_EQ_INT(as(c, tok_a, "GET", path2, NULL, &j), 422);
+        CHECK(efield(j) && strcmp(efield(j), "best") == 0);
+        json_decref(j);
+        size_t tl = 0;
+        void *t = accept_blob(ck, sh, &tl, tsum);
+        snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/acceptance?showers=100", a);
+        CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, sum_other, &j), 422);
+        CHECK(ecode(j) && strcmp(ecode(j), "checksum_mismatch") == 0);
+        json_decref(j);
+        CHECK_EQ_INT(put_bytes(c, tok_a, path2, ck, strlen(ck), sum, &j), 422);
+        CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        json_decref(j);
+        CHECK_EQ_INT(put_bytes(c, tok_b, path2, t, tl, tsum, &j), 403);
+        json_decref(j);
+        char nopath[128];
+        snprintf(nopath, sizeof nopath, "/v1/runs/%lld/ingest/acceptance", a);
+        CHECK_EQ_INT(put_bytes(c, tok_a, nopath, t, tl, tsum, &j), 422);
+        CHECK(efield(j) && strcmp(efield(j), "showers") == 0);
+        json_decref(j);
+        CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 201);
+        CHECK(strcmp(json_string_value(json_object_get(j, "sha256")) ?: "", tsum) == 0);
+        CHECK(strcmp(json_string_value(json_object_get(
+                         json_object_get(j, "checkpoints"), "shower")) ?: "", sum_sh) == 0);
+        CHECK_CLOSE(json_number_value(json_object_get(j, "auc")), 0.625, 1e-12, 0);
+        json_decref(j);
+        free(t);
+        /* named against another shower checkpoint: stale, refused */
+        t = accept_blob(ck, other, &tl, tsum);
+        CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 409);
+        json_decref(j);
+        free(t);
+        t = accept_blob(NULL, NULL, &tl, tsum);
+        CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 422);
+        CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        json_decref(j);
+        free(t);
+        /* a run whose config asks for no test takes none */
+        t = accept_blob(ck, sh, &tl, tsum);
+        snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/acceptance?showers=100", b);
+        CHECK_EQ_INT(put_bytes(c, tok_b, path2, t, tl, tsum, &j), 409);
+        json_decref(j);
+        free(t);
+    }
 
     /* the end: succeeded at once; the retried last batch 200; then 409 */
     snprintf(path, sizeof path, "/v1/runs/%lld/ingest", a);

@@ -9,7 +9,10 @@
  * trailer, a newer format version (in the header and in the manifest), and
  * a geometry.xml that is not the geometry the config names.  Finally the
  * sampling worker serves the imported model with the very bytes the run
- * gives for the same jobs. */
+ * gives for the same jobs.  A run with an acceptance test (model.accept)
+ * exports format 2, its test as accept.bin: read back, each part damaged or
+ * cut, a test of other checkpoints or of another geometry's features
+ * refused, and the imported file serves the run's showers, test and all. */
 #include "check.h"
 
 #include <pthread.h>
@@ -20,6 +23,7 @@
 #include <openssl/evp.h>
 
 #include "gt_le.h"
+#include "model_accept.h"
 #include "model_config.h"
 #include "model_data.h"
 #include "model_pack.h"
@@ -42,9 +46,12 @@ static store *open_memory(void)
     return db;
 }
 
-static int64_t train(store *db, const char *name, int steps)
+/* A tiny run trained to the end; with accept, a small acceptance test too. */
+static int64_t train(store *db, const char *name, int steps, int accept)
 {
     char *text = svc_tiny_config(name, steps, 5, 5, NULL);
+    if (accept)
+        text = svc_with_accept(text, 200, 16, 5, 0.9);
     model_config cfg;
     char field[128];
     gt_error err = {0};
@@ -124,6 +131,65 @@ static uint8_t *with_manifest(const uint8_t *b, size_t len, const char *text, si
     return o;
 }
 
+/* The file with part i's data (1: the first after the manifest) replaced,
+ * and its manifest made right for it (size, sha256, content_sha256, the
+ * trailer): a file whose hashes all agree, wrong only in what data is. */
+static uint8_t *with_part(const uint8_t *b, size_t len, int i, const void *data, size_t size,
+                          size_t *out_len)
+{
+    span sp[8];
+    int n = spans_of(b, len, sp);
+    json_t *m = json_loadb((const char *)b + sp[0].off, sp[0].size, 0, NULL);
+    json_t *parts = json_object_get(m, "parts");
+    unsigned char md[8][32], sum[32];
+    unsigned int w = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    for (int k = 1; k < n; k++) {
+        const void *d = k == i ? data : b + sp[k].off;
+        size_t dl = k == i ? size : sp[k].size;
+        EVP_Digest(d, dl, md[k], &w, EVP_sha256(), NULL);
+        char hex[65];
+        for (int j = 0; j < 32; j++)
+            snprintf(hex + 2 * j, 3, "%02x", md[k][j]);
+        json_t *e = json_array_get(parts, (size_t)(k - 1));
+        json_object_set_new(e, "sha256", json_string(hex));
+        json_object_set_new(e, "size", json_integer((json_int_t)dl));
+        EVP_DigestUpdate(ctx, sp[k].name, strlen(sp[k].name) + 1);
+        EVP_DigestUpdate(ctx, md[k], 32);
+    }
+    EVP_DigestFinal_ex(ctx, sum, &w);
+    EVP_MD_CTX_free(ctx);
+    char content[65];
+    for (int j = 0; j < 32; j++)
+        snprintf(content + 2 * j, 3, "%02x", sum[j]);
+    json_object_set_new(m, "content_sha256", json_string(content));
+    char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(m);
+    /* the parts laid out again: header, manifest, parts, trailer */
+    size_t tl = strlen(text), total = 16 + 40;
+    for (int k = 0; k < n; k++)
+        total += 2 + strlen(sp[k].name) + 8 + (k == 0 ? tl : k == i ? size : sp[k].size);
+    uint8_t *o = malloc(total);
+    memcpy(o, b, 16);
+    size_t off = 16;
+    for (int k = 0; k < n; k++) {
+        const void *d = k == 0 ? text : k == i ? data : (const void *)(b + sp[k].off);
+        size_t dl = k == 0 ? tl : k == i ? size : sp[k].size;
+        size_t nl = strlen(sp[k].name);
+        gt_le_put_u16(o + off, (uint16_t)nl);
+        memcpy(o + off + 2, sp[k].name, nl);
+        gt_le_put_u64(o + off + 2 + nl, dl);
+        memcpy(o + off + 10 + nl, d, dl);
+        off += 10 + nl + dl;
+    }
+    memcpy(o + off, "GIANTEND", 8);
+    EVP_Digest(text, tl, o + off + 8, &w, EVP_sha256(), NULL);
+    free(text);
+    *out_len = total;
+    return o;
+}
+
 /* The sampling worker's jobs, waited for. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -170,8 +236,8 @@ int main(void)
 {
     gt_error err = {0};
     store *db = open_memory();
-    int64_t run = train(db, "exported", 10);
-    int64_t other = train(db, "other", 5);
+    int64_t run = train(db, "exported", 10, 0);
+    int64_t other = train(db, "other", 5, 0);
     if (check_failures_)
         return check_finish();
 
@@ -259,8 +325,11 @@ int main(void)
 
     /* a newer format: in the header, and in the manifest */
     memcpy(bad, file, len);
+    gt_le_put_u32(bad + 8, MODEL_PACK_VERSION + 1);
+    expect_fault(bad, len, MODEL_PACK_FAULT_VERSION, "", "a newer header version");
+    /* format 2's header on a format-1 file: a part short */
     gt_le_put_u32(bad + 8, 2);
-    expect_fault(bad, len, MODEL_PACK_FAULT_VERSION, "", "header version 2");
+    expect_fault(bad, len, MODEL_PACK_FAULT_CORRUPT, "", "header version 2 with six parts");
     {
         char *mtext = malloc(sp[0].size + 1);
         memcpy(mtext, b + sp[0].off, sp[0].size);
@@ -268,10 +337,15 @@ int main(void)
         char *at = strstr(mtext, "\"format_version\":1");
         CHECK(at != NULL);
         if (at) {
-            at[strlen("\"format_version\":")] = '2';
+            at[strlen("\"format_version\":")] = '0' + MODEL_PACK_VERSION + 1;
             size_t nl = 0;
             uint8_t *v2 = with_manifest(b, len, mtext, &nl);
-            expect_fault(v2, nl, MODEL_PACK_FAULT_VERSION, "manifest.json", "manifest version 2");
+            expect_fault(v2, nl, MODEL_PACK_FAULT_VERSION, "manifest.json", "a newer manifest");
+            free(v2);
+            at[strlen("\"format_version\":")] = '2';
+            v2 = with_manifest(b, len, mtext, &nl);
+            expect_fault(v2, nl, MODEL_PACK_FAULT_CORRUPT, "manifest.json",
+                         "a manifest of format 2 in a file of format 1");
             free(v2);
         }
         free(mtext);
@@ -407,6 +481,136 @@ int main(void)
         CHECK(memcmp(a.showers, c.showers, sizeof(float) * 6 * (size_t)a.voxels) == 0);
     free(a.showers);
     free(c.showers);
+
+    /* format 2: a run with an acceptance test carries it as accept.bin */
+    int64_t acc_run = train(db, "accepting", 10, 1);
+    void *f2 = NULL, *acc = NULL;
+    size_t l2 = 0, acc_len = 0;
+    CHECK_EQ_INT(models_export(db, acc_run, &f2, &l2, &err), GT_OK);
+    CHECK_EQ_INT(runs_load_acceptance(db, acc_run, &acc, &acc_len, &err), GT_OK);
+    const uint8_t *b2 = f2;
+    span sp2[8];
+    CHECK(gt_le_get_u32(b2 + 8) == 2);
+    CHECK_EQ_INT(spans_of(b2, l2, sp2), 7);
+    CHECK(strcmp(sp2[6].name, "accept.bin") == 0 && sp2[6].size == acc_len &&
+          memcmp(b2 + sp2[6].off, acc, acc_len) == 0);
+    model_pack p2;
+    CHECK_MSG(model_pack_read(f2, l2, &p2, &fault, part, &err) == GT_OK, "format 2: %s",
+              err.message);
+    CHECK_EQ_INT(p2.format_version, 2);
+    CHECK(p2.accept_len == acc_len && memcmp(p2.accept, acc, acc_len) == 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(p2.manifest, "format_version")), 2);
+    CHECK_EQ_INT(json_array_size(json_object_get(p2.manifest, "parts")), 6);
+    json_t *ma = json_object_get(p2.manifest, "acceptance");
+    CHECK(json_is_number(json_object_get(ma, "auc")) &&
+          json_is_number(json_object_get(ma, "acceptance")) &&
+          json_integer_value(json_object_get(ma, "max_attempts")) == 8);
+    model_pack_free(&p2);
+    {
+        uint8_t *bad2 = malloc(l2);
+        for (int i = 0; i < 7; i++) {
+            char what[96];
+            memcpy(bad2, f2, l2);
+            bad2[sp2[i].off + sp2[i].size / 2] ^= 0x01;
+            snprintf(what, sizeof what, "format 2: a byte of %.63s", sp2[i].name);
+            expect_fault(bad2, l2, MODEL_PACK_FAULT_CORRUPT, sp2[i].name, what);
+            snprintf(what, sizeof what, "format 2: cut inside %.63s", sp2[i].name);
+            expect_fault(f2, sp2[i].off + sp2[i].size / 2, MODEL_PACK_FAULT_TRUNCATED,
+                         sp2[i].name, what);
+        }
+        free(bad2);
+    }
+    /* a test of other checkpoints; one that reads another geometry's
+     * features (every hash of the file right) */
+    model_accept tst;
+    CHECK_EQ_INT(model_accept_unpack(acc, acc_len, &tst, &err), GT_OK);
+    {
+        void *x = NULL, *fx = NULL;
+        size_t xl = 0, fxl = 0;
+        tst.ckpt_sha256[1][0] ^= 0x01;
+        CHECK_EQ_INT(model_accept_pack(&tst, &x, &xl, &err), GT_OK);
+        tst.ckpt_sha256[1][0] ^= 0x01;
+        uint8_t *swapped = with_part(b2, l2, 6, x, xl, &fxl);
+        expect_fault(swapped, fxl, MODEL_PACK_FAULT_CORRUPT, "accept.bin",
+                     "a test of another shower.ckpt");
+        {
+            model_pack q;
+            gt_error e2 = {0};
+            CHECK(model_pack_read(swapped, fxl, &q, NULL, NULL, &e2) != GT_OK &&
+                  strstr(e2.message, "shower.ckpt") != NULL);
+        }
+        free(swapped);
+        /* the writer refuses to make such a file */
+        char *config = NULL;
+        CHECK_EQ_INT(runs_config(db, acc_run, &config, &err), GT_OK);
+        model_pack_src src = {.run_id = acc_run, .giant_version = "test", .config_json = config,
+                              .geometry_xml = xml, .geometry_len = xml_len,
+                              .ckpt = {b2 + sp2[4].off, b2 + sp2[5].off},
+                              .ckpt_len = {sp2[4].size, sp2[5].size},
+                              .accept = x, .accept_len = xl};
+        CHECK_EQ_INT(model_pack_write(&src, &fx, &fxl, &err), GT_EFORMAT);
+        free(x);
+        /* a network of one feature more than this geometry has */
+        model_accept wide = tst;
+        wide.net.d = tst.net.d + 1;
+        wide.net.n_weights = model_classify_net_count(wide.net.d, tst.net.hidden, tst.net.depth);
+        wide.net.weights = calloc(wide.net.n_weights, sizeof(float));
+        wide.net.mean = calloc((size_t)wide.net.d, sizeof(double));
+        wide.net.inv_std = calloc((size_t)wide.net.d, sizeof(double));
+        CHECK_EQ_INT(model_accept_pack(&wide, &x, &xl, &err), GT_OK);
+        model_accept_free(&wide);
+        src.accept = x;
+        src.accept_len = xl;
+        CHECK_EQ_INT(model_pack_write(&src, &fx, &fxl, &err), GT_OK);
+        expect_fault(fx, fxl, MODEL_PACK_FAULT_CORRUPT, "accept.bin",
+                     "a test of another geometry's features");
+        free(fx);
+        /* the same checkpoints without the test: format 1, for the import
+         * below */
+        src.accept = NULL;
+        src.accept_len = 0;
+        CHECK_EQ_INT(model_pack_write(&src, &fx, &fxl, &err), GT_OK);
+        CHECK(gt_le_get_u32((const uint8_t *)fx + 8) == 1);
+        int64_t plain_model = 0;
+        CHECK_EQ_INT(models_import(db2, "accepting-plain", fx, fxl, &row, &created, &fault, part,
+                                   &taken, &err), GT_OK);
+        plain_model = json_integer_value(json_object_get(row, "id"));
+        json_decref(row);
+        free(fx);
+        free(x);
+        free(config);
+        /* imported, format 2 serves the run's showers, the test applied:
+         * the same bytes as the run, and rows that differ from the same
+         * checkpoints without it */
+        CHECK_MSG(models_import(db2, "accepting", f2, l2, &row, &created, &fault, part, &taken,
+                                &err) == GT_OK, "%s", err.message);
+        int64_t acc_model = json_integer_value(json_object_get(row, "id"));
+        CHECK(json_is_object(json_object_get(json_object_get(row, "manifest"), "acceptance")));
+        json_decref(row);
+        enum { NR = 16 };
+        float er[NR];
+        for (int i = 0; i < NR; i++)
+            er[i] = 1000.0f * (float)(1 + 37 * i);
+        sampling_job ra, ia, ip;
+        sample(db, acc_run, 0, &ra, er, NR);
+        sample(db2, 0, acc_model, &ia, er, NR);
+        sample(db2, 0, plain_model, &ip, er, NR);
+        int redrawn = 0;
+        if (ra.showers && ia.showers && ip.showers) {
+            CHECK(memcmp(ra.showers, ia.showers, sizeof(float) * NR * (size_t)ra.voxels) == 0);
+            for (int i = 0; i < NR; i++)
+                redrawn += memcmp(ia.showers + (size_t)i * ia.voxels,
+                                  ip.showers + (size_t)i * ip.voxels,
+                                  sizeof(float) * (size_t)ia.voxels) != 0;
+        }
+        CHECK_MSG(redrawn > 0 && redrawn < NR, "%d of %d rows drawn again", redrawn, NR);
+        free(ra.showers);
+        free(ia.showers);
+        free(ip.showers);
+    }
+    model_accept_free(&tst);
+    free(acc);
+    free(f2);
 
     free(ofile);
     free(bad);

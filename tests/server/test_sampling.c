@@ -94,16 +94,8 @@ static void run_jobs(sampling *s, job *k, int n)
 static int64_t create_run_accept(const char *name, int steps, int accept)
 {
     char *text = svc_tiny_config(name, steps, 5, 5, NULL);
-    if (accept) {   /* a small test: 200 showers, a narrow classifier */
-        json_error_t je;
-        json_t *root = json_loads(text, 0, &je);
-        json_object_set_new(json_object_get(root, "model"), "accept",
-                            json_pack("{s:i, s:i, s:i, s:i, s:f}", "showers", 200, "hidden", 16,
-                                      "depth", 1, "epochs", 5, "cap_quantile", 0.9));
-        free(text);
-        text = json_dumps(root, 0);
-        json_decref(root);
-    }
+    if (accept)   /* a small test: 200 showers, a narrow classifier */
+        text = svc_with_accept(text, 200, 16, 5, 0.9);
     model_config cfg;
     char field[128];
     gt_error err = {0};
@@ -200,13 +192,14 @@ static void check_acceptance(sampling *alone, sampling *batched)
     CHECK_EQ_INT(runs_best_pair(db, run, &v2, &err), GT_OK);
     CHECK(v2 >> 32 == 0 && v2 != version);
     /* recorded again for the new pair, it is served again */
-    CHECK_EQ_INT(runs_record_acceptance(db, run, 200, 0.6, 0.5, acc, acc_len, &err), GT_OK);
+    CHECK_EQ_INT(runs_record_acceptance(db, run, NULL, 200, 0.6, 0.5, acc, acc_len, &err),
+                 GT_OK);
     CHECK_EQ_INT(runs_load_acceptance(db, run, &stale, &stale_len, &err), GT_OK);
     CHECK(stale_len == acc_len && memcmp(stale, acc, acc_len) == 0);
     free(stale);
     /* a run without checkpoints cannot hold one */
     int64_t bare = create_run("bare-accept", 10);
-    CHECK_EQ_INT(runs_record_acceptance(db, bare, 200, 0.6, 0.5, acc, acc_len, &err),
+    CHECK_EQ_INT(runs_record_acceptance(db, bare, NULL, 200, 0.6, 0.5, acc, acc_len, &err),
                  GT_ENOTFOUND);
     CHECK_EQ_INT(runs_load_acceptance(db, bare, &stale, &stale_len, &err), GT_ENOTFOUND);
     free(acc);

@@ -3,10 +3,11 @@
  * a temporary directory (own munge key and socket, AuthInfo=socket=...,
  * free ports, SlurmUser=root, proctrack/linuxproc, task/none, no cgroups,
  * SLURM_CONF for the client commands), and `giant serve` on loopback.
- * - run A (executor slurm, a tiny config) is submitted with sbatch, goes
- *   pending -> running -> succeeded as its job does, its metrics,
- *   validations and checkpoints arrive through the ingest routes (the
- *   checkpoint's bytes hash to what the listing says);
+ * - run A (executor slurm, a tiny config with model.accept) is submitted
+ *   with sbatch, goes pending -> running -> succeeded as its job does, its
+ *   metrics, validations and checkpoints arrive through the ingest routes
+ *   (the checkpoint's bytes hash to what the listing says), and its
+ *   acceptance test, trained in the job, is stored before it succeeds;
  * - run B's job is requeued by Slurm (scontrol requeue) once it has
  *   uploaded a checkpoint: the run goes back to queued, and when Slurm runs
  *   the job again (its requeue hold lifted with scontrol update
@@ -297,9 +298,10 @@ static int on_event(void *user, long long id, const char *event, const char *dat
     (void)id;
     trail *t = user;
     json_t *d = json_loads(data, 0, NULL);
-    const char *v = strcmp(event, "slurm") == 0    ? jstr(d, "state", NULL)
-                    : strcmp(event, "status") == 0 ? jstr(d, "status", NULL)
-                                                   : NULL;
+    const char *v = strcmp(event, "slurm") == 0        ? jstr(d, "state", NULL)
+                    : strcmp(event, "status") == 0     ? jstr(d, "status", NULL)
+                    : strcmp(event, "acceptance") == 0 ? "stored"
+                                                       : NULL;
     size_t k = strlen(t->text);
     if (v && k + 64 < sizeof t->text)
         snprintf(t->text + k, sizeof t->text - k, "%s:%s ", event, v);
@@ -376,8 +378,9 @@ int main(void)
     CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
     json_t *j = NULL;
 
-    /* run A: pending -> running -> succeeded, everything through ingest */
-    char *cfg = config("slurm-a", 30, 30, 5, 10);
+    /* run A: pending -> running -> succeeded, everything through ingest,
+     * with an acceptance test (small: 100 showers, a narrow classifier) */
+    char *cfg = svc_with_accept(config("slurm-a", 30, 30, 5, 10), 100, 8, 3, 0);
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
     free(cfg);
     long long a = jint(j, "id", NULL);
@@ -394,7 +397,9 @@ int main(void)
     const char *pending = strstr(ta.text, "slurm:PENDING");
     const char *running = strstr(ta.text, "status:running");
     const char *succeeded = strstr(ta.text, "status:succeeded");
-    CHECK_MSG(pending && running && succeeded && pending < running && running < succeeded,
+    const char *tested = strstr(ta.text, "acceptance:stored");
+    CHECK_MSG(pending && running && succeeded && tested && pending < running &&
+                  running < tested && tested < succeeded,
               "run A's events: %s", ta.text);
     char path[160];
     snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=loss", a);
