@@ -41,9 +41,13 @@ static void keep(json_t *o, json_t *row, const char *key)
 static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err)
 {
     int64_t id = json_integer_value(json_object_get(row, "id"));
-    json_t *best;
+    json_t *best, *accept = NULL;
     if (runs_best(db, id, &best, err) != GT_OK)
         return NULL;
+    if (runs_acceptance_info(db, id, &accept, err) != GT_OK) {
+        json_decref(best);
+        return NULL;
+    }
     json_t *o = json_object();
     keep(o, row, "id");
     keep(o, row, "name");
@@ -88,6 +92,7 @@ static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err
             json_decref(ex);
             json_decref(o);
             json_decref(best);
+            json_decref(accept);
             return NULL;
         }
         const char *const keys[] = {"job_id", "state", "reason", "node", "submissions",
@@ -104,6 +109,7 @@ static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err
     keep(o, row, "finished_at");
     keep(o, row, "updated_at");
     json_object_set_new(o, "best", best);
+    json_object_set_new(o, "acceptance", accept);
     return o;
 }
 

@@ -813,6 +813,19 @@ int runs_best(store *s, int64_t id, json_t **best, gt_error *err)
     return GT_OK;
 }
 
+int runs_acceptance_info(store *s, int64_t id, json_t **info, gt_error *err)
+{
+    int rc = store_row_json(s, "reading the acceptance test",
+                            "SELECT a.showers, a.auc, a.acceptance, a.checksum AS sha256,"
+                            " a.created_at" CURRENT_ACCEPTANCE,
+                            STORE_ARGS(STORE_INT(id)), info, err);
+    if (rc == GT_ENOTFOUND) {
+        *info = json_null();
+        return GT_OK;
+    }
+    return rc;
+}
+
 int runs_checkpoints(store *s, int64_t id, json_t **rows, gt_error *err)
 {
     int rc = store_rows_json(s, "listing checkpoints",

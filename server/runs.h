@@ -212,6 +212,11 @@ int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t
  * {"energy": {"checkpoint_id", "step", "val_loss"}, "shower": {...}}. */
 int runs_best(store *s, int64_t id, json_t **best, gt_error *err);
 
+/* The acceptance test the run serves (one for its current best pair):
+ * {"showers", "auc", "acceptance", "sha256", "created_at"}, or JSON null
+ * when it has none (none asked for, not trained yet, or stale). */
+int runs_acceptance_info(store *s, int64_t id, json_t **info, gt_error *err);
+
 /* Checkpoint rows (no bytes), energy first, by step: id, stage, step,
  * val_loss, is_best, precision, size_bytes, checksum, created_at. */
 int runs_checkpoints(store *s, int64_t id, json_t **rows, gt_error *err);

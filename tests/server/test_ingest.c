@@ -510,6 +510,18 @@ int main(void)
         CHECK_CLOSE(json_number_value(json_object_get(j, "auc")), 0.625, 1e-12, 0);
         json_decref(j);
         free(t);
+        /* the run says which test it serves */
+        snprintf(path2, sizeof path2, "/v1/runs/%lld", a);
+        CHECK_EQ_INT(svc_json(c, "GET", path2, NULL, NULL, &j), 200);
+        json_t *ta = json_object_get(j, "acceptance");
+        CHECK(strcmp(json_string_value(json_object_get(ta, "sha256")) ?: "", tsum) == 0 &&
+              json_integer_value(json_object_get(ta, "showers")) == 100);
+        json_decref(j);
+        snprintf(path2, sizeof path2, "/v1/runs/%lld", b);
+        CHECK_EQ_INT(svc_json(c, "GET", path2, NULL, NULL, &j), 200);
+        CHECK(json_is_null(json_object_get(j, "acceptance")));
+        json_decref(j);
+        snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/acceptance?showers=100", a);
         /* named against another shower checkpoint: stale, refused */
         t = accept_blob(ck, other, &tl, tsum);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 409);

@@ -390,6 +390,8 @@ int main(void)
               jstr(j, "status", NULL), jstr(j, "error", NULL), jstr(j, "executor", "state"));
     long long job_a = jint(j, "executor", "job_id");
     CHECK(job_a > 0);
+    CHECK_MSG(jint(j, "acceptance", "showers") == 100, "run A's acceptance test: %lld showers",
+              jint(j, "acceptance", "showers"));
     CHECK_EQ_INT(jint(j, "progress", "done_steps"), 60);
     json_decref(j);
     trail ta = {""};
