@@ -9,7 +9,6 @@
 
 #include <openssl/evp.h>
 
-#include "feat.h"
 #include "geo.h"
 #include "gt_le.h"
 #include "model_accept.h"
@@ -259,6 +258,30 @@ int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_
     return GT_OK;
 }
 
+/* accept.bin (format 2): an acceptance test of these two checkpoints that
+ * reads the features of geometry g's showers. */
+static int check_accept(const model_pack *p, const geo_geometry *g, model_pack_fault *fault,
+                        char *part, gt_error *err)
+{
+    model_accept acc;
+    if (model_accept_unpack(p->accept, p->accept_len, &acc, err) != GT_OK)
+        return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
+                      "accept.bin: %s", err->message);
+    int rc = GT_OK;
+    unsigned char md[32];
+    for (int s = 0; s < 2 && rc == GT_OK; s++) {
+        sha256(p->ckpt[s], p->ckpt_len[s], md);
+        if (memcmp(md, acc.ckpt_sha256[s], 32) != 0)
+            rc = refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
+                        "accept.bin was trained against another %s", part_names[P_ENERGY + s]);
+    }
+    if (rc == GT_OK && model_accept_fits(&acc, g, err) != GT_OK)
+        rc = refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err, "accept.bin: %s",
+                    err->message);
+    model_accept_free(&acc);
+    return rc;
+}
+
 /* The contents once every part hashed right: what makes a file a model
  * this build can serve. */
 static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt_error *err)
@@ -285,25 +308,6 @@ static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt
         memcmp(v[1].repr, p->transforms, p->transforms_len) != 0)
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "transforms.bin", err,
                       "transforms.bin differs from the transforms of shower.ckpt");
-    model_accept acc;
-    memset(&acc, 0, sizeof acc);
-    if (p->accept) {
-        if (model_accept_unpack(p->accept, p->accept_len, &acc, err) != GT_OK)
-            return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
-                          "accept.bin: %s", err->message);
-        unsigned char md[32];
-        for (int s = 0; s < 2; s++) {
-            sha256(p->ckpt[s], p->ckpt_len[s], md);
-            if (memcmp(md, acc.ckpt_sha256[s], 32) != 0) {
-                model_accept_free(&acc);
-                return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
-                              "accept.bin was trained against another %s",
-                              part_names[P_ENERGY + s]);
-            }
-        }
-    }
-    const int accept_d = acc.net.d;
-    model_accept_free(&acc);
     /* the geometry: the built-in file itself when the config names one (a
      * file of another geometry would serve showers on the wrong voxels),
      * and in any case one the transforms were fitted on */
@@ -339,19 +343,9 @@ static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt
                       "geometry.xml does not fit the model's transforms: %s", err->message);
     }
     model_repr_free(&repr);
-    /* the test reads the features of this geometry's showers */
-    if (p->accept) {
-        feat_layout fl;
-        memset(&fl, 0, sizeof fl);
-        int width = feat_layout_init(&fl, &g, threshold, err) == GT_OK
-                        ? feat_classifier_width(&fl) : -1;
-        feat_layout_free(&fl);
-        if (width != accept_d) {
-            geo_free(&g);
-            return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "accept.bin", err,
-                          "accept.bin reads %d features a shower, geometry.xml has %d",
-                          accept_d, width);
-        }
+    if (p->accept && (rc = check_accept(p, &g, fault, part, err)) != GT_OK) {
+        geo_free(&g);
+        return rc;
     }
     p->voxels = g.n_voxels;
     p->layers = g.n_layers;

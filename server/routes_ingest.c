@@ -10,6 +10,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "model_accept.h"
+#include "model_data.h"
 #include "routes.h"
 #include "runs.h"
 #include "slurm.h"
@@ -302,6 +303,34 @@ void route_ingest_acceptance_put(http_request *req, void *ctx)
                          err.message);
         return;
     }
+    /* it must read this run's showers: the features of its geometry */
+    char *config = NULL, field[128];
+    model_config cfg;
+    geo_geometry g;
+    memset(&g, 0, sizeof g);
+    int rc = runs_config(a->db, id, &config, &err);
+    if (rc == GT_OK)
+        rc = model_config_parse(config, strlen(config), &cfg, field, sizeof field, &err);
+    free(config);
+    if (rc == GT_OK && (rc = model_geometry_load(cfg.geometry, &g, &err)) != GT_OK) {
+        geo_free(&g);
+        model_accept_free(&t);
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
+                         "the run's geometry cannot be read here: %s", err.message);
+        return;
+    }
+    if (rc == GT_OK && (rc = model_accept_fits(&t, &g, &err)) != GT_OK) {
+        geo_free(&g);
+        model_accept_free(&t);
+        http_reply_error(req, 422, HTTP_E_VALIDATION, "body", "%s", err.message);
+        return;
+    }
+    geo_free(&g);
+    if (rc) {
+        model_accept_free(&t);
+        routes_reply_internal(req, &err);
+        return;
+    }
     char hex[2][65];
     int named = 0;
     for (int s = 0; s < 2; s++)
@@ -318,8 +347,8 @@ void route_ingest_acceptance_put(http_request *req, void *ctx)
     }
     const char *sums[2] = {hex[0], hex[1]};
     char conflict[INGEST_CONFLICT_CAP];
-    int rc = ingest_acceptance(a->ingest, id, sums, showers, auc, acceptance, blob, len,
-                               conflict, &err);
+    rc = ingest_acceptance(a->ingest, id, sums, showers, auc, acceptance, blob, len, conflict,
+                           &err);
     if (rc || conflict[0]) {
         reply_conflict_or_internal(req, rc, conflict, &err);
         return;

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feat.h"
 #include "gt_le.h"
+#include "model_data.h"
 #include "nn_ckpt.h"
 
 #define MAGIC "GIANTACC"
@@ -39,6 +41,22 @@ double model_accept_keep_probability(const model_accept *a, double z)
 double model_accept_logit(const model_accept *a, const float *row, float *scratch)
 {
     return model_classify_net_logit(&a->net, row, scratch);
+}
+
+int model_accept_fits(const model_accept *a, const geo_geometry *g, gt_error *err)
+{
+    float threshold = 0;
+    feat_layout fl;
+    memset(&fl, 0, sizeof fl);
+    int rc = model_geometry_threshold(g, &threshold, err);
+    if (rc == GT_OK)
+        rc = feat_layout_init(&fl, g, threshold, err);
+    if (rc == GT_OK && feat_classifier_width(&fl) != a->net.d)
+        rc = gt_error_set(err, GT_EINVAL,
+                          "the acceptance test reads %d features a shower; this geometry has %d",
+                          a->net.d, feat_classifier_width(&fl));
+    feat_layout_free(&fl);
+    return rc;
 }
 
 static int cmp_double(const void *x, const void *y)

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "geo.h"
 #include "gt_error.h"
 #include "model_classify.h"
 #include "model_config.h"
@@ -82,6 +83,12 @@ double model_accept_keep_probability(const model_accept *a, double z);
 
 /* The logit of one classifier row (model_classify_net_logit). */
 double model_accept_logit(const model_accept *a, const float *row, float *scratch);
+
+/* GT_OK when the test reads as many features a shower as geometry g gives
+ * (feat_classifier_width at g's readout threshold); else GT_EINVAL naming
+ * both counts.  What a test from outside (a model file, a job's upload)
+ * is checked by before it is stored. */
+int model_accept_fits(const model_accept *a, const geo_geometry *g, gt_error *err);
 
 /* *out is malloc'ed. */
 int model_accept_pack(const model_accept *a, void **out, size_t *out_len, gt_error *err);

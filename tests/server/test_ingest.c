@@ -226,20 +226,25 @@ static long put_bytes(gc_client *c, const char *token, const char *path, const v
     return st;
 }
 
-/* A small acceptance test's bytes (2 inputs, zero weights) naming the
+/* The features a dataset-1 photon shower gives giant eval's classifier
+ * (feat_classifier_width): what a test of these runs reads. */
+#define PHOTON_FEATURES 31
+
+/* A small acceptance test's bytes (d inputs, zero weights) naming the
  * checkpoints whose bytes are energy and shower (NULL: none). */
-static void *accept_blob(const char *energy, const char *shower, size_t *len, char sum[65])
+static void *accept_blob_d(int d, const char *energy, const char *shower, size_t *len,
+                           char sum[65])
 {
     model_accept t;
     memset(&t, 0, sizeof t);
-    t.net.d = 2;
+    t.net.d = d;
     t.net.hidden = 2;
     t.net.depth = 1;
     t.net.slope = 0.01f;
-    t.net.n_weights = model_classify_net_count(2, 2, 1);
+    t.net.n_weights = model_classify_net_count(d, 2, 1);
     t.net.weights = calloc(t.net.n_weights, sizeof(float));
-    t.net.mean = calloc(2, sizeof(double));
-    t.net.inv_std = calloc(2, sizeof(double));
+    t.net.mean = calloc((size_t)d, sizeof(double));
+    t.net.inv_std = calloc((size_t)d, sizeof(double));
     t.max_attempts = 4;
     t.acceptance = 0.5;
     t.auc = 0.625;
@@ -257,6 +262,11 @@ static void *accept_blob(const char *energy, const char *shower, size_t *len, ch
     for (int i = 0; i < 32; i++)
         snprintf(sum + 2 * i, 3, "%02x", md[i]);
     return b;
+}
+
+static void *accept_blob(const char *energy, const char *shower, size_t *len, char sum[65])
+{
+    return accept_blob_d(PHOTON_FEATURES, energy, shower, len, sum);
 }
 
 static json_t *wait_for(gc_client *c, long long run, const char *status, long ms)
@@ -530,6 +540,14 @@ int main(void)
         t = accept_blob(NULL, NULL, &tl, tsum);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 422);
         CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        json_decref(j);
+        free(t);
+        /* a test of another geometry's features: it could serve nothing */
+        t = accept_blob_d(PHOTON_FEATURES + 1, ck, sh, &tl, tsum);
+        CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 422);
+        CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        CHECK(strstr(json_string_value(json_object_get(json_object_get(j, "error"), "message"))
+                         ?: "", "features") != NULL);
         json_decref(j);
         free(t);
         /* a run whose config asks for no test takes none */
