@@ -1,7 +1,8 @@
 /* bench_trunk: times engine/nn's baseline expert trunk on the CUDA backend:
- * the training step (eager; its gradient part also as one graph, since
- * AdamW reads the gradient norm back for clipping), the sampler's packed
- * forward and a 20-step Euler sampler, eager and as graphs.
+ * the training step (eager, and as one graph: gradient part, norm,
+ * clipping and AdamW; its gradient part alone also as a graph), the
+ * sampler's packed forward and a 20-step Euler sampler, eager and as
+ * graphs.
  *
  *   bench_trunk [--quick] [--device N] [--sample-batch N] [--steps N]
  *
@@ -155,8 +156,7 @@ static void run_close(run *r)
     nn_trunk_destroy(r->t);
 }
 
-/* Zero grads, forward, mse, backward: the part of a step a graph can hold
- * (AdamW reads the gradient norm back to the host for clipping). */
+/* Zero grads, forward, mse, backward: the gradient part of a step. */
 static int grad_step(run *r)
 {
     nn_tensor X = nn_f32(r->x, r->rows, r->in), C = nn_f32(r->c, r->rows, r->cond);
@@ -175,6 +175,40 @@ static int train_step(run *r)
     if (grad_step(r))
         return 1;
     BENCH_TRY(nn_adamw_step(&r->opt, NULL, &err));
+    return 0;
+}
+
+/* The whole step as the trainer runs it with a graph: this step's AdamW
+ * hyper-parameters written (outside the graph), the graph (gradient part,
+ * norm, clipping and update, all on the device) launched, the norm read
+ * back.  Captured once, replayed reps times after 3 warm-ups. */
+static int time_step_graph(const char *name, run *r, int reps, double flops)
+{
+    cuda_graph *g = NULL;
+    gt_error e2;
+    timer t;
+    char full[96];
+    memset(&t, 0, sizeof t);
+    BENCH_TRY(cuda_graph_begin(B, &err));
+    int rc = grad_step(r);
+    if (!rc && nn_adamw_launch(&r->opt, &err))
+        rc = 1;
+    if (cuda_graph_end(B, &g, &e2) != GT_OK || rc) {
+        fprintf(stderr, "bench_trunk: capture of %s failed: %s / %s\n", name, err.message,
+                e2.message);
+        return 1;
+    }
+    for (int i = 0; i < 3 + reps; i++) {
+        if (i == 3 && timer_start(&t))
+            return 1;
+        BENCH_TRY(nn_adamw_prepare(&r->opt, &err));
+        BENCH_TRY(cuda_graph_launch(B, g, &err));
+        BENCH_TRY(nn_adamw_finish(&r->opt, NULL, &err));
+    }
+    double ms = timer_stop(&t) / reps;
+    snprintf(full, sizeof full, "%s_graph", name);
+    result(full, ms, flops, r->rows / (ms * 1e-3));
+    cuda_graph_destroy(g);
     return 0;
 }
 
@@ -241,7 +275,7 @@ static int bench_train(nn_dtype dt, int batch, int reps)
     double fl = 3.0 * ff - inproj;
     char name[64];
     snprintf(name, sizeof name, "train_%s", p);
-    if (time_both(name, train_step, &r, 0, reps, fl))
+    if (time_both(name, train_step, &r, 0, reps, fl) || time_step_graph(name, &r, reps, fl))
         return 1;
     snprintf(name, sizeof name, "grad_%s", p);
     if (time_both(name, grad_step, &r, 1, reps, fl))

@@ -21,10 +21,13 @@ static void adamw_run(float *restrict param, float *restrict m, float *restrict 
 #define ADAMW_CHUNK 4096
 
 static int cpu_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad,
-                     float *m, float *v, size_t n, const nn_adamw_hp *hp, gt_error *err)
+                     float *m, float *v, size_t n, const nn_adamw_hp *hp, const float *sumsq,
+                     gt_error *err)
 {
     CPU_UNUSED(b, err);
-    const nn_adamw_hp h = *hp;
+    nn_adamw_hp h = *hp;
+    if (sumsq && !nn_adamw_hp_clip(&h, *sumsq))
+        return GT_OK;   /* non-finite norm: nothing changes */
     const long long chunks = (long long)((n + ADAMW_CHUNK - 1) / ADAMW_CHUNK);
 #pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)
     for (long long c = 0; c < chunks; c++) {

@@ -13,11 +13,17 @@
 /* ------------------------------------------------------------------------ */
 
 /* Item t covers elements [4t, 4t+4) when vec (and all four exist), else the
- * single element t.  The hyper-parameters travel by value: a captured
- * graph replays the values of the step it was captured in (README.md). */
+ * single element t.  The hyper-parameters and the gradient's sum of squares
+ * are read from device memory when the kernel runs, so a captured graph
+ * replays with the values of the step it is launched for; every thread
+ * computes the same clipping factor from the same two words. */
 __global__ void cuda_adamw_kernel(float *param, uint16_t *pbf, const float *grad, float *m,
-                                  float *v, long long n, nn_adamw_hp hp, int vec)
+                                  float *v, long long n, const nn_adamw_hp *hpp,
+                                  const float *sumsq, int vec)
 {
+    nn_adamw_hp hp = *hpp;
+    if (sumsq && !nn_adamw_hp_clip(&hp, *sumsq))
+        return;   /* non-finite norm: nothing changes */
     long long items = vec ? (n + 3) / 4 : n;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < items;
          t += (long long)gridDim.x * blockDim.x) {
@@ -60,7 +66,8 @@ __global__ void cuda_adamw_kernel(float *param, uint16_t *pbf, const float *grad
 /* ------------------------------------------------------------------------ */
 
 static int cuda_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad,
-                      float *m, float *v, size_t n, const nn_adamw_hp *hp, gt_error *err)
+                      float *m, float *v, size_t n, const nn_adamw_hp *hp, const float *sumsq,
+                      gt_error *err)
 {
     cuda_state *s = cuda_st(b);
     if (n == 0)
@@ -69,7 +76,7 @@ static int cuda_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const f
               cuda_aligned(v, 16) && (!param_bf16 || cuda_aligned(param_bf16, 8));
     long long items = vec ? ((long long)n + 3) / 4 : (long long)n;
     cuda_adamw_kernel<<<cuda_grid(s, items), CUDA_THREADS, 0, s->stream>>>(
-        param, param_bf16, grad, m, v, (long long)n, *hp, vec);
+        param, param_bf16, grad, m, v, (long long)n, hp, sumsq, vec);
     CUDA_LAUNCHED("cuda_adamw_kernel", err);
     return GT_OK;
 }

@@ -42,8 +42,9 @@ int cuda_backend_plan_count(nn_backend *b);
  *     cuda_graph_launch(b, g) per step;  cuda_graph_destroy(g);
  * Inside capture: alloc, free, copy_h2d, copy_d2h and an unplanned matmul
  * shape are errors; synchronize is a no-op (the graph orders its work).
- * Kernel arguments are recorded at capture: host scalars (AdamW
- * hyper-parameters, dloss, random seeds and offsets) replay as captured.
+ * Kernel arguments are recorded at capture: host scalars (dloss, random
+ * seeds and offsets) replay as captured; what changes per step must be in
+ * device memory (AdamW's hyper-parameters are: nn_adamw_prepare).
  * After any error inside capture, call cuda_graph_end: it ends the capture,
  * discards the graph and returns the error. */
 typedef struct cuda_graph cuda_graph;

@@ -55,7 +55,7 @@ int nn_adamw_create(nn_adamw_opt *opt, nn_params *p, const nn_adamw_config *cfg,
     size_t bytes = p->count * sizeof(float);
     void *m = NULL, *v = NULL, *s = NULL;
     if ((rc = nn_alloc(p->b, bytes, &m, err)) || (rc = nn_alloc(p->b, bytes, &v, err)) ||
-        (rc = nn_alloc(p->b, 64, &s, err)) || (rc = nn_memset(p->b, m, 0, bytes, err)) ||
+        (rc = nn_alloc(p->b, 128, &s, err)) || (rc = nn_memset(p->b, m, 0, bytes, err)) ||
         (rc = nn_memset(p->b, v, 0, bytes, err))) {
         nn_free(p->b, m);
         nn_free(p->b, v);
@@ -66,6 +66,7 @@ int nn_adamw_create(nn_adamw_opt *opt, nn_params *p, const nn_adamw_config *cfg,
     opt->m = m;
     opt->v = v;
     opt->scratch = s;
+    opt->hp = (nn_adamw_hp *)((char *)s + 64);
     opt->grad_scale = 1.0f;
     return GT_OK;
 }
@@ -109,33 +110,35 @@ int nn_adamw_grad_norm(nn_adamw_opt *opt, float *norm, gt_error *err)
     return GT_OK;
 }
 
-int nn_adamw_step(nn_adamw_opt *opt, float *norm_out, gt_error *err)
+int nn_adamw_prepare(nn_adamw_opt *opt, gt_error *err)
 {
-    int rc;
-    float norm;
     if (!opt || !opt->p)
         return gt_error_set(err, GT_EINVAL, "adamw: not created");
-    if ((rc = nn_adamw_grad_norm(opt, &norm, err)))
-        return rc;
-    if (norm_out)
-        *norm_out = norm;
-    if (!isfinite(norm))
-        return gt_error_set(err, GT_EINVAL,
-                            "adamw: gradient norm is not finite (%g) at step %lld; "
-                            "parameters left unchanged",
-                            norm, opt->step);
-    /* norm is already of grad_scale * grad; the kernel's scale multiplies
-     * the raw gradient, so it carries grad_scale (x 1.0f exactly alone) */
-    float scale = opt->grad_scale;
-    if (opt->cfg.clip_norm > 0.0f && norm > opt->cfg.clip_norm)
-        scale = opt->grad_scale * (opt->cfg.clip_norm / (norm + 1e-6f));
-    float lr = nn_adamw_lr(&opt->cfg, opt->step);
+    const nn_adamw_config *c = &opt->cfg;
+    float lr = nn_adamw_lr(c, opt->step);
     long long t = opt->step + 1;
-    nn_adamw_hp hp_decay = nn_adamw_hp_make(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps,
-                                            opt->cfg.weight_decay, t, scale);
-    nn_adamw_hp hp_plain = nn_adamw_hp_make(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps,
-                                            0.0f, t, scale);
+    /* grad_scale is the data-parallel mean's factor; the clipping factor is
+     * folded in where the update runs (nn_adamw_hp_clip) */
+    nn_adamw_hp hp[2];
+    hp[0] = nn_adamw_hp_make(lr, c->beta1, c->beta2, c->eps, c->weight_decay, t,
+                             opt->grad_scale);
+    hp[1] = nn_adamw_hp_make(lr, c->beta1, c->beta2, c->eps, 0.0f, t, opt->grad_scale);
+    for (int k = 0; k < 2; k++) {
+        hp[k].clip_norm = c->clip_norm > 0.0f ? c->clip_norm : 0.0f;
+        if (!isfinite(hp[k].step_size) || !isfinite(hp[k].grad_scale) ||
+            !isfinite(hp[k].decay) || !isfinite(hp[k].inv_sqrt_bc2))
+            return gt_error_set(err, GT_EINVAL,
+                                "adamw: non-finite hyper-parameters at step %lld", opt->step);
+    }
+    return nn_copy_h2d(opt->p->b, opt->hp, hp, sizeof hp, err);
+}
+
+int nn_adamw_launch(nn_adamw_opt *opt, gt_error *err)
+{
+    if (!opt || !opt->p)
+        return gt_error_set(err, GT_EINVAL, "adamw: not created");
     nn_params *p = opt->p;
+    GT_TRY(nn_sumsq(p->b, opt->scratch, p->grad, p->count, err));
     /* Runs of views with the same decay flag go in one call. */
     int i = 0;
     while (i < p->n_views) {
@@ -144,13 +147,37 @@ int nn_adamw_step(nn_adamw_opt *opt, float *norm_out, gt_error *err)
             j++;
         size_t off = p->views[i].offset;
         size_t end = p->views[j - 1].offset + (size_t)p->views[j - 1].rows * p->views[j - 1].cols;
-        rc = nn_adamw(p->b, p->value + off, p->value_bf16 ? p->value_bf16 + off : NULL,
-                      p->grad + off, opt->m + off, opt->v + off, end - off,
-                      p->views[i].decay ? &hp_decay : &hp_plain, err);
-        if (rc)
-            return rc;
+        GT_TRY(nn_adamw(p->b, p->value + off, p->value_bf16 ? p->value_bf16 + off : NULL,
+                        p->grad + off, opt->m + off, opt->v + off, end - off,
+                        opt->hp + (p->views[i].decay ? 0 : 1), opt->scratch, err));
         i = j;
     }
+    return GT_OK;
+}
+
+int nn_adamw_finish(nn_adamw_opt *opt, float *norm_out, gt_error *err)
+{
+    if (!opt || !opt->p)
+        return gt_error_set(err, GT_EINVAL, "adamw: not created");
+    float ss = 0.0f;
+    GT_TRY(nn_copy_d2h(opt->p->b, &ss, opt->scratch, sizeof ss, err));
+    float norm = sqrtf(ss);
+    if (opt->grad_scale != 1.0f)
+        norm *= opt->grad_scale;
+    if (norm_out)
+        *norm_out = norm;
+    if (!isfinite(norm))
+        return gt_error_set(err, GT_EINVAL,
+                            "adamw: gradient norm is not finite (%g) at step %lld; "
+                            "parameters left unchanged",
+                            norm, opt->step);
     opt->step++;
     return GT_OK;
+}
+
+int nn_adamw_step(nn_adamw_opt *opt, float *norm_out, gt_error *err)
+{
+    GT_TRY(nn_adamw_prepare(opt, err));
+    GT_TRY(nn_adamw_launch(opt, err));
+    return nn_adamw_finish(opt, norm_out, err);
 }

@@ -23,6 +23,8 @@ typedef struct nn_adamw_opt {
     nn_params *p;
     float *m, *v;           /* moments, parameter layout (backend memory) */
     float *scratch;         /* one backend float: the sum of squares */
+    nn_adamw_hp *hp;        /* backend memory: this step's hyper-parameters,
+                             * [0] for views with decay, [1] without */
     long long step;         /* updates done so far */
     /* The gradient the update uses is grad_scale * p->grad (1 after
      * create).  Data-parallel training all-reduces the ranks' gradients as a
@@ -49,7 +51,24 @@ int nn_adamw_grad_norm(nn_adamw_opt *opt, float *norm, gt_error *err);
 
 /* One update from p->grad: computes the global norm (returned in *norm when
  * not NULL), clips, updates every view (decay per view), advances step.
- * A non-finite norm returns GT_EINVAL and leaves parameters unchanged. */
+ * A non-finite norm returns GT_EINVAL and leaves parameters unchanged.
+ * It is the three calls below. */
 int nn_adamw_step(nn_adamw_opt *opt, float *norm, gt_error *err);
+
+/* The update in three parts, so that one captured graph can hold a whole
+ * training step (forward, backward, norm, clipping and update) and replay
+ * it step after step:
+ *  - nn_adamw_prepare writes this step's hyper-parameters (learning rate of
+ *    the schedule, bias corrections, grad_scale, clip_norm) into backend
+ *    memory (opt->hp); outside any capture, before the step runs;
+ *  - nn_adamw_launch enqueues the gradient's sum of squares and the update,
+ *    which reads that sum and the hyper-parameters when it runs, so it
+ *    reads nothing back and can be captured; on a non-finite norm the
+ *    update itself leaves every buffer unchanged (nn_adamw_hp_clip);
+ *  - nn_adamw_finish reads the sum back: *norm (when not NULL), and step
+ *    advances, or GT_EINVAL when the norm was not finite. */
+int nn_adamw_prepare(nn_adamw_opt *opt, gt_error *err);
+int nn_adamw_launch(nn_adamw_opt *opt, gt_error *err);
+int nn_adamw_finish(nn_adamw_opt *opt, float *norm, gt_error *err);
 
 #endif

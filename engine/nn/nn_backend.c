@@ -613,17 +613,17 @@ int nn_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err)
 }
 
 int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad, float *m,
-             float *v, size_t n, const nn_adamw_hp *hp, gt_error *err)
+             float *v, size_t n, const nn_adamw_hp *hp, const float *sumsq, gt_error *err)
 {
+    /* hp lives in backend memory, so its values are the caller's to check
+     * (nn_adamw_prepare does) */
     GT_TRY(need_backend(b, "adamw", err));
     GT_TRY(need_ptr(hp, 1, "adamw", "hyper-parameters", err));
     GT_TRY(need_ptr(param, n > 0, "adamw", "param", err));
     GT_TRY(need_ptr(grad, n > 0, "adamw", "grad", err));
     GT_TRY(need_ptr(m, n > 0, "adamw", "m", err));
     GT_TRY(need_ptr(v, n > 0, "adamw", "v", err));
-    if (!isfinite(hp->step_size) || !isfinite(hp->grad_scale) || !isfinite(hp->decay))
-        return gt_error_set(err, GT_EINVAL, "adamw: non-finite hyper-parameters");
-    return n ? b->ops->adamw(b, param, param_bf16, grad, m, v, n, hp, err) : GT_OK;
+    return n ? b->ops->adamw(b, param, param_bf16, grad, m, v, n, hp, sumsq, err) : GT_OK;
 }
 
 int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,

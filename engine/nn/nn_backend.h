@@ -282,9 +282,14 @@ typedef struct nn_backend_ops {
     int (*sumsq)(nn_backend *b, float *out, const float *x, size_t n, gt_error *err);
     /* Fused AdamW over n elements, per nn_adamw_elem: updates param, m, v
      * (fp32) from grad * hp->grad_scale; when param_bf16 != NULL also writes
-     * the bf16 working copy in the same pass. */
+     * the bf16 working copy in the same pass.  hp is backend memory, read
+     * when the update runs (so a captured graph replays whatever the host
+     * wrote there last).  When sumsq (backend memory: the whole gradient's
+     * sum of squares) is not NULL, nn_adamw_hp_clip first clips by the
+     * global norm, and a non-finite norm leaves every buffer unchanged. */
     int (*adamw)(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad,
-                 float *m, float *v, size_t n, const nn_adamw_hp *hp, gt_error *err);
+                 float *m, float *v, size_t n, const nn_adamw_hp *hp, const float *sumsq,
+                 gt_error *err);
 
     /* --- random fill from Philox4x32-10 (nn_rng.h) -------------------------
      * x[i] for i < n uses block (offset + i/4) of (seed, stream), lane i%4,
@@ -437,7 +442,7 @@ int nn_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
 int nn_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err);
 int nn_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err);
 int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad, float *m,
-             float *v, size_t n, const nn_adamw_hp *hp, gt_error *err);
+             float *v, size_t n, const nn_adamw_hp *hp, const float *sumsq, gt_error *err);
 int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
                  uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err);
 int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,

@@ -400,7 +400,8 @@ typedef struct nn_adamw_hp {
     float decay;          /* 1 - lr * weight_decay */
     float step_size;      /* lr / (1 - beta1^t) */
     float inv_sqrt_bc2;   /* 1 / sqrt(1 - beta2^t) */
-    float grad_scale;     /* gradient clipping factor (1 = none) */
+    float grad_scale;     /* multiplies the gradient (1 = as it is) */
+    float clip_norm;      /* > 0: nn_adamw_hp_clip clips the norm to this */
 } nn_adamw_hp;
 
 /* t >= 1 is the step number after this update. */
@@ -415,7 +416,29 @@ static inline nn_adamw_hp nn_adamw_hp_make(float lr, float beta1, float beta2, f
     hp.step_size = (float)((double)lr / (1.0 - pow((double)beta1, (double)t)));
     hp.inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow((double)beta2, (double)t)));
     hp.grad_scale = grad_scale;
+    hp.clip_norm = 0.0f;
     return hp;
+}
+
+/* Clipping by global norm, decided where the update runs (on the device:
+ * no read-back between the gradient and the update, so one captured graph
+ * holds a whole training step).  sumsq is the sum of squares of the raw
+ * gradient; the norm is of grad_scale * grad.  Returns 0 when the norm is
+ * not finite (the update must then leave everything unchanged), else
+ * folds the clipping factor into hp->grad_scale (unchanged when the norm
+ * is within clip_norm or clipping is off) and returns 1.  The host's
+ * nn_adamw_step once did exactly this arithmetic, so a run's bits are the
+ * same as before it moved. */
+NN_HD static inline int nn_adamw_hp_clip(nn_adamw_hp *hp, float sumsq)
+{
+    float norm = sqrtf(sumsq);
+    if (hp->grad_scale != 1.0f)
+        norm *= hp->grad_scale;
+    if (!(norm <= 3.40282347e38f))   /* NaN or infinity (a norm is >= 0) */
+        return 0;
+    if (hp->clip_norm > 0.0f && norm > hp->clip_norm)
+        hp->grad_scale = hp->grad_scale * (hp->clip_norm / (norm + 1e-6f));
+    return 1;
 }
 
 NN_HD static inline void nn_adamw_elem(float *p, float *m, float *v, float grad,

@@ -726,12 +726,31 @@ static void test_misc(void)
         memcpy(pr, p, (size_t)n * sizeof(float));
         uint16_t *pb = NULL;
         OK(nn_alloc(B, (size_t)n * sizeof(uint16_t), (void **)&pb, &E));
-        for (int step = 1; step <= 2; step++) {
+        /* steps 3 and 4 clip in the op from the gradient's sum of squares
+         * (3: under the norm, so unchanged; 4: over it); step 5's sum is
+         * not finite and must leave everything as it was */
+        float ss_g = 0.0f;
+        OK(nn_sumsq(B, &ss_g, gr, (size_t)n, &E));
+        for (int step = 1; step <= 5; step++) {
             uint16_t *copy = step == 1 ? pb : NULL;
             nn_adamw_hp hp = nn_adamw_hp_make(1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step, 0.5f);
-            OK(nn_adamw(B, p, copy, gr, m, v, (size_t)n, &hp, &E));
+            const float *ss = NULL;
+            float ss_bad = NAN;
+            nn_adamw_hp ref = hp;
+            if (step >= 3) {
+                hp.clip_norm = step == 3 ? 1e9f : 0.25f * sqrtf(ss_g);
+                ss = step == 5 ? &ss_bad : &ss_g;
+                ref = hp;
+                CHECK_EQ_INT(nn_adamw_hp_clip(&ref, *ss), step != 5);
+                if (step == 3)
+                    CHECK(ref.grad_scale == 0.5f);
+                if (step == 4)   /* 0.5 |g| clipped to 0.25 |g|: about 0.25 */
+                    CHECK(fabsf(ref.grad_scale - 0.25f) < 1e-5f);
+            }
+            OK(nn_adamw(B, p, copy, gr, m, v, (size_t)n, &hp, ss, &E));
             for (int i = 0; i < n; i++) {
-                nn_adamw_elem(&pr[i], &mr[i], &vr[i], gr[i], &hp);
+                if (step != 5)
+                    nn_adamw_elem(&pr[i], &mr[i], &vr[i], gr[i], &ref);
                 bad += pr[i] != p[i] || mr[i] != m[i] || vr[i] != v[i];
                 if (copy)
                     bad += pb[i] != nn_bf16_from_f32(p[i]);

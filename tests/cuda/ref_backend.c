@@ -504,11 +504,14 @@ static int ref_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_err
 }
 
 static int ref_adamw(nn_backend *b, float *p, uint16_t *pb, const float *g, float *m, float *v,
-                     size_t n, const nn_adamw_hp *hp, gt_error *err)
+                     size_t n, const nn_adamw_hp *hpp, const float *sumsq, gt_error *err)
 {
     (void)b, (void)err;
+    nn_adamw_hp h = *hpp;
+    if (sumsq && !nn_adamw_hp_clip(&h, *sumsq))
+        return GT_OK;
     for (size_t i = 0; i < n; i++) {
-        nn_adamw_elem(&p[i], &m[i], &v[i], g[i], hp);
+        nn_adamw_elem(&p[i], &m[i], &v[i], g[i], &h);
         if (pb)
             pb[i] = nn_bf16_from_f32(p[i]);
     }

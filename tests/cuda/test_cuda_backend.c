@@ -720,12 +720,50 @@ static void test_optim_rng(void)
     prand(&m, -0.1f, 0.1f);
     prand(&v, 0, 0.01f);
     poison(&pb);
+    /* the hyper-parameters live in backend memory (read when the update
+     * runs, so a graph replays the current step's) */
     nn_adamw_hp hp = nn_adamw_hp_make(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.7f);
-    BOTH OK(nn_adamw(b, P(p), P(pb), P(g), P(m), P(v), (size_t)n, &hp, &err));
+    pair hpp = pnew(1, (int)(sizeof hp / sizeof(float)));
+    memcpy(hpp.h, &hp, sizeof hp);
+    pput(&hpp);
+    BOTH OK(nn_adamw(b, P(p), P(pb), P(g), P(m), P(v), (size_t)n, P(hpp), NULL, &err));
     pcmp(&p, "adamw param", TOL_EW);
     pcmp(&m, "adamw m", TOL_EW);
     pcmp(&v, "adamw v", TOL_EW);
     pcmp(&pb, "adamw bf16 copy", TOL_BF16);
+    /* clipped on the device from each side's own sum of squares (0.7 |g|
+     * down to 0.2 |g|), then a non-finite sum that must change nothing */
+    pair ss = pnew(1, 1);
+    BOTH OK(nn_sumsq(b, P(ss), P(g), (size_t)n, &err));
+    double gss = 0.0;
+    for (int i = 0; i < n; i++)
+        gss += (double)g.h[i] * g.h[i];
+    hp = nn_adamw_hp_make(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4, 0.7f);
+    hp.clip_norm = (float)(0.2 * sqrt(gss));
+    memcpy(hpp.h, &hp, sizeof hp);
+    pput(&hpp);
+    BOTH OK(nn_adamw(b, P(p), P(pb), P(g), P(m), P(v), (size_t)n, P(hpp), P(ss), &err));
+    pcmp(&p, "adamw clipped param", TOL_EW);
+    pcmp(&m, "adamw clipped m", TOL_EW);
+    pcmp(&v, "adamw clipped v", TOL_EW);
+    {
+        size_t bytes = sizeof(float) * n;
+        float *c0 = malloc(bytes), *g0 = malloc(bytes), *c1 = malloc(bytes), *g1 = malloc(bytes);
+        fetch(&p, c0, g0);
+        ss.h[0] = INFINITY;
+        pput(&ss);
+        BOTH OK(nn_adamw(b, P(p), P(pb), P(g), P(m), P(v), (size_t)n, P(hpp), P(ss), &err));
+        fetch(&p, c1, g1);
+        CHECK_MSG(!memcmp(c0, c1, bytes) && !memcmp(g0, g1, bytes),
+                  "adamw: weights updated on a non-finite norm");
+        printf("  %-28s %s\n", "adamw non-finite norm",
+               !memcmp(c0, c1, bytes) && !memcmp(g0, g1, bytes) ? "unchanged, both sides"
+                                                                 : "CHANGED");
+        free(c0);
+        free(g0);
+        free(c1);
+        free(g1);
+    }
 
     pair r = pnew(1, n);
     poison(&r);
@@ -741,7 +779,7 @@ static void test_optim_rng(void)
         free(hc);
         free(hg);
     }
-    PFREE(&x, &out, &p, &g, &m, &v, &pb, &r);
+    PFREE(&x, &out, &p, &g, &m, &v, &pb, &r, &hpp, &ss);
 }
 
 /* rand_rows, a batch's noise in one call (the sampler's): row r of a view
@@ -1250,6 +1288,23 @@ static int grad_step(nn_trunk *t, nn_backend *b, nn_tensor x, nn_tensor c, nn_te
     return nn_trunk_backward(t, dout, nn_f32(NULL, x.rows, x.cols), &err);
 }
 
+/* Puts an optimizer's parameters back to saved host copies of weights and
+ * moments (and its step count), the bf16 working copy rewritten from them
+ * as AdamW writes it. */
+static void opt_restore(nn_backend *b, nn_adamw_opt *o, const float *w, const float *m,
+                        const float *v, long long step)
+{
+    nn_params *p = o->p;
+    size_t bytes = p->count * sizeof(float);
+    OK(nn_copy_h2d(b, p->value, w, bytes, &err));
+    OK(nn_copy_h2d(b, o->m, m, bytes, &err));
+    OK(nn_copy_h2d(b, o->v, v, bytes, &err));
+    if (p->value_bf16)
+        OK(nn_cast_bf16(b, nn_tensor_make(p->value_bf16, NN_BF16, 1, (int)p->count),
+                        nn_f32(p->value, 1, (int)p->count), &err));
+    o->step = step;
+}
+
 /* x += dt v(x, [t, E]) for `steps` steps: cond holds one [B, 2] block per
  * step, ones / dts one entry per row. */
 static int euler(nn_trunk *t, nn_backend *b, float *x, const float *cond, float *v,
@@ -1267,7 +1322,8 @@ static int euler(nn_trunk *t, nn_backend *b, float *x, const float *cond, float 
 }
 
 /* engine/nn's expert trunk: two full training steps on both backends, then
- * on the GPU the gradient part captured as a graph and an Euler sampler
+ * on the GPU the gradient part captured as a graph, the whole step (AdamW
+ * included) captured as a graph, and an Euler sampler
  * captured as a graph, each replayed against its uncaptured run
  * (bit-identical: the same kernels, the same pinned algorithms); no
  * allocation and no new plan inside. */
@@ -1364,6 +1420,73 @@ static void test_trunk_graph(nn_dtype prec)
         }
         cuda_graph_destroy(cg);
         free(ref);
+    }
+    /* the whole step, AdamW included (its clipping and hyper-parameters are
+     * read on the device): two steps eager from a saved state, then the
+     * same two from that state as one captured graph replayed, each step's
+     * hyper-parameters written before its launch (nn_adamw_prepare).  The
+     * learning rate moves every step (a warm-up), so a replay that kept its
+     * capture's values would differ; the weights must be the same bits. */
+    {
+        nn_backend *b = GPU;
+        int graphs = cuda_backend_is(b), side = 1;
+        nn_adamw_opt *o = &opt[1];
+        float *v0 = dl_copy(b, pg_->value, np), *m0 = dl_copy(b, o->m, np);
+        float *s0 = dl_copy(b, o->v, np);
+        long long step0 = o->step;
+        o->cfg.warmup_steps = step0 + 4;
+        float norm_ref[2], norm_got[2] = {-1.0f, -1.0f};
+        for (int k = 0; k < 2; k++) {
+            OK(grad_step(t[1], b, T(x), T(c), T(tgt), T(out), T(dout), P(loss)));
+            OK(nn_adamw_step(o, &norm_ref[k], &err));
+        }
+        float *ref = dl_copy(b, pg_->value, np);
+        opt_restore(b, o, v0, m0, s0, step0);
+        size_t allocs = b->alloc_count;
+        int plans = cuda_backend_plan_count(b);
+        cuda_graph *cg = NULL;
+        gt_error e2;
+        int rc = GT_OK;
+        if (graphs) {
+            OK(cuda_graph_begin(b, &err));
+            rc = grad_step(t[1], b, T(x), T(c), T(tgt), T(out), T(dout), P(loss));
+            if (rc == GT_OK)
+                rc = nn_adamw_launch(o, &err);
+            CHECK_MSG(rc == GT_OK, "whole step inside capture: %s", err.message);
+            rc = cuda_graph_end(b, &cg, &e2);
+            CHECK_MSG(rc == GT_OK, "cuda_graph_end: %s", e2.message);
+        }
+        for (int k = 0; k < 2 && rc == GT_OK; k++) {
+            OK(nn_adamw_prepare(o, &err));
+            if (cg) {
+                OK(cuda_graph_launch(b, cg, &err));
+            } else {
+                OK(grad_step(t[1], b, T(x), T(c), T(tgt), T(out), T(dout), P(loss)));
+                OK(nn_adamw_launch(o, &err));
+            }
+            OK(nn_adamw_finish(o, &norm_got[k], &err));
+        }
+        if (rc == GT_OK) {
+            float *got = dl_copy(b, pg_->value, np);
+            cmp_f(graphs ? "replayed whole step, 2 steps" : "split whole step, 2 steps", ref,
+                  got, np, 0.0);
+            CHECK_MSG(norm_got[0] == norm_ref[0] && norm_got[1] == norm_ref[1],
+                      "gradient norms %g %g, eager %g %g", norm_got[0], norm_got[1],
+                      norm_ref[0], norm_ref[1]);
+            CHECK_EQ_INT(o->step, step0 + 2);
+            free(got);
+        }
+        if (graphs) {
+            CHECK_EQ_INT(b->alloc_count, allocs);
+            CHECK_EQ_INT(cuda_backend_plan_count(b), plans);
+        }
+        cuda_graph_destroy(cg);
+        /* back to the saved state: the sampler below compares the two sides */
+        opt_restore(b, o, v0, m0, s0, step0);
+        free(ref);
+        free(v0);
+        free(m0);
+        free(s0);
     }
     /* the sampler on the packed trunk: CPU vs GPU, then captured vs not */
     {
