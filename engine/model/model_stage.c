@@ -12,11 +12,16 @@
 
 #include "gt_le.h"
 #include "nn_ckpt.h"
+#ifdef GIANT_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 
 /* Generator streams: the training stream of stage s is s; the fixed
  * validation draws use VAL_STREAM + s under a seed derived from the run seed,
  * so they never depend on how far training has gone. */
 #define VAL_STREAM 1000u
+
+static void stage_graph_drop(model_stage *s);
 #define VAL_SEED_SALT 0x9e3779b97f4a7c15ull
 
 /* A wgan stage checkpoint: "GIANTGA2" | u64 len | generator nn_ckpt | u64
@@ -156,6 +161,7 @@ void model_stage_destroy(model_stage *s)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(s->b, *bufs[i]);
     nn_free(s->b, s->idx);
+    stage_graph_drop(s);
     if (s->opt_ready)
         nn_adamw_destroy(&s->opt);
     model_stage_gan_destroy(s);
@@ -209,6 +215,18 @@ static int check_data(const model_stage_data *d, gt_error *err)
         if (!isfinite(d->x_val[i]))
             return gt_error_set(err, GT_EINVAL, "validation data row %zu is not finite",
                                 i / (size_t)d->dim);
+    /* the conditions and context too: the training trunk checks no input */
+    static const char *what[4] = {"training conditions", "validation conditions",
+                                  "training context", "validation context"};
+    const float *arr[4] = {d->c_train, d->c_val, d->ctx_train, d->ctx_val};
+    size_t cols[4] = {(size_t)d->n_cond, (size_t)d->n_cond, (size_t)d->n_ctx, (size_t)d->n_ctx};
+    size_t rows[4] = {(size_t)d->n_train, (size_t)d->n_val, (size_t)d->n_train,
+                      (size_t)d->n_val};
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; cols[k] && i < rows[k] * cols[k]; i++)
+            if (!isfinite(arr[k][i]))
+                return gt_error_set(err, GT_EINVAL, "%s row %zu is not finite", what[k],
+                                    i / cols[k]);
     return GT_OK;
 }
 
@@ -274,6 +292,12 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
     GT_TRY(nn_trunk_create(b, &tc, &s->trunk, err));
     GT_TRY(nn_trunk_init(s->trunk, cfg->seed * 2 + (uint64_t)stage, 0.1f, err));
     GT_TRY(nn_trunk_plan(s->trunk, B, err));
+    /* the training trunk's inputs are the validated data, the generator's
+     * noise and times: its per-forward finiteness read-back would only
+     * stall the device (and keep a step out of a graph); divergence still
+     * shows, as a non-finite gradient norm */
+    nn_trunk_set_input_check(s->trunk, 0);
+    s->graphs_on = 1;
     GT_TRY(nn_trunk_create(b, &vc, &s->val_trunk, err));
     GT_TRY(nn_trunk_plan(s->val_trunk, B, err));
 
@@ -400,6 +424,74 @@ int model_stage_create_dist(nn_backend *b, const model_config *cfg, int stage,
 
 long long model_stage_step(const model_stage *s) { return s->opt.step; }
 nn_trunk *model_stage_trunk(model_stage *s) { return s->trunk; }
+
+/* ------------------------------------------------------------------------ */
+/* the device part of a step as one CUDA graph                              */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    STAGE_GRAPH_SEEN = 1,    /* ran eagerly once: capture it next step */
+    STAGE_GRAPH_READY = 2,   /* captured: replay s->graph */
+    STAGE_GRAPH_NEVER = 3,   /* the capture failed: always eager */
+};
+
+static void stage_graph_drop(model_stage *s)
+{
+#ifdef GIANT_HAVE_CUDA
+    cuda_graph_destroy((cuda_graph *)s->graph);
+#endif
+    s->graph = NULL;
+    s->graph_state = 0;
+}
+
+void model_stage_set_graphs(model_stage *s, int on)
+{
+    stage_graph_drop(s);
+    s->graphs_on = on != 0;
+}
+
+long long model_stage_graph_replays(const model_stage *s) { return s->graph_replays; }
+
+int model_stage_run_device(model_stage *s, int (*fn)(model_stage *, gt_error *), gt_error *err)
+{
+#ifdef GIANT_HAVE_CUDA
+    /* one rank (a collective inside a graph is left for when it can be
+     * measured) and an expert trunk (a routed one groups rows per expert
+     * on the host) */
+    if (s->graphs_on && cuda_backend_is(s->b) && dist_size(s->comm) == 1 &&
+        nn_trunk_get_config(s->trunk)->kind == NN_TRUNK_EXPERT &&
+        s->graph_state != STAGE_GRAPH_NEVER) {
+        if (s->graph_state == STAGE_GRAPH_READY) {
+            s->graph_replays++;
+            return cuda_graph_launch(s->b, (cuda_graph *)s->graph, err);
+        }
+        if (s->graph_state == STAGE_GRAPH_SEEN) {
+            /* nothing of a capture runs: when it fails, run eagerly now */
+            cuda_graph *g = NULL;
+            gt_error ignored;
+            int rc = cuda_graph_begin(s->b, &ignored), rc_end = GT_OK;
+            if (!rc) {
+                rc = fn(s, &ignored);
+                rc_end = cuda_graph_end(s->b, &g, &ignored);
+            }
+            if (rc || rc_end || !g) {
+                cuda_graph_destroy(g);
+                s->graph_state = STAGE_GRAPH_NEVER;
+                return fn(s, err);
+            }
+            s->graph = g;
+            s->graph_state = STAGE_GRAPH_READY;
+            s->graph_replays++;
+            return cuda_graph_launch(s->b, g, err);
+        }
+        int rc = fn(s, err);
+        if (!rc)
+            s->graph_state = STAGE_GRAPH_SEEN;
+        return rc;
+    }
+#endif
+    return fn(s, err);
+}
 
 /* ------------------------------------------------------------------------ */
 /* checkpoints                                                              */

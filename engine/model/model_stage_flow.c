@@ -44,14 +44,21 @@ static void times_from_uniforms(model_objective obj, float *t, int n)
             t[i] = 0.001f + 0.999f * t[i];
 }
 
-/* Builds xt, target and cond for `rows` rows whose x1, x0, cdata and
- * t/alpha/beta (host) are in place.  target_is_x0 for ddpm. */
+/* Uploads the per-row coefficients of the noised input (alpha_h, beta_h,
+ * `rows` of each, in place on the host). */
+static int upload_coefficients(model_stage *s, int rows, gt_error *err)
+{
+    GT_TRY(nn_copy_h2d(s->b, s->alpha, s->alpha_h, (size_t)rows * sizeof(float), err));
+    return nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)rows * sizeof(float), err);
+}
+
+/* Builds xt, target and cond for `rows` rows whose x1, x0, cdata, t and
+ * coefficients are in backend memory: device work only.  target_is_x0 for
+ * ddpm. */
 static int build_inputs(model_stage *s, int rows, nn_tensor x1, nn_tensor x0, nn_tensor cdata,
                         const float *t_dev, gt_error *err)
 {
     const int D = s->dim, C = s->n_cond;
-    GT_TRY(nn_copy_h2d(s->b, s->alpha, s->alpha_h, (size_t)rows * sizeof(float), err));
-    GT_TRY(nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)rows * sizeof(float), err));
     nn_tensor xt = nn_f32(s->xt, rows, D);
     GT_TRY(nn_axpby_rows(s->b, xt, s->alpha, x0, s->beta, x1, err));
     if (s->objective == MODEL_OBJ_FLOW) {
@@ -84,6 +91,7 @@ int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
         times_from_uniforms(s->objective, s->t_h, rows);
         coefficients(s->objective, s->t_h, rows, s->alpha_h, s->beta_h);
         GT_TRY(nn_copy_h2d(s->b, s->t, s->t_h, (size_t)rows * sizeof(float), err));
+        GT_TRY(upload_coefficients(s, rows, err));
         nn_tensor x1 = nn_f32(s->x_val + (size_t)r0 * D, rows, D);
         nn_tensor x0 = nn_f32(s->val_noise + (size_t)r0 * D, rows, D);
         nn_tensor cd = nn_f32(C ? s->c_val + (size_t)r0 * C : NULL, rows, C);
@@ -103,9 +111,14 @@ int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
     return GT_OK;
 }
 
-int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
+/* The host's part of a step: the draws (rows, times, noise) and every value
+ * that changes from step to step written to backend memory (the batch's
+ * rows, times, coefficients, noise and its zeroed padding, this step's
+ * AdamW hyper-parameters), so that the device's part runs the same kernels
+ * on the same buffers every step. */
+static int flow_step_draw(model_stage *s, gt_error *err)
 {
-    const int B = s->batch, D = s->dim, C = s->n_cond;
+    const int B = s->batch;
     /* one fixed order of draws (rows, times, noise), the same number of
      * generator blocks every step: a resumed run continues the stream */
     GT_TRY(model_stage_real_batch(s, err));
@@ -115,12 +128,22 @@ int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
     times_from_uniforms(s->objective, th, B);
     coefficients(s->objective, th, B, s->alpha_h, s->beta_h);
     GT_TRY(model_stage_batch_noise(s, err));
-
-    nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
-    nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);
     GT_TRY(nn_copy_h2d(s->b, s->t, th, (size_t)B * sizeof(float), err));
     if (s->valid_train_h)
         GT_TRY(model_stage_zero_padding(s, s->x0, s->valid_train_h, s->idx_h + s->lo, B, err));
+    GT_TRY(upload_coefficients(s, B, err));
+    return nn_adamw_prepare(&s->opt, err);
+}
+
+/* The device's part: noised input and target, forward, loss, backward, the
+ * gradients' sum over ranks, norm, clipping and update.  It reads nothing
+ * back (the training trunk checks no input: model_stage_create validated
+ * the data), so one CUDA graph can hold it. */
+static int flow_step_device(model_stage *s, gt_error *err)
+{
+    const int B = s->batch, D = s->dim, C = s->n_cond;
+    nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
+    nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);
     GT_TRY(build_inputs(s, B, x1, x0, cd, s->t, err));
     if (s->n_ctx)
         GT_TRY(nn_gather_rows(s->b, nn_f32(s->ctxb, B, s->n_ctx),
@@ -136,5 +159,12 @@ int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
     GT_TRY(nn_params_zero_grad(nn_trunk_params(s->trunk), err));
     GT_TRY(nn_trunk_backward(s->trunk, dpred, none, err));
     GT_TRY(model_stage_allreduce_grads(s, nn_trunk_params(s->trunk), err));
-    return nn_adamw_step(&s->opt, grad_norm, err);
+    return nn_adamw_launch(&s->opt, err);
+}
+
+int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
+{
+    GT_TRY(flow_step_draw(s, err));
+    GT_TRY(model_stage_run_device(s, flow_step_device, err));
+    return nn_adamw_finish(&s->opt, grad_norm, err);
 }
