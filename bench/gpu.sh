@@ -11,7 +11,9 @@
 #   3. runs the whole ctest suite, then test_cuda_backend under
 #      compute-sanitizer --tool memcheck;
 #   4. times the baseline trunk (bench/gpu/bench_trunk) and the same model in
-#      PyTorch eager (bench/gpu/torch_peer.py); then the product as a user
+#      PyTorch eager (bench/gpu/torch_peer.py), and the real stage trainer at
+#      the baseline shape, eager and as one graph a step
+#      (bench/gpu/bench_stage); then the product as a user
 #      runs it on the device (bench/gpu/product.sh: giant train, giant
 #      sample, giant serve with a run trained through the API and showers
 #      over loopback), and prints bench/gpu/summary.py's table of all three;
@@ -299,9 +301,11 @@ bench="$bdir/bench/gpu/bench_trunk"
 if [ "$dry" = 1 ]; then
     row bench_trunk skipped 0 "dry run: needs a GPU ($( [ -x "$bench" ] && echo built || echo "NOT built"))"
     row torch-peer skipped 0 "dry run: needs a GPU"
+    row bench_stage skipped 0 "dry run: needs a GPU ($( [ -x "$bdir/bench/gpu/bench_stage" ] && echo built || echo "NOT built"); bench_stage_cpu runs it on the CPU)"
 elif [ "$ok_build" = 0 ] || [ -z "$gpu" ]; then
     row bench_trunk skipped 0 "no build or no GPU"
     row torch-peer skipped 0 "no build or no GPU"
+    row bench_stage skipped 0 "no build or no GPU"
 else
     # shellcheck disable=SC2086
     step bench_trunk 150 "$benchlog" "$bench" $quick
@@ -315,6 +319,13 @@ else
     else
         row torch-peer skipped 0 "no PyTorch with CUDA in python3"
     fi
+    # the real stage trainer at the baseline shape, eager and as one graph
+    # a step (its rows go to bench.log beside bench_trunk's)
+    stage_steps=30
+    [ -n "$quick" ] && stage_steps=12
+    step bench_stage 90 "$benchlog" "$bdir/bench/gpu/bench_stage" "$root/configs/baseline.json" \
+        --device cuda:0 --steps "$stage_steps"
+    row bench_stage "$(status "$rc")" "$secs" "$(grep -c '^RESULT stage_' "$benchlog") results"
 fi
 
 # the product as a user runs it: giant train, giant sample, giant serve on the

@@ -1,4 +1,4 @@
-"""Reads the RESULT rows of bench_trunk and torch_peer.py and prints one
+"""Reads the RESULT rows of bench_trunk, bench_stage and torch_peer.py and prints one
 table: time, TFLOP/s, fraction of the measured cuBLASLt bf16 GEMM rate,
 throughput, and the ratios the issue asks about.
 
@@ -63,11 +63,20 @@ def main():
           "torch_train_bf16_eager", 2.0)
     ratio("giant bf16 graph vs PyTorch eager bf16, forward", "fwd_bf16_graph",
           "torch_fwd_bf16_eager")
+    # the real stage trainer (bench_stage): a step eager and as one graph
+    ratio("stage trainer: graph vs eager, fp32", "stage_fp32_graph", "stage_fp32_eager")
+    ratio("stage trainer: graph vs eager, bf16", "stage_bf16_graph", "stage_bf16_eager")
+    ratio("stage trainer: bf16 vs fp32, graph (speed-up)", "stage_bf16_graph",
+          "stage_fp32_graph", 1.35)
+    ratio("stage trainer speed vs the trunk step alone, bf16 graph", "stage_bf16_graph",
+          "train_bf16_graph")
     # device memory: the trunk's training step (what it allocates through
     # the backend) and the real trainer (nvidia-smi's peak beyond idle)
     for label, bf, fp in (("bf16 / fp32 training memory, trunk step", "train_bf16", "train_fp32"),
                           ("bf16 / fp32 training memory, PyTorch peak", "torch_train_bf16",
                            "torch_train_fp32"),
+                          ("bf16 / fp32 training memory, stage trainer", "stage_bf16",
+                           "stage_fp32"),
                           ("bf16 / fp32 training memory, giant train", "trainer_baseline-bf16-euler",
                            "trainer_baseline-fp32-heun")):
         if MEMORY.get(fp, 0) > 0 and bf in MEMORY:
