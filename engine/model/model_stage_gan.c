@@ -206,6 +206,9 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
     nn_params *cp = model_critic_params(s->critic);
     double closs = 0;
     for (int k = 0; k < wg->critic_steps; k++) {
+        /* the reported loss is the last critic step's: the others read no
+         * scores back (each read-back stalls a GPU) */
+        const int last = k == wg->critic_steps - 1;
         GT_TRY(model_stage_real_batch(s, err));
         GT_TRY(model_stage_batch_noise(s, err));
         /* interpolation weights: the whole batch's, this rank's share */
@@ -213,7 +216,7 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
         const float *uh = s->u_h + s->lo;
         for (int i = 0; i < B; i++)
             s->beta_h[i] = 1.0f - uh[i];
-        double mr, mf;
+        double mr = 0, mf = 0;
         float pen = 0;
         GT_TRY(nn_copy_h2d(s->b, s->alpha, uh, (size_t)B * sizeof(float), err));
         GT_TRY(nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)B * sizeof(float), err));
@@ -224,10 +227,12 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
         GT_TRY(nn_params_zero_grad(cp, err));
         GT_TRY(model_critic_forward(s->critic, hr, cd, s->score, err));
         GT_TRY(model_critic_backward(s->critic, s->dneg, none, err));
-        GT_TRY(gan_mean_score(s, B, &mr, err));
+        if (last)
+            GT_TRY(gan_mean_score(s, B, &mr, err));
         GT_TRY(model_critic_forward(s->critic, hf, cd, s->score, err));
         GT_TRY(model_critic_backward(s->critic, s->dpos, none, err));
-        GT_TRY(gan_mean_score(s, B, &mf, err));
+        if (last)
+            GT_TRY(gan_mean_score(s, B, &mf, err));
         GT_TRY(nn_axpby_rows(s->b, hmix, s->alpha, hr, s->beta, hf, err));
         GT_TRY(model_critic_forward(s->critic, hmix, cd, s->score, err));
         GT_TRY(model_critic_penalty(s->critic, (float)wg->gp_lambda, &pen, NULL, err));
