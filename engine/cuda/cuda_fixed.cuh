@@ -135,6 +135,43 @@ static int cuda_fx_epilogue(cuda_state *s, nn_tensor y, const float *bias, int s
     return cuda_ew2d(s, f, y.rows, y.cols, vec, err);
 }
 
+/* z = bf16(act(y + bias[j])): the same epilogue, its result rounded to
+ * bf16 (nn_bf16_from_f32) and stored there instead of back in y, so that
+ * the next product reads it without a separate cast pass. */
+struct cuda_fx_epi_bf16_f {
+    uint16_t *z; int ldz;
+    const float *y; int ldy;
+    const float *bias;                   /* NULL: none */
+    int silu;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        float a[V];
+        cuda_ld<V>(a, cuda_row(y, ldy, i) + j);
+        if (bias) {
+            float bb[V];
+            cuda_ld<V>(bb, bias + j);
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                a[k] = a[k] + bb[k];
+        }
+        if (silu) {
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                a[k] = nn_silu_fixed(a[k]);
+        }
+        cuda_st<V>(z + (long long)i * ldz + j, a);
+    }
+};
+
+static int cuda_fx_epilogue_bf16(cuda_state *s, nn_tensor z, nn_tensor y, const float *bias,
+                                 int silu, gt_error *err)
+{
+    cuda_fx_epi_bf16_f f = {(uint16_t *)z.data, z.ld, (const float *)y.data, y.ld, bias, silu};
+    int vec = cuda_vec4_ok(y) && (!bias || cuda_aligned(bias, 16)) &&
+              cuda_aligned(z.data, 8) && z.ld % 4 == 0;
+    return cuda_ew2d(s, f, y.rows, y.cols, vec, err);
+}
+
 /* min(16, largest power of two dividing the address and the row pitch):
  * the alignment class of a matrix operand. */
 static int cuda_fx_align(const void *p, int ld, size_t elem)
@@ -443,8 +480,10 @@ static int cuda_pack_weight(nn_backend *b, nn_packed *dst, nn_tensor w, gt_error
     return GT_OK;
 }
 
-static int cuda_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
-                             const float *bias, nn_act act, int accumulate, gt_error *err)
+/* y (+)= x . W^T by the algorithm pinned for (n, k, dtype): the product
+ * part of linear_fixed, its epilogue left to the caller. */
+static int cuda_fx_product(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                           int accumulate, gt_error *err)
 {
     cuda_state *s = cuda_st(b);
     const int m = y.rows, n = y.cols, k = w->k;
@@ -491,9 +530,26 @@ static int cuda_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_p
                                   ws ? s->workspace : NULL, ws, s->stream),
                    err);
     }
-    if (rc == GT_OK)
-        rc = cuda_fx_epilogue(s, y, bias, act == NN_ACT_SILU, err);
     return rc;
+}
+
+static int cuda_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                             const float *bias, nn_act act, int accumulate, gt_error *err)
+{
+    GT_TRY(cuda_fx_product(b, y, x, w, accumulate, err));
+    if (y.rows <= 0 || y.cols <= 0)
+        return GT_OK;
+    return cuda_fx_epilogue(cuda_st(b), y, bias, act == NN_ACT_SILU, err);
+}
+
+static int cuda_linear_fixed_bf16(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x,
+                                  const nn_packed *w, const float *bias, nn_act act,
+                                  gt_error *err)
+{
+    GT_TRY(cuda_fx_product(b, y, x, w, 0, err));
+    if (y.rows <= 0 || y.cols <= 0)
+        return GT_OK;
+    return cuda_fx_epilogue_bf16(cuda_st(b), y_bf, y, bias, act == NN_ACT_SILU, err);
 }
 
 /* This family's entries of the op table (each on the backend's device). */
@@ -502,6 +558,7 @@ static void cuda_fixed_ops(nn_backend_ops *o)
     o->pack_bytes = cuda_pack_bytes;   /* host arithmetic only */
     o->pack_weight = ON_DEV(cuda_pack_weight);
     o->linear_fixed = ON_DEV(cuda_linear_fixed);
+    o->linear_fixed_bf16 = ON_DEV(cuda_linear_fixed_bf16);
 }
 
 #endif

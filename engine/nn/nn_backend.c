@@ -752,8 +752,9 @@ void nn_packed_free(nn_backend *b, nn_packed *p)
     memset(p, 0, sizeof *p);
 }
 
-int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
-                    const float *bias, nn_act act, int accumulate, gt_error *err)
+/* What linear_fixed and linear_fixed_bf16 both ask of their arguments. */
+static int linear_fixed_check(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                              nn_act act, int accumulate, gt_error *err)
 {
     const char *op = "linear_fixed";
     GT_TRY(need_backend(b, op, err));
@@ -777,6 +778,31 @@ int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
     if (accumulate && act != NN_ACT_NONE)
         return gt_error_set(err, GT_EINVAL,
                             "linear_fixed: an activation cannot be accumulated");
+    return GT_OK;
+}
+
+int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
+                    const float *bias, nn_act act, int accumulate, gt_error *err)
+{
+    GT_TRY(linear_fixed_check(b, y, x, w, act, accumulate, err));
     /* even with no rows: the backend still refuses a weight it did not pack */
     return b->ops->linear_fixed(b, y, x, w, bias, act, accumulate, err);
+}
+
+int nn_linear_fixed_bf16(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x,
+                         const nn_packed *w, const float *bias, nn_act act, gt_error *err)
+{
+    GT_TRY(need_backend(b, "linear_fixed_bf16", err));
+    GT_TRY(nn_tensor_check(y_bf, "linear_fixed_bf16: y_bf", err));
+    if (y_bf.dtype != NN_BF16)
+        return gt_error_set(err, GT_EINVAL, "linear_fixed_bf16: y_bf must be bf16, got %s",
+                            nn_dtype_name(y_bf.dtype));
+    GT_TRY(same_shape(y_bf, y, "linear_fixed_bf16", "y_bf", "y", err));
+    GT_TRY(linear_fixed_check(b, y, x, w, act, 0, err));
+    if (!b->ops->linear_fixed_bf16) {
+        /* the definition itself: the same bits */
+        GT_TRY(b->ops->linear_fixed(b, y, x, w, bias, act, 0, err));
+        return nn_cast_bf16(b, y_bf, y, err);
+    }
+    return b->ops->linear_fixed_bf16(b, y_bf, y, x, w, bias, act, err);
 }

@@ -352,6 +352,17 @@ typedef struct nn_backend_ops {
     int (*rand_rows)(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb,
                      uint64_t seed, uint64_t stream, uint64_t row0, uint64_t per_row,
                      gt_error *err);
+
+    /* --- the fixed-order layer writing bf16, added 2026-12-07 -----------
+     * y_bf (bf16, y's shape) = act(x . W^T + bias), each element the bits
+     * linear_fixed then cast_bf16 would give; y (fp32) is the product's
+     * scratch and holds nothing defined afterwards.  A bf16 sampler's
+     * hidden layer feeds the next product this way: one pass over the
+     * activations instead of two (no separate cast).  A backend that leaves
+     * it NULL gets linear_fixed then cast_bf16. */
+    int (*linear_fixed_bf16)(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x,
+                             const nn_packed *w, const float *bias, nn_act act,
+                             gt_error *err);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -456,6 +467,8 @@ int nn_pack_weight(nn_backend *b, nn_tensor w, nn_packed *out, gt_error *err);
 void nn_packed_free(nn_backend *b, nn_packed *p);       /* NULL or empty ok */
 int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
                     const float *bias, nn_act act, int accumulate, gt_error *err);
+int nn_linear_fixed_bf16(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x,
+                         const nn_packed *w, const float *bias, nn_act act, gt_error *err);
 
 #ifdef __cplusplus
 }
@@ -478,4 +491,7 @@ int nn_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_packed *w,
  *    fixed-order linear layer that makes sampling batch-invariant.
  *  - 2026-12-04: rand_rows (a rows x cols fill, each row at its own Philox
  *    offset), so a sampler draws a batch's noise in one call; optional
- *    (NULL falls back to one rand_fill per row). */
+ *    (NULL falls back to one rand_fill per row).
+ *  - 2026-12-07: linear_fixed_bf16 (the fixed-order layer writing its
+ *    activation in bf16 for the next product); optional (NULL falls back
+ *    to linear_fixed then cast_bf16: the same bits). */

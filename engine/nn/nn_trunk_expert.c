@@ -71,12 +71,19 @@ int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training
         } else if (k->wc >= 0) {
             /* the block's input, then the conditions' term added (each a
              * fixed-order layer when packed; the order of the training
-             * forward), then SiLU */
+             * forward), then SiLU, written in bf16 directly under bf16
+             * (the bits of fp32 then cast_bf16) */
             nn_tensor z = T(e->z, n, H);
             GT_TRY(linear(t, training, z, A, k->w1, P(t, k->b1), NN_ACT_NONE, 0, err));
             GT_TRY(linear(t, training, z, E, k->wc, NULL, NN_ACT_NONE, 1, err));
-            GT_TRY(nn_silu_fwd(b, s, z, err));
-            GT_TRY(operand(t, s, e->s_bf ? e->s_bf + lo * BH : NULL, &S, err));
+            S = bf && e->s_bf ? TH(e->s_bf, n, H) : s;
+            GT_TRY(nn_silu_fwd(b, S, z, err));
+        } else if (t->packed && bf && e->s_bf) {
+            /* the packed layer applies SiLU in its own pass and writes the
+             * bf16 operand of the next product there (s is its scratch) */
+            S = TH(e->s_bf, n, H);
+            GT_TRY(nn_linear_fixed_bf16(b, S, s, A, &t->pk[k->w1], P(t, k->b1), NN_ACT_SILU,
+                                        err));
         } else {
             /* the packed layer applies SiLU in its own kernel */
             GT_TRY(linear(t, training, s, A, k->w1, P(t, k->b1), NN_ACT_SILU, 0, err));

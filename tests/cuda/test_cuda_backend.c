@@ -927,6 +927,7 @@ static void test_linear_fixed(int M, int N, int K, nn_dtype dt)
     fx_ops o;
     fx_ops_make(&o, M, N, K, K, dt, 0.3f);
     pair y = pnew(M, N), y0 = pnew(M, N), bias = pnew(1, N);
+    pair yb = pnew_t(M, N, NN_BF16), yc = pnew_t(M, N, NN_BF16);
     prand(&y0, -1, 1);
     prand(&bias, -1, 1);
     static const struct {
@@ -952,8 +953,32 @@ static void test_linear_fixed(int M, int N, int K, nn_dtype dt)
             snprintf(what, sizeof what, "fixed %s %s = CPU", nn_dtype_name(dt), modes[i].name);
             pcmp_exact(&y, what);
         }
+        if (modes[i].acc)
+            continue;
+        /* the bf16 output: on each side the bits of that side's fp32
+         * result cast (the GPU's own epilogue, the CPU's fallback) */
+        BOTH OK(nn_cast_bf16(b, T(yc), T(y), &err));
+        poison(&yb);
+        poison(&y);   /* its scratch */
+        BOTH OK(nn_linear_fixed_bf16(b, T(yb), T(y), fx_x(&o, side, K), &o.pk[side],
+                                     modes[i].bias ? (const float *)P(bias) : NULL,
+                                     modes[i].silu ? NN_ACT_SILU : NN_ACT_NONE, &err));
+        snprintf(what, sizeof what, "fixed %s %s to bf16", nn_dtype_name(dt), modes[i].name);
+        psame_sides(&yb, &yc, what);
     }
-    PFREE(&y, &y0, &bias);
+    /* refused: a y_bf that is not bf16, or not y's shape */
+    if (o.ok) BOTH
+    {
+        gt_error e2;
+        CHECK_EQ_INT(nn_linear_fixed_bf16(b, T(y0), T(y), fx_x(&o, side, K), &o.pk[side], NULL,
+                                          NN_ACT_NONE, &e2),
+                     GT_EINVAL);
+        nn_tensor half = nn_tensor_make(P(yb), NN_BF16, M, N > 1 ? N - 1 : N + 1);
+        CHECK_EQ_INT(nn_linear_fixed_bf16(b, half, T(y), fx_x(&o, side, K), &o.pk[side], NULL,
+                                          NN_ACT_NONE, &e2),
+                     GT_EINVAL);
+    }
+    PFREE(&y, &y0, &bias, &yb, &yc);
     fx_ops_free(&o);
 }
 
