@@ -100,46 +100,12 @@ struct cuda_fx_entry {
     int n_ok, cap_ok;
 };
 
-/* y = act(y + bias[j]): the fixed-order layer's epilogue, per element. */
-struct cuda_fx_epi_f {
-    float *y; int ldy;
-    const float *bias;                   /* NULL: none */
-    int silu;
-    template <int V> __device__ void apply(int i, int j) const
-    {
-        float a[V];
-        cuda_ld<V>(a, cuda_row((const float *)y, ldy, i) + j);
-        if (bias) {
-            float bb[V];
-            cuda_ld<V>(bb, bias + j);
-#pragma unroll
-            for (int k = 0; k < V; k++)
-                a[k] = a[k] + bb[k];
-        }
-        if (silu) {
-#pragma unroll
-            for (int k = 0; k < V; k++)
-                a[k] = nn_silu_fixed(a[k]);
-        }
-        cuda_st<V>(cuda_row(y, ldy, i) + j, a);
-    }
-};
-
-static int cuda_fx_epilogue(cuda_state *s, nn_tensor y, const float *bias, int silu,
-                            gt_error *err)
-{
-    if (!bias && !silu)
-        return GT_OK;
-    cuda_fx_epi_f f = {(float *)y.data, y.ld, bias, silu};
-    int vec = cuda_vec4_ok(y) && (!bias || cuda_aligned(bias, 16));
-    return cuda_ew2d(s, f, y.rows, y.cols, vec, err);
-}
-
-/* z = bf16(act(y + bias[j])): the same epilogue, its result rounded to
- * bf16 (nn_bf16_from_f32) and stored there instead of back in y, so that
- * the next product reads it without a separate cast pass. */
-struct cuda_fx_epi_bf16_f {
-    uint16_t *z; int ldz;
+/* z = act(y + bias[j]): the fixed-order layer's epilogue, per element,
+ * stored in z's type: back into y itself (fp32, z == y), or rounded to bf16
+ * (nn_bf16_from_f32) for the next product, which then reads it without a
+ * separate cast pass. */
+template <class Out> struct cuda_fx_epi_f {
+    Out *z; int ldz;
     const float *y; int ldy;
     const float *bias;                   /* NULL: none */
     int silu;
@@ -163,10 +129,21 @@ struct cuda_fx_epi_bf16_f {
     }
 };
 
+static int cuda_fx_epilogue(cuda_state *s, nn_tensor y, const float *bias, int silu,
+                            gt_error *err)
+{
+    if (!bias && !silu)
+        return GT_OK;
+    cuda_fx_epi_f<float> f = {(float *)y.data, y.ld, (const float *)y.data, y.ld, bias, silu};
+    int vec = cuda_vec4_ok(y) && (!bias || cuda_aligned(bias, 16));
+    return cuda_ew2d(s, f, y.rows, y.cols, vec, err);
+}
+
 static int cuda_fx_epilogue_bf16(cuda_state *s, nn_tensor z, nn_tensor y, const float *bias,
                                  int silu, gt_error *err)
 {
-    cuda_fx_epi_bf16_f f = {(uint16_t *)z.data, z.ld, (const float *)y.data, y.ld, bias, silu};
+    cuda_fx_epi_f<uint16_t> f = {(uint16_t *)z.data, z.ld, (const float *)y.data, y.ld, bias,
+                                 silu};
     int vec = cuda_vec4_ok(y) && (!bias || cuda_aligned(bias, 16)) &&
               cuda_aligned(z.data, 8) && z.ld % 4 == 0;
     return cuda_ew2d(s, f, y.rows, y.cols, vec, err);

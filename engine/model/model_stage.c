@@ -16,12 +16,12 @@
 #include "cuda_backend.h"
 #endif
 
+static void stage_graph_drop(model_stage *s);   /* the step's CUDA graph, below */
+
 /* Generator streams: the training stream of stage s is s; the fixed
  * validation draws use VAL_STREAM + s under a seed derived from the run seed,
  * so they never depend on how far training has gone. */
 #define VAL_STREAM 1000u
-
-static void stage_graph_drop(model_stage *s);
 #define VAL_SEED_SALT 0x9e3779b97f4a7c15ull
 
 /* A wgan stage checkpoint: "GIANTGA2" | u64 len | generator nn_ckpt | u64

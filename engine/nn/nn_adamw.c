@@ -66,6 +66,9 @@ int nn_adamw_create(nn_adamw_opt *opt, nn_params *p, const nn_adamw_config *cfg,
     opt->m = m;
     opt->v = v;
     opt->scratch = s;
+    /* scratch: the sum of squares in its first 64 bytes, the two sets of
+     * hyper-parameters in the next 64 */
+    _Static_assert(2 * sizeof(nn_adamw_hp) <= 64, "adamw: hyper-parameters outgrew scratch");
     opt->hp = (nn_adamw_hp *)((char *)s + 64);
     opt->grad_scale = 1.0f;
     return GT_OK;
@@ -96,6 +99,16 @@ float nn_adamw_lr(const nn_adamw_config *c, long long step)
     return (float)(lo + (lr - lo) * 0.5 * (1.0 + cos(M_PI * prog)));
 }
 
+/* The norm of grad_scale * grad from the raw gradient's sum of squares, as
+ * nn_adamw_hp_clip computes it where the update runs. */
+static float scaled_norm(const nn_adamw_opt *opt, float ss)
+{
+    float norm = sqrtf(ss);
+    if (opt->grad_scale != 1.0f)
+        norm *= opt->grad_scale;
+    return norm;
+}
+
 int nn_adamw_grad_norm(nn_adamw_opt *opt, float *norm, gt_error *err)
 {
     int rc;
@@ -104,9 +117,7 @@ int nn_adamw_grad_norm(nn_adamw_opt *opt, float *norm, gt_error *err)
     if ((rc = nn_sumsq(p->b, opt->scratch, p->grad, p->count, err)) ||
         (rc = nn_copy_d2h(p->b, &ss, opt->scratch, sizeof ss, err)))
         return rc;
-    *norm = sqrtf(ss);
-    if (opt->grad_scale != 1.0f)
-        *norm *= opt->grad_scale;
+    *norm = scaled_norm(opt, ss);
     return GT_OK;
 }
 
@@ -161,9 +172,7 @@ int nn_adamw_finish(nn_adamw_opt *opt, float *norm_out, gt_error *err)
         return gt_error_set(err, GT_EINVAL, "adamw: not created");
     float ss = 0.0f;
     GT_TRY(nn_copy_d2h(opt->p->b, &ss, opt->scratch, sizeof ss, err));
-    float norm = sqrtf(ss);
-    if (opt->grad_scale != 1.0f)
-        norm *= opt->grad_scale;
+    float norm = scaled_norm(opt, ss);
     if (norm_out)
         *norm_out = norm;
     if (!isfinite(norm))
