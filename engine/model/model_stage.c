@@ -154,7 +154,7 @@ void model_stage_destroy(model_stage *s)
     if (!s)
         return;
     float **bufs[] = {&s->x_train, &s->c_train, &s->x_val, &s->c_val, &s->x1, &s->x0,
-                      &s->xt, &s->target, &s->pred, &s->dpred, &s->cdata, &s->cond,
+                      &s->xt, &s->pred, &s->dpred, &s->cdata, &s->cond,
                       &s->t, &s->alpha, &s->beta, &s->ones, &s->mones, &s->loss,
                       &s->val_noise, &s->val_t, &s->ctx_train, &s->ctx_val, &s->ctxb,
                       &s->xin, &s->noise_part, &s->flag, &s->ema, &s->ema_coef};
@@ -332,7 +332,6 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
         (rc = model_stage_alloc(s, &s->x1, (size_t)B * D, err)) ||
         (rc = model_stage_alloc(s, &s->x0, (size_t)B * D, err)) ||
         (rc = model_stage_alloc(s, &s->xt, (size_t)B * D, err)) ||
-        (rc = model_stage_alloc(s, &s->target, (size_t)B * D, err)) ||
         (rc = model_stage_alloc(s, &s->pred, (size_t)B * D, err)) ||
         (rc = model_stage_alloc(s, &s->dpred, (size_t)B * D, err)) ||
         (rc = model_stage_alloc(s, &s->cdata, (size_t)B * (C ? C : 1), err)) ||

@@ -52,17 +52,18 @@ static int upload_coefficients(model_stage *s, int rows, gt_error *err)
     return nn_copy_h2d(s->b, s->beta, s->beta_h, (size_t)rows * sizeof(float), err);
 }
 
-/* Builds xt, target and cond for `rows` rows whose x1, x0, cdata, t and
- * coefficients are in backend memory: device work only.  target_is_x0 for
- * ddpm. */
+/* Builds xt, the target and cond for `rows` rows whose x1, x0, cdata, t
+ * and coefficients are in backend memory: device work only.  flow's target
+ * x1 - x0 goes to `target` (rows x D; it may be x1 itself, which xt has
+ * been read from by then); ddpm's is x0 itself. */
 static int build_inputs(model_stage *s, int rows, nn_tensor x1, nn_tensor x0, nn_tensor cdata,
-                        const float *t_dev, gt_error *err)
+                        const float *t_dev, float *target, gt_error *err)
 {
     const int D = s->dim, C = s->n_cond;
     nn_tensor xt = nn_f32(s->xt, rows, D);
     GT_TRY(nn_axpby_rows(s->b, xt, s->alpha, x0, s->beta, x1, err));
     if (s->objective == MODEL_OBJ_FLOW) {
-        nn_tensor tg = nn_f32(s->target, rows, D);
+        nn_tensor tg = nn_f32(target, rows, D);
         GT_TRY(nn_axpby_rows(s->b, tg, s->ones, x1, s->mones, x0, err));
     }
     nn_tensor parts[2] = {nn_f32((float *)t_dev, rows, 1), cdata};
@@ -95,9 +96,11 @@ int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
         nn_tensor x1 = nn_f32(s->x_val + (size_t)r0 * D, rows, D);
         nn_tensor x0 = nn_f32(s->val_noise + (size_t)r0 * D, rows, D);
         nn_tensor cd = nn_f32(C ? s->c_val + (size_t)r0 * C : NULL, rows, C);
-        GT_TRY(build_inputs(s, rows, x1, x0, cd, s->t, err));
+        /* the held-out rows stay as they are: the target goes to dpred,
+         * which validation does not otherwise use */
+        GT_TRY(build_inputs(s, rows, x1, x0, cd, s->t, s->dpred, err));
         nn_tensor pred = nn_f32(s->pred, rows, D);
-        nn_tensor target = s->objective == MODEL_OBJ_FLOW ? nn_f32(s->target, rows, D) : x0;
+        nn_tensor target = s->objective == MODEL_OBJ_FLOW ? nn_f32(s->dpred, rows, D) : x0;
         nn_tensor xin;
         GT_TRY(trunk_input(s, rows, s->n_ctx ? s->ctx_val + (size_t)r0 * s->n_ctx : NULL, &xin,
                            err));
@@ -144,14 +147,16 @@ static int flow_step_device(model_stage *s, gt_error *err)
     const int B = s->batch, D = s->dim, C = s->n_cond;
     nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
     nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);
-    GT_TRY(build_inputs(s, B, x1, x0, cd, s->t, err));
+    /* the target replaces the batch's rows (gathered afresh every step):
+     * one [B, D] buffer fewer */
+    GT_TRY(build_inputs(s, B, x1, x0, cd, s->t, s->x1, err));
     if (s->n_ctx)
         GT_TRY(nn_gather_rows(s->b, nn_f32(s->ctxb, B, s->n_ctx),
                               nn_f32(s->ctx_train, s->n_train, s->n_ctx), s->idx, NULL, err));
     nn_tensor xin;
     GT_TRY(trunk_input(s, B, s->ctxb, &xin, err));
     nn_tensor pred = nn_f32(s->pred, B, D), dpred = nn_f32(s->dpred, B, D);
-    nn_tensor target = s->objective == MODEL_OBJ_FLOW ? nn_f32(s->target, B, D) : x0;
+    nn_tensor target = s->objective == MODEL_OBJ_FLOW ? x1 : x0;
     nn_tensor none = nn_f32(NULL, B, D + s->n_ctx);
     GT_TRY(nn_trunk_forward(s->trunk, xin, nn_f32(s->cond, B, 1 + C), pred, 1, err));
     GT_TRY(nn_mse_fwd(s->b, s->loss, pred, target, err));

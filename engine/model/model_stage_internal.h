@@ -55,7 +55,7 @@ struct model_stage {
     /* backend memory */
     float *x_train, *c_train, *x_val, *c_val;
     int32_t *idx;
-    float *x1, *x0, *xt, *target, *pred, *dpred, *cdata, *cond;
+    float *x1, *x0, *xt, *pred, *dpred, *cdata, *cond; /* flow's target: in x1 */
     float *t, *alpha, *beta, *ones, *mones, *loss;
     float *val_noise, *val_t;
     float *ctx_train, *ctx_val, *ctxb, *xin; /* n_ctx > 0 only */
