@@ -100,6 +100,18 @@ static int run_stage(nn_backend *b, const model_config *cfg, const model_stage_d
     return rc;
 }
 
+/* A positive integer option, or 0 after saying why. */
+static int positive(const char *opt, const char *v)
+{
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x <= 0 || x > 1 << 24) {
+        fprintf(stderr, "bench_stage: %s wants a positive integer, got \"%s\"\n", opt, v);
+        return 0;
+    }
+    return (int)x;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_stage CONFIG [--device SPEC] [--steps N] [--showers N] "
@@ -120,21 +132,21 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        if (!strcmp(a, "--device"))
+        int *num = !strcmp(a, "--steps")     ? &steps
+                   : !strcmp(a, "--showers") ? &showers
+                   : !strcmp(a, "--batch")   ? &batch
+                   : !strcmp(a, "--hidden")  ? &hidden
+                   : !strcmp(a, "--blocks")  ? &blocks
+                                             : NULL;
+        if (num) {
+            if (!(*num = positive(a, v)))
+                return 2;
+        } else if (!strcmp(a, "--device")) {
             device = v;
-        else if (!strcmp(a, "--steps"))
-            steps = atoi(v);
-        else if (!strcmp(a, "--showers"))
-            showers = atoi(v);
-        else if (!strcmp(a, "--batch"))
-            batch = atoi(v);
-        else if (!strcmp(a, "--hidden"))
-            hidden = atoi(v);
-        else if (!strcmp(a, "--blocks"))
-            blocks = atoi(v);
-        else if (!strcmp(a, "--precision"))
+        } else if (!strcmp(a, "--precision") &&
+                   (!strcmp(v, "fp32") || !strcmp(v, "bf16") || !strcmp(v, "both"))) {
             precision = v;
-        else {
+        } else {
             usage();
             return 2;
         }
