@@ -73,24 +73,32 @@ static int64_t train(store *db, const char *name, int steps, int accept)
 /* Where each part's data lies in a file: offsets and sizes, in file order. */
 typedef struct span {
     char name[64];
+    size_t name_len; /* strlen(name) */
     size_t off, size;
 } span;
 
+/* The parts of a well-formed file (the writer's own output): at most
+ * SPANS_MAX of them, a name cut to what span holds.  Returns how many. */
+#define SPANS_MAX 8
 static int spans_of(const uint8_t *b, size_t len, span *out)
 {
     uint32_t n = gt_le_get_u32(b + 12);
     size_t off = 16;
-    for (uint32_t i = 0; i < n && off < len; i++) {
+    int got = 0;
+    for (uint32_t i = 0; i < n && got < SPANS_MAX && off + 10 <= len; i++) {
         size_t nl = gt_le_get_u16(b + off);
-        memcpy(out[i].name, b + off + 2, nl);
-        out[i].name[nl] = '\0';
+        size_t keep = nl < sizeof out[got].name ? nl : sizeof out[got].name - 1;
+        memcpy(out[got].name, b + off + 2, keep);
+        out[got].name[keep] = '\0';
+        out[got].name_len = keep;
         off += 2 + nl;
-        out[i].size = (size_t)gt_le_get_u64(b + off);
+        out[got].size = (size_t)gt_le_get_u64(b + off);
         off += 8;
-        out[i].off = off;
-        off += out[i].size;
+        out[got].off = off;
+        off += out[got].size;
+        got++;
     }
-    return (int)n;
+    return got;
 }
 
 /* Reads buf and expects fault f naming part (NULL: any). */
@@ -117,7 +125,7 @@ static void expect_fault(const void *buf, size_t len, model_pack_fault f, const 
  * only what the text says is wrong. */
 static uint8_t *with_manifest(const uint8_t *b, size_t len, const char *text, size_t *out_len)
 {
-    span sp[8];
+    span sp[SPANS_MAX];
     spans_of(b, len, sp);
     size_t tl = strlen(text);
     *out_len = len - sp[0].size + tl;
@@ -137,7 +145,7 @@ static uint8_t *with_manifest(const uint8_t *b, size_t len, const char *text, si
 static uint8_t *with_part(const uint8_t *b, size_t len, int i, const void *data, size_t size,
                           size_t *out_len)
 {
-    span sp[8];
+    span sp[SPANS_MAX];
     int n = spans_of(b, len, sp);
     json_t *m = json_loadb((const char *)b + sp[0].off, sp[0].size, 0, NULL);
     json_t *parts = json_object_get(m, "parts");
@@ -155,7 +163,7 @@ static uint8_t *with_part(const uint8_t *b, size_t len, int i, const void *data,
         json_t *e = json_array_get(parts, (size_t)(k - 1));
         json_object_set_new(e, "sha256", json_string(hex));
         json_object_set_new(e, "size", json_integer((json_int_t)dl));
-        EVP_DigestUpdate(ctx, sp[k].name, strlen(sp[k].name) + 1);
+        EVP_DigestUpdate(ctx, sp[k].name, sp[k].name_len + 1);
         EVP_DigestUpdate(ctx, md[k], 32);
     }
     EVP_DigestFinal_ex(ctx, sum, &w);
@@ -169,14 +177,14 @@ static uint8_t *with_part(const uint8_t *b, size_t len, int i, const void *data,
     /* the parts laid out again: header, manifest, parts, trailer */
     size_t tl = strlen(text), total = 16 + 40;
     for (int k = 0; k < n; k++)
-        total += 2 + strlen(sp[k].name) + 8 + (k == 0 ? tl : k == i ? size : sp[k].size);
+        total += 2 + sp[k].name_len + 8 + (k == 0 ? tl : k == i ? size : sp[k].size);
     uint8_t *o = malloc(total);
     memcpy(o, b, 16);
     size_t off = 16;
     for (int k = 0; k < n; k++) {
         const void *d = k == 0 ? text : k == i ? data : (const void *)(b + sp[k].off);
         size_t dl = k == 0 ? tl : k == i ? size : sp[k].size;
-        size_t nl = strlen(sp[k].name);
+        size_t nl = sp[k].name_len;
         gt_le_put_u16(o + off, (uint16_t)nl);
         memcpy(o + off + 2, sp[k].name, nl);
         gt_le_put_u64(o + off + 2 + nl, dl);
@@ -280,7 +288,7 @@ int main(void)
     model_pack_free(&p);
 
     /* every part's data: one byte changed is that part's fault */
-    span sp[8];
+    span sp[SPANS_MAX];
     int np = spans_of(b, len, sp);
     CHECK_EQ_INT(np, 6);
     uint8_t *bad = malloc(len);
