@@ -163,6 +163,10 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
  * unchanged; a model's thinly spread small energy is not read out as an
  * empty layer). */
 void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower);
+/* Zeroes all but the `keep` largest of v[0 .. n) (n <= GEO_MAX_ALPHA_BINS;
+ * ties: the lower index stays; a NaN stays unless keep is 0): how
+ * decoding empties a ring down to its hit count. */
+void prep_keep_top(double *v, int n, int keep);
 /* prep_decode_shower of n rows (x: n x p->dim, showers: n x p->n_voxels),
  * spread over the OpenMP threads: each row is decoded alone, so the bytes
  * do not depend on the thread count.  The sampler's host work after the

@@ -35,6 +35,64 @@ static void test_logit(void)
                     1e-9);
 }
 
+/* prep_keep_top against its definition: entry a goes when `keep` entries
+ * rank before it (a larger value, or the same at a lower index), every
+ * comparison with a NaN false.  Values drawn from a few levels, so ties are
+ * common, and NaNs, zeros and negative zeros among them. */
+static void keep_top_by_rank(double *v, int n, int keep)
+{
+    unsigned char drop[GEO_MAX_ALPHA_BINS];
+    for (int a = 0; a < n; a++) {
+        int above = 0;
+        for (int b = 0; b < n; b++)
+            above += v[b] > v[a] || (v[b] == v[a] && b < a);
+        drop[a] = above >= keep;
+    }
+    for (int a = 0; a < n; a++)
+        if (drop[a])
+            v[a] = 0.0;
+}
+
+static void test_keep_top(void)
+{
+    uint64_t r = 88172645463325252ull;
+    int cases = 0;
+    for (int it = 0; it < 20000; it++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        /* rings up to 64 bins (sorted by insertion), now and then a wide one */
+        const int n = 1 + (int)(r % (it % 500 == 0 ? 3000 : 64));
+        const int levels = 1 + (int)((r >> 8) % 12);
+        const int keep = (int)((r >> 16) % (uint64_t)(n + 2));
+        double v[GEO_MAX_ALPHA_BINS], want[GEO_MAX_ALPHA_BINS];
+        for (int a = 0; a < n; a++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            const int k = (int)(r % (uint64_t)(levels + 3));
+            v[a] = k == levels ? NAN : k == levels + 1 ? -0.0 : k == levels + 2 ? 0.0
+                                                                  : 1.5 * (double)k - 3.0;
+            want[a] = v[a];
+        }
+        keep_top_by_rank(want, n, keep);
+        prep_keep_top(v, n, keep);
+        int same = 1;
+        for (int a = 0; a < n; a++) {
+            same &= isnan(want[a]) ? isnan(v[a]) : memcmp(&want[a], &v[a], sizeof v[a]) == 0;
+        }
+        CHECK_MSG(same, "keep_top n=%d keep=%d levels=%d: not the ranked entries", n, keep,
+                  levels);
+        cases++;
+    }
+    /* the examples written out: ties keep the lower index, a NaN stays */
+    double a[6] = {1, 3, 3, 2, 3, 0};
+    prep_keep_top(a, 6, 2);
+    CHECK(a[0] == 0 && a[1] == 3 && a[2] == 3 && a[3] == 0 && a[4] == 0 && a[5] == 0);
+    double b[4] = {NAN, 1, 2, 3};
+    prep_keep_top(b, 4, 1);
+    CHECK(isnan(b[0]) && b[1] == 0 && b[2] == 0 && b[3] == 3);
+    prep_keep_top(b, 4, 0);
+    CHECK(b[0] == 0 && b[3] == 0);
+    CHECK(cases == 20000);
+}
+
 static void test_stick(void)
 {
     double e[6] = {3.0, 0.0, 5.0, 2.0, 0.0, 0.0}, u[5], back[6];
@@ -673,6 +731,7 @@ int main(void)
     test_first_nonfinite();
     test_logit();
     test_stick();
+    test_keep_top();
     test_conditions();
     roundtrip_geometry("binning_dataset_2.xml", 40);
     roundtrip_geometry("binning_dataset_1_photons.xml", 200);
