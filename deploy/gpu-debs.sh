@@ -8,9 +8,9 @@
 #
 # What is fetched:
 #  - the -dev packages of every library the build looks for (the top
-#    CMakeLists.txt, and zlib in engine/data), with their headers, .pc files
-#    and .so links; libicu-dev for the headers that libxml2's encoding.h
-#    includes; pkgconf (the image may lack one);
+#    CMakeLists.txt) and zlib's, which HDF5 reads deflated chunks with, with
+#    their headers, .pc files and .so links; libicu-dev for the headers that
+#    libxml2's encoding.h includes; pkgconf (the image may lack one);
 #  - curl and sqlite3, the command-line tools the tests run (see TEST_TOOLS);
 #  - every shared library those need at run time, found by apt from an empty
 #    package state, except the C and compiler runtime (libc6, libgcc-s1,
@@ -42,7 +42,8 @@ if [ "${VERSION_CODENAME:-}" != bookworm ]; then
 fi
 
 DEV_PKGS="libmicrohttpd-dev libjansson-dev libsqlite3-dev libopenblas-pthread-dev \
-libdnnl-dev libhdf5-dev libxml2-dev libicu-dev libcurl4-openssl-dev libssl-dev zlib1g-dev"
+libdnnl-dev libhdf5-dev libxml2-dev libicu-dev libcurl4-openssl-dev libssl-dev zlib1g-dev \
+libdeflate-dev"
 # libmicrohttpd.pc names gnutls under Requires.private, and pkg-config
 # refuses a module whose requirements it cannot find, even for --cflags; so
 # gnutls.pc and the .pc files it names come along (their headers are small;
@@ -57,7 +58,7 @@ TEST_TOOLS="curl sqlite3"
 # the run-time roots: the libraries the -dev packages' .so links point at,
 # and pkgconf's binary
 RUNTIME_ROOTS="libmicrohttpd12 libjansson4 libsqlite3-0 libopenblas0-pthread libdnnl2 \
-libhdf5-103-1 libxml2 libicu72 libcurl4 libssl3 zlib1g pkgconf-bin $TEST_TOOLS"
+libhdf5-103-1 libxml2 libicu72 libcurl4 libssl3 zlib1g libdeflate0 pkgconf-bin $TEST_TOOLS"
 # on every machine with a C compiler and apt: not carried (see above).
 # zlib1g is carried although every machine has it: zlib1g-dev's libz.so
 # link points into it

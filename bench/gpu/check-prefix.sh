@@ -28,12 +28,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 echo "what CMake found:"
-grep -E '^(pkgcfg_lib_[^:]*|DNNL_LIB|DNNL_INCLUDE|OPENSSL_[A-Z_]*(LIBRARY|DIR)|ZLIB_(LIBRARY[A-Z_]*|INCLUDE_DIR)|PKG_CONFIG_EXECUTABLE):' \
+grep -E '^(pkgcfg_lib_[^:]*|DNNL_LIB|DNNL_INCLUDE|OPENSSL_[A-Z_]*(LIBRARY|DIR)|PKG_CONFIG_EXECUTABLE):' \
     "$bdir/CMakeCache.txt" | grep -v -e '-ADVANCED:' -e '-NOTFOUND$' | sed 's/:[A-Z]*=/ = /' >"$tmp/found"
 sed 's/^/  /' "$tmp/found"
 for var in pkgcfg_lib_MHD_microhttpd pkgcfg_lib_JANSSON_jansson pkgcfg_lib_SQLITE_sqlite3 \
         pkgcfg_lib_OPENBLAS_openblas pkgcfg_lib_HDF5_hdf5 pkgcfg_lib_LIBXML2_xml2 \
-        pkgcfg_lib_CURL_curl DNNL_LIB DNNL_INCLUDE OPENSSL_CRYPTO_LIBRARY ZLIB_INCLUDE_DIR \
+        pkgcfg_lib_CURL_curl pkgcfg_lib_LIBDEFLATE_deflate DNNL_LIB DNNL_INCLUDE OPENSSL_CRYPTO_LIBRARY \
         PKG_CONFIG_EXECUTABLE; do
     grep -q "^$var = " "$tmp/found" || { echo "  VIOLATION: $var was not found"; bad=1; }
 done

@@ -116,6 +116,10 @@ int calo_h5_create(calo_h5_writer *w, const char *path, int n_voxels, int64_t ch
 int calo_h5_append(calo_h5_writer *w, const float *energies, const float *showers, int64_t n,
                    gt_error *err);
 
+/* HDF5's shuffle filter for 4-byte elements (bytes a multiple of 4): byte
+ * 0 of every element, then byte 1, 2 and 3; what the writer deflates. */
+void calo_h5_shuffle4(const void *src, void *dst, size_t bytes);
+
 /* Flushes and closes; safe to call on a writer whose create failed. */
 int calo_h5_finish(calo_h5_writer *w, gt_error *err);
 

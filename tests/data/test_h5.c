@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -390,6 +391,63 @@ typedef struct thread_job {
 } thread_job;
 
 /* Writes and reads its own file a few times. */
+/* The same rows make the same file bytes whenever they are written: HDF5's
+ * modification times are off.  The two writes straddle a change of the
+ * clock's second, the times' resolution; on disk and in memory alike. */
+static void same_bytes_later(void)
+{
+    const int n = 20;
+    float e[20], *s = malloc((size_t)n * NV * sizeof *s);
+    for (int i = 0; i < n; i++) {
+        e[i] = 1000.0f + (float)i;
+        for (int v = 0; v < NV; v++)
+            s[(size_t)i * NV + v] = value_at(i, v);
+    }
+    void *img[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    unsigned char *disk[2] = {NULL, NULL};
+    long dlen[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) { /* wait for the next second */
+            time_t t0 = time(NULL);
+            while (time(NULL) == t0) {
+                struct timespec ts = {0, 20 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        calo_h5_writer w;
+        gt_error err = {0};
+        char path[32];
+        snprintf(path, sizeof path, "again%d.h5", k);
+        CHECK_EQ_INT(calo_h5_create(&w, path, NV, 4, 1, &err), GT_OK);
+        CHECK_EQ_INT(calo_h5_append(&w, e, s, n, &err), GT_OK);
+        CHECK_EQ_INT(calo_h5_finish(&w, &err), GT_OK);
+        CHECK_EQ_INT(calo_h5_create_memory(&w, NV, 4, 1, &err), GT_OK);
+        CHECK_EQ_INT(calo_h5_append(&w, e, s, n, &err), GT_OK);
+        CHECK_EQ_INT(calo_h5_finish_memory(&w, &img[k], &len[k], &err), GT_OK);
+        FILE *f = fopen(path, "rb");
+        if (f && fseek(f, 0, SEEK_END) == 0 && (dlen[k] = ftell(f)) > 0) {
+            rewind(f);
+            disk[k] = malloc((size_t)dlen[k]);
+            if (fread(disk[k], 1, (size_t)dlen[k], f) != (size_t)dlen[k])
+                dlen[k] = 0;
+        }
+        if (f)
+            fclose(f);
+    }
+    CHECK_MSG(dlen[0] > 0 && dlen[0] == dlen[1] && memcmp(disk[0], disk[1], (size_t)dlen[0]) == 0,
+              "the same rows written a second later: another file (%ld, %ld bytes)", dlen[0],
+              dlen[1]);
+    CHECK_MSG(len[0] > 0 && len[0] == len[1] && img[0] && img[1] &&
+                  memcmp(img[0], img[1], len[0]) == 0,
+              "the same rows written to memory a second later: another image");
+    for (int k = 0; k < 2; k++) {
+        free(img[k]);
+        free(disk[k]);
+    }
+    free(s);
+}
+
 static void *thread_main(void *arg)
 {
     thread_job *j = arg;
@@ -480,6 +538,7 @@ int main(void)
     read_back_ours("ours.h5", &g, n);
     bad_files_c("ours.h5", &g);
     memory_file(&g);
+    same_bytes_later();
     threads(&g);
     if (dt_have_h5py()) {
         h5py_reads_ours("ours.h5", n);

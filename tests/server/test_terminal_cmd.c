@@ -384,14 +384,15 @@ static void test_chunked_equals_one(long long run)
     svc_free(&T);
 }
 
-/* giant sample on this machine (no server): --gzip 0, 1 and the default
- * write the same showers, deflated or not; a level outside 0..9 is a usage
- * error; the time line names every part. */
+/* giant sample on this machine (no server): --gzip 0, 1, 4 and the default
+ * write the same showers, deflated or not; the default is level 1 (the
+ * same file bytes); a level outside 0..9 is a usage error; the time line
+ * names every part. */
 static void test_sample_gzip(long long run)
 {
     const char *g = svc_binary();
-    const char *level[] = {"0", "1", NULL};
-    for (int i = 0; i < 3; i++) {
+    const char *level[] = {"0", "1", "4", NULL};
+    for (int i = 0; i < 4; i++) {
         char opt[32] = "";
         if (level[i])
             snprintf(opt, sizeof opt, "--gzip %s", level[i]);
@@ -406,11 +407,11 @@ static void test_sample_gzip(long long run)
                      0);
     }
     gt_error err = {0};
-    float *e[3] = {NULL}, *sh[3] = {NULL};
-    int64_t n[3] = {0};
-    long long bytes[3] = {0};
+    float *e[4] = {NULL}, *sh[4] = {NULL};
+    int64_t n[4] = {0};
+    long long bytes[4] = {0};
     char p0[256];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/z%d.h5", dir, i);
         CHECK_EQ_INT(calo_h5_read_all(path, NULL, &e[i], &sh[i], &n[i], &err), GT_OK);
@@ -426,14 +427,17 @@ static void test_sample_gzip(long long run)
         calo_h5_close(&r);
     }
     CHECK(voxels > 0);
-    for (int i = 1; i < 3; i++)
+    for (int i = 1; i < 4; i++)
         CHECK_MSG(n[i] == 60 && n[0] == 60 && memcmp(e[0], e[i], 60 * 4) == 0 &&
                       memcmp(sh[0], sh[i], (size_t)60 * (size_t)voxels * 4) == 0,
                   "--gzip: file %d holds other showers", i);
     /* dataset-2 showers are mostly empty voxels: deflated, far smaller */
     CHECK_MSG(bytes[1] > 0 && bytes[2] > 0 && bytes[1] * 2 < bytes[0] && bytes[2] * 2 < bytes[0],
               "file sizes: --gzip 0 %lld, 1 %lld, 4 %lld", bytes[0], bytes[1], bytes[2]);
-    for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(svc_sh("cmp -s %s/z1.h5 %s/z3.h5", dir, dir), 0); /* the default: level 1 */
+    CHECK_MSG(bytes[2] < bytes[1], "--gzip 4 (%lld bytes) not smaller than 1 (%lld)", bytes[2],
+              bytes[1]);
+    for (int i = 0; i < 4; i++) {
         free(e[i]);
         free(sh[i]);
     }
