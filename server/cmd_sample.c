@@ -1,6 +1,7 @@
 /* giant sample: write generated showers of a trained run to a CaloChallenge
  * HDF5 file (incident_energies (N,1), showers (N,V), MeV). */
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,44 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Batch k is written (deflated and appended, on a thread of its own)
+ * while batch k + 1 is sampled: on a GPU the device's part and the host's
+ * deflating then overlap instead of taking turns.  Two buffers of each;
+ * the file gets the batches in order, the same bytes as one after the
+ * other. */
+typedef struct sample_write_job {
+    pthread_t thread;
+    int running;
+    calo_h5_writer *w;
+    const float *e_inc, *showers;
+    long long m;
+    int rc;
+    gt_error err;
+    double seconds;
+} sample_write_job;
+
+static void *sample_write_main(void *arg)
+{
+    sample_write_job *j = arg;
+    double t0 = now_s();
+    j->rc = calo_h5_append(j->w, j->e_inc, j->showers, j->m, &j->err);
+    j->seconds = now_s() - t0;
+    return NULL;
+}
+
+/* Waits for the write in flight, if any; its failure becomes *err. */
+static int sample_write_wait(sample_write_job *j, double *t_write, gt_error *err)
+{
+    if (!j->running)
+        return GT_OK;
+    pthread_join(j->thread, NULL);
+    j->running = 0;
+    *t_write += j->seconds;
+    if (j->rc)
+        *err = j->err;
+    return j->rc;
 }
 
 int cmd_sample(int argc, char **argv)
@@ -132,7 +171,9 @@ int cmd_sample(int argc, char **argv)
     char *config_text = NULL;
     void *ck1 = NULL, *ck2 = NULL;
     size_t l1 = 0, l2 = 0;
-    float *e_inc = NULL, *showers = NULL;
+    float *e_inc[2] = {NULL, NULL}, *showers[2] = {NULL, NULL};
+    sample_write_job job = {0};
+    double t_write = 0, t_waited = 0;
     calo_h5_writer w;
     int writer_open = 0, status = 1;
     model_config cfg;
@@ -185,45 +226,60 @@ int cmd_sample(int argc, char **argv)
         accepting = arc == GT_OK;
     }
     const int V = model_sampler_voxels(smp);
-    e_inc = malloc((size_t)batch * sizeof(float));
-    showers = malloc((size_t)batch * V * sizeof(float));
-    if (!e_inc || !showers) {
+    for (int k = 0; k < 2; k++) {
+        e_inc[k] = malloc((size_t)batch * sizeof(float));
+        showers[k] = malloc((size_t)batch * V * sizeof(float));
+    }
+    if (!e_inc[0] || !showers[0] || !e_inc[1] || !showers[1]) {
         gt_error_set(&err, GT_ENOMEM, "out of memory");
         goto out;
     }
     if (calo_h5_create(&w, a.out_path, V, 0, (int)gzip, &err))
         goto out;
     writer_open = 1;
-    double t0 = now_s(), evals = 0, flops = 0, draws = 0, t_run = 0, t_decode = 0, t_write = 0;
+    double t0 = now_s(), evals = 0, flops = 0, draws = 0, t_run = 0, t_decode = 0;
     double t_device = 0;
     t_open = t0 - t_open;
-    for (long long first = 0; first < a.n; first += batch) {
+    int cur = 0;
+    for (long long first = 0; first < a.n; first += batch, cur ^= 1) {
         long long m = a.n - first < batch ? a.n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
          * is the same whatever --batch is. */
-        model_sample_request rq = {e_inc, m, a.seed, first, showers, NULL, 0};
-        if (synth_draw_energies(&sc, first, m, e_inc, &err))
+        model_sample_request rq = {e_inc[cur], m, a.seed, first, showers[cur], NULL, 0};
+        if (synth_draw_energies(&sc, first, m, e_inc[cur], &err))
             goto out;
         double t1 = now_s();
         if (model_sampler_run(smp, &rq, 1, (int)a.steps, &err))
             goto out;
         double t2 = now_s();
-        if (calo_h5_append(&w, e_inc, showers, m, &err))
+        /* the previous batch's write, then this one's, behind the next */
+        if (sample_write_wait(&job, &t_write, &err))
             goto out;
+        t_waited += now_s() - t2;
+        job = (sample_write_job){.w = &w, .e_inc = e_inc[cur], .showers = showers[cur], .m = m};
+        if (pthread_create(&job.thread, NULL, sample_write_main, &job)) {
+            gt_error_set(&err, GT_ENOMEM, "cannot start the writing thread");
+            goto out;
+        }
+        job.running = 1;
         t_run += t2 - t1;
         t_decode += model_sampler_decode_seconds(smp);
         t_device += model_sampler_device_seconds(smp);
-        t_write += now_s() - t2;
         evals += model_sampler_evals_per_shower(smp) * (double)m;
         flops += model_sampler_flops_per_shower(smp) * (double)m;
         draws += model_sampler_draws_per_shower(smp) * (double)m;
     }
+    double t_last = now_s();
+    if (sample_write_wait(&job, &t_write, &err))
+        goto out;
     writer_open = 0;
     double t_fin = now_s();
+    t_waited += t_fin - t_last;
     if (calo_h5_finish(&w, &err))
         goto out;
     double dt = now_s() - t0;
     t_write += now_s() - t_fin;
+    t_waited += now_s() - t_fin;
     fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", a.n,
             a.run, a.out_path, dt, (double)a.n / dt, b->name);
     /* the sampling cost: network evaluations per shower times their FLOPs */
@@ -232,21 +288,29 @@ int cmd_sample(int argc, char **argv)
     if (accepting)
         fprintf(stderr, "acceptance test: %.3f draws per shower kept (acceptance %.3f)\n",
                 draws / (double)a.n, (double)a.n / draws);
-    /* where the time went: on a GPU the host's part is what is left */
+    /* where the time went: on a GPU the host's part is what is left.  A
+     * batch is written while the next is sampled: the wait for writing
+     * is what of it the sampling did not hide */
     fprintf(stderr,
             "time: sampler %.2f s (of it the networks and copies back %.2f s, decoding on the "
-            "host %.2f s, other host work %.2f s), writing %.2f s (of it compressing %.2f s); "
-            "before them, opening the run %.2f s\n",
+            "host %.2f s, other host work %.2f s), writing %.2f s (of it compressing %.2f s; "
+            "beside the sampler, waited for %.2f s); before them, opening the run %.2f s\n",
             t_run, t_device, t_decode, t_run - t_device - t_decode, t_write,
-            w.compress_s, t_open);
+            w.compress_s, t_waited, t_open);
     status = 0;
 out:
+    if (job.running) { /* a failure of the sampler: the write in flight ends first */
+        pthread_join(job.thread, NULL);
+        job.running = 0;
+    }
     if (writer_open)
         calo_h5_finish(&w, NULL);
     if (status)
         fprintf(stderr, "giant sample: %s\n", err.message);
-    free(e_inc);
-    free(showers);
+    for (int k = 0; k < 2; k++) {
+        free(e_inc[k]);
+        free(showers[k]);
+    }
     free(ck1);
     free(ck2);
     free(config_text);

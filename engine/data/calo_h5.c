@@ -18,8 +18,15 @@
 static pthread_mutex_t calo_h5_lock_mu;
 static pthread_once_t calo_h5_lock_once = PTHREAD_ONCE_INIT;
 
+/* HDF5's exit handler closes what is still open.  A file whose writing
+ * failed (the disk full) stays half closed in libhdf5 1.10, and that
+ * handler then crashes on it, turning an error already reported into a
+ * segmentation fault.  This module closes every file it opens, so the
+ * handler has nothing to do: it is not installed (before any other call,
+ * as HDF5 asks; where another caller came first it just stays). */
 static void calo_h5_lock_init(void)
 {
+    H5dont_atexit();
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
@@ -27,23 +34,25 @@ static void calo_h5_lock_init(void)
     pthread_mutexattr_destroy(&a);
 }
 
+/* Turns off HDF5's automatic error-stack printing.  Called on every entry
+ * (calo_h5_lock): in a thread-safe libhdf5 the setting belongs to the
+ * calling thread, and the service (and giant sample's writing thread)
+ * call in from several. */
+static void calo_h5_quiet(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
 static void calo_h5_lock(void)
 {
     pthread_once(&calo_h5_lock_once, calo_h5_lock_init);
     pthread_mutex_lock(&calo_h5_lock_mu);
+    calo_h5_quiet();
 }
 
 static void calo_h5_unlock(void)
 {
     pthread_mutex_unlock(&calo_h5_lock_mu);
-}
-
-/* Turns off HDF5's automatic error-stack printing.  Called on every entry:
- * in a thread-safe libhdf5 the setting belongs to the calling thread, and
- * the service calls in from several. */
-static void calo_h5_quiet(void)
-{
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 /* Walking downward, entry 0 is the API call's message ("unable to open
@@ -202,7 +211,6 @@ static int calo_h5_check_local(hid_t ds, const char *name, const char *path, gt_
 static int calo_h5_open_impl(calo_h5_reader *r, const char *path, const geo_geometry *geo,
                              gt_error *err)
 {
-    calo_h5_quiet();
     memset(r, 0, sizeof *r);
     r->file = r->ds_energy = r->ds_shower = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
@@ -508,7 +516,6 @@ int calo_h5_check_storage(calo_h5_reader *r, int64_t file_size, calo_h5_storage 
     if (r->file < 0)
         return gt_error_set(err, GT_EINVAL, "reader is not open");
     calo_h5_lock();
-    calo_h5_quiet();
     int64_t echunk = 0, schunk = 0;
     int deflated = 0;
     int rc = calo_h5_check_one_storage(r->ds_energy, "incident_energies", r->path, r->n_rows, 1,
@@ -642,7 +649,6 @@ static hid_t calo_h5_make_dataset(hid_t file, const char *name, int64_t width,
 static int calo_h5_create_impl(calo_h5_writer *w, const char *path, hid_t fapl, int n_voxels,
                                int64_t chunk_rows, int gzip_level, gt_error *err)
 {
-    calo_h5_quiet();
     memset(w, 0, sizeof *w);
     w->file = w->ds_energy = w->ds_shower = -1;
     if (n_voxels <= 0)

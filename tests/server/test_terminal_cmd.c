@@ -386,8 +386,8 @@ static void test_chunked_equals_one(long long run)
 
 /* giant sample on this machine (no server): --gzip 0, 1, 4 and the default
  * write the same showers, deflated or not; the default is level 1 (the
- * same file bytes); a level outside 0..9 is a usage error; the time line
- * names every part. */
+ * same file bytes); one batch or four give the same file bytes; a level
+ * outside 0..9 is a usage error; the time line names every part. */
 static void test_sample_gzip(long long run)
 {
     const char *g = svc_binary();
@@ -400,7 +400,7 @@ static void test_sample_gzip(long long run)
                             " 2> %s/z%d.txt",
                             g, db, run, opt, dir, i, dir, i),
                      0);
-        CHECK_EQ_INT(svc_sh("grep -q 'writing [0-9.]* s (of it compressing [0-9.]* s)' %s/z%d.txt",
+        CHECK_EQ_INT(svc_sh("grep -q 'writing [0-9.]* s (of it compressing [0-9.]* s; beside the sampler, waited for [0-9.]* s)' %s/z%d.txt",
                             dir, i),
                      0);
         CHECK_EQ_INT(svc_sh("grep -q 'the networks and copies back [0-9.]* s' %s/z%d.txt", dir, i),
@@ -435,6 +435,12 @@ static void test_sample_gzip(long long run)
     CHECK_MSG(bytes[1] > 0 && bytes[2] > 0 && bytes[1] * 2 < bytes[0] && bytes[2] * 2 < bytes[0],
               "file sizes: --gzip 0 %lld, 1 %lld, 4 %lld", bytes[0], bytes[1], bytes[2]);
     CHECK_EQ_INT(svc_sh("cmp -s %s/z1.h5 %s/z3.h5", dir, dir), 0); /* the default: level 1 */
+    /* one batch of 60 (nothing written beside the sampling) against 4 of
+     * 16 (each written while the next is sampled): the same file bytes */
+    CHECK_EQ_INT(svc_sh("%s sample --db %s --run %lld --n 60 --batch 60 --seed 5 --gzip 1 "
+                        "-o %s/one.h5 2> %s/one.txt && cmp -s %s/z1.h5 %s/one.h5",
+                        g, db, run, dir, dir, dir, dir),
+                 0);
     CHECK_MSG(bytes[2] < bytes[1], "--gzip 4 (%lld bytes) not smaller than 1 (%lld)", bytes[2],
               bytes[1]);
     for (int i = 0; i < 4; i++) {
@@ -445,6 +451,24 @@ static void test_sample_gzip(long long run)
                         g, db, run, dir, dir),
                  2);
     CHECK_EQ_INT(svc_sh("grep -q 'gzip must be a deflate level' %s/bad.txt", dir), 0);
+}
+
+/* giant sample whose writing fails in its writing thread (a file size
+ * limit, with SIGXFSZ ignored, standing for a full disk; 1 000 showers in
+ * batches of 100 fill the writer's 640-row stage while batch 7 is being
+ * written): a clean failure, exit 1 with the reason, no HDF5 error dump
+ * and no crash at exit (libhdf5's exit handler once crashed on the half
+ * closed file). */
+static void test_sample_disk_full(long long run)
+{
+    const char *g = svc_binary();
+    CHECK_EQ_INT(svc_sh("sh -c \"trap '' XFSZ; ulimit -f 100; exec %s sample --db %s --run %lld "
+                        "--n 1000 --batch 100 --steps 2 -o %s/full.h5\" 2> %s/full.txt",
+                        g, db, run, dir, dir),
+                 1);
+    CHECK_EQ_INT(svc_sh("grep -q 'chunk write failed (disk full?)' %s/full.txt", dir), 0);
+    CHECK_EQ_INT(svc_sh("grep -q -e HDF5-DIAG -e Sanitizer -e Segmentation %s/full.txt", dir),
+                 1);
 }
 
 int main(void)
@@ -481,6 +505,7 @@ int main(void)
     svc_free(&S);
     test_chunked_equals_one(run);
     test_sample_gzip(run);
+    test_sample_disk_full(run);
     if (!check_failures_)
         svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
     return check_finish();
