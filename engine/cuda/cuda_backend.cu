@@ -381,6 +381,41 @@ extern "C" void cuda_graph_destroy(cuda_graph *g)
  * (a thread-local read) and, only on a change, cudaSetDevice. */
 
 
+/* Host memory for copies: page aligned, then page-locked with
+ * cudaHostRegister, which the copies then use directly instead of going
+ * through the driver's staging buffer.  When pinning is refused (a limit
+ * on locked memory) the memory stays ordinary: slower copies, the same
+ * results.  A refusal is not a sticky error; it is cleared so that no
+ * later check reports it. */
+#define CUDA_HOST_PAGE 4096
+static int cuda_host_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
+{
+    *out = NULL;
+    int rc = cuda_no_capture(cuda_st(b), "host_alloc", err);
+    if (rc)
+        return rc;
+    size_t sz = (bytes + CUDA_HOST_PAGE - 1) / CUDA_HOST_PAGE * CUDA_HOST_PAGE;
+    if (sz == 0)
+        sz = CUDA_HOST_PAGE;
+    *out = aligned_alloc(CUDA_HOST_PAGE, sz);
+    if (!*out)
+        return gt_error_set(err, GT_ENOMEM, "out of host memory (%zu bytes)", bytes);
+    if (cudaHostRegister(*out, sz, cudaHostRegisterDefault) != cudaSuccess)
+        (void)cudaGetLastError();
+    return GT_OK;
+}
+
+static void cuda_host_free(nn_backend *b, void *p)
+{
+    if (!p)
+        return;
+    if (b && b->impl)
+        (void)cuda_use_device(b, NULL);
+    if (cudaHostUnregister(p) != cudaSuccess) /* never pinned */
+        (void)cudaGetLastError();
+    free(p);
+}
+
 static void cuda_free_on_device(nn_backend *b, void *p)
 {
     (void)cuda_use_device(b, NULL);
@@ -407,6 +442,8 @@ static void cuda_ops_fill(nn_backend_ops *o)
     o->copy_d2h = ON_DEV(cuda_copy_d2h);
     o->copy_d2d = ON_DEV(cuda_copy_d2d);
     o->synchronize = ON_DEV(cuda_synchronize);
+    o->host_alloc = ON_DEV(cuda_host_alloc);
+    o->host_free = cuda_host_free;
     /* each op family registers its own entries */
     cuda_matmul_ops(o);
     cuda_fixed_ops(o);

@@ -160,6 +160,28 @@ int nn_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_erro
     return copy_checked(b, COPY_D2H, dst, src, bytes, err);
 }
 
+int nn_host_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
+{
+    *out = NULL;
+    if (b && b->ops && b->ops->host_alloc)
+        return b->ops->host_alloc(b, bytes, out, err);
+    size_t sz = (bytes + 63) / 64 * 64;
+    *out = aligned_alloc(64, sz ? sz : 64);
+    if (!*out)
+        return gt_error_set(err, GT_ENOMEM, "out of host memory (%zu bytes)", bytes);
+    return GT_OK;
+}
+
+void nn_host_free(nn_backend *b, void *p)
+{
+    if (!p)
+        return;
+    if (b && b->ops && b->ops->host_free)
+        b->ops->host_free(b, p);
+    else
+        free(p);
+}
+
 int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
 {
     return copy_checked(b, COPY_D2D, dst, src, bytes, err);

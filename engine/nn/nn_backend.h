@@ -363,6 +363,16 @@ typedef struct nn_backend_ops {
     int (*linear_fixed_bf16)(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x,
                              const nn_packed *w, const float *bias, nn_act act,
                              gt_error *err);
+
+    /* --- host memory for copies, added 2026-12-07 ------------------------
+     * Host memory (64-byte aligned; bytes == 0 gives a unique pointer) that
+     * copy_h2d / copy_d2h move fastest: page-locked on a GPU, where a copy
+     * from ordinary memory goes through a staging buffer at a fraction of
+     * the bus's rate.  Pinning is best effort: the memory is valid either
+     * way.  host_free takes only what host_alloc gave (NULL ok).  A backend
+     * that leaves them NULL gets aligned malloc / free. */
+    int (*host_alloc)(nn_backend *b, size_t bytes, void **out, gt_error *err);
+    void (*host_free)(nn_backend *b, void *p);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -398,6 +408,11 @@ void nn_free(nn_backend *b, void *p);
 int nn_memset(nn_backend *b, void *p, int value, size_t bytes, gt_error *err);
 int nn_copy_h2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
 int nn_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
+/* Host memory for copies (the host_alloc op, else aligned malloc); *out is
+ * NULL and GT_ENOMEM on failure.  Free it with nn_host_free on the same
+ * backend, before the backend is closed. */
+int nn_host_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err);
+void nn_host_free(nn_backend *b, void *p);
 int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err);
 int nn_sync(nn_backend *b, gt_error *err);
 
@@ -494,4 +509,7 @@ int nn_linear_fixed_bf16(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x
  *    (NULL falls back to one rand_fill per row).
  *  - 2026-12-07: linear_fixed_bf16 (the fixed-order layer writing its
  *    activation in bf16 for the next product); optional (NULL falls back
- *    to linear_fixed then cast_bf16: the same bits). */
+ *    to linear_fixed then cast_bf16: the same bits).
+ *  - 2026-12-07: host_alloc / host_free (host memory the backend copies
+ *    fastest: page-locked on CUDA), for the sampler's copies back;
+ *    optional (NULL falls back to aligned malloc / free). */

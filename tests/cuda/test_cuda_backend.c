@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "check.h"
 #include "cuda_backend.h"
 #include "nn_adamw.h"
@@ -1569,6 +1571,53 @@ out:
 }
 
 /* bad input through the validating wrappers reaches neither backend */
+/* nn_host_alloc on both backends: aligned, unique at 0 bytes, a target
+ * and a source of copies; on the GPU page-locked (the sampler's copies back
+ * land there). */
+static void test_host_memory(void)
+{
+    printf("host memory for copies\n");
+    nn_backend *bs[2] = {GPU, CPU};
+    for (int k = 0; k < 2; k++) {
+        nn_backend *b = bs[k];
+        void *z0 = NULL, *z1 = NULL, *d = NULL;
+        OK(nn_host_alloc(b, 0, &z0, &err));
+        OK(nn_host_alloc(b, 0, &z1, &err));
+        CHECK(z0 && z1 && z0 != z1);
+        const size_t n = 3 * 1024 * 1024 + 13, bytes = n * sizeof(float);
+        float *h = NULL, *src = malloc(bytes);
+        OK(nn_host_alloc(b, bytes, (void **)&h, &err));
+        CHECK(h && src && (uintptr_t)h % 64 == 0);
+        if (!h || !src) {
+            free(src);
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            src[i] = 0.5f * (float)(i % 100003);
+        OK(nn_alloc(b, bytes, &d, &err));
+        OK(nn_copy_h2d(b, d, src, bytes, &err));
+        OK(nn_copy_d2h(b, h, d, bytes, &err));
+        CHECK_MSG(memcmp(h, src, bytes) == 0, "%s: a copy into host memory differs", b->name);
+        for (size_t i = 0; i < n; i++)
+            h[i] = -h[i];
+        OK(nn_copy_h2d(b, d, h, bytes, &err));
+        OK(nn_copy_d2h(b, src, d, bytes, &err));
+        CHECK_MSG(memcmp(h, src, bytes) == 0, "%s: a copy from host memory differs", b->name);
+        if (b == GPU && !getenv("GIANT_CUDA_TEST_ON_CPU")) {
+            struct cudaPointerAttributes a;
+            CHECK_MSG(cudaPointerGetAttributes(&a, h) == cudaSuccess &&
+                          a.type == cudaMemoryTypeHost,
+                      "host memory of the CUDA backend is not page-locked");
+            (void)cudaGetLastError();
+        }
+        nn_free(b, d);
+        nn_host_free(b, h);
+        nn_host_free(b, z0);
+        nn_host_free(b, z1);
+        free(src);
+    }
+}
+
 static void test_bad_input(void)
 {
     printf("bad input\n");
@@ -1650,6 +1699,7 @@ int main(void)
     if (bf16)
         test_linear_fixed_rows(NN_BF16);
     test_bad_input();
+    test_host_memory();
     test_trunk(NN_TRUNK_EXPERT, NN_F32);
     test_trunk(NN_TRUNK_ROUTED, NN_F32);
     if (bf16)
