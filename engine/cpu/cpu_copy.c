@@ -1,4 +1,5 @@
-/* cpu_copy: column-block concatenation and its split. */
+/* cpu_copy: column-block concatenation and its split; the padding of
+ * variable-length rows cleared. */
 #include "cpu_internal.h"
 
 #include <stdlib.h>
@@ -43,8 +44,27 @@ static int cpu_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, i
     return GT_OK;
 }
 
+static int cpu_zero_outside(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
+                            const int32_t *idx, gt_error *err)
+{
+    CPU_UNUSED(b, err);
+    int rows = x.rows, cols = x.cols;
+    CPU_FOR_ROWS(i, rows, NUMEL(x)) {
+        int k = idx ? idx[i] : i;
+        if (k < 0 || k >= n_valid)
+            continue;
+        int lo = valid[2 * k] < 0 ? 0 : valid[2 * k] > cols ? cols : valid[2 * k];
+        int hi = valid[2 * k + 1] < lo ? lo : valid[2 * k + 1] > cols ? cols : valid[2 * k + 1];
+        float *r = ROW(x, i);
+        memset(r, 0, (size_t)lo * sizeof(float));
+        memset(r + hi, 0, (size_t)(cols - hi) * sizeof(float));
+    }
+    return GT_OK;
+}
+
 void cpu_copy_ops(nn_backend_ops *o)
 {
     o->concat = cpu_concat;
     o->split = cpu_split;
+    o->zero_outside = cpu_zero_outside;
 }

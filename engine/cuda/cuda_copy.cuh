@@ -1,4 +1,5 @@
-/* cuda_copy: column-block concat and split.  Plain copies are 2-D
+/* cuda_copy: column-block concat and split, and the padding of
+ * variable-length rows cleared (zero_outside).  Plain copies are 2-D
  * cudaMemcpy2DAsync (capturable, and the copy engine handles any pitch);
  * an accumulating split adds with the elementwise kernel of cuda_act.cuh. */
 #ifndef CUDA_COPY_CUH
@@ -63,11 +64,40 @@ static int cuda_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, 
     });
 }
 
+/* x[i, j] = 0 outside row i's valid columns [lo, hi) (valid[2k], k = idx[i]
+ * or i): one launch for a batch of variable-length rows, where a memset
+ * per range from the host was two launches a row. */
+struct cuda_zero_outside_f {
+    float *x; int ld;
+    const int32_t *valid; int n_valid;
+    const int32_t *idx;
+    template <int V> __device__ void apply(int i, int j) const
+    {
+        int k = idx ? idx[i] : i;
+        if (k < 0 || k >= n_valid)
+            return;
+        int lo = valid[2 * k], hi = valid[2 * k + 1];
+        float *r = cuda_row(x, ld, i) + j;
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            if (j + v < lo || j + v >= hi)
+                r[v] = 0.0f;
+    }
+};
+
+static int cuda_zero_outside(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
+                             const int32_t *idx, gt_error *err)
+{
+    cuda_zero_outside_f f = {(float *)x.data, x.ld, valid, n_valid, idx};
+    return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, 0, err);
+}
+
 /* This family's entries of the op table (each on the backend's device). */
 static void cuda_copy_ops(nn_backend_ops *o)
 {
     o->concat = ON_DEV(cuda_concat);
     o->split = ON_DEV(cuda_split);
+    o->zero_outside = ON_DEV(cuda_zero_outside);
 }
 
 #endif

@@ -172,7 +172,7 @@ void model_stage_destroy(model_stage *s)
     free(s->alpha_h);
     free(s->beta_h);
     free(s->u_h);
-    free(s->valid_train_h);
+    nn_free(s->b, s->valid_train);
     free(s->valid_val_h);
     free(s);
 }
@@ -355,11 +355,12 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
         GT_TRY(nn_copy_h2d(b, s->ctx_val, data->ctx_val, nva * P * sizeof(float), err));
     }
     if (data->valid_train) {
-        s->valid_train_h = malloc(ntr * 2 * sizeof(int32_t));
+        GT_TRY(nn_alloc(b, ntr * 2 * sizeof(int32_t), (void **)&s->valid_train, err));
+        GT_TRY(nn_copy_h2d(b, s->valid_train, data->valid_train, ntr * 2 * sizeof(int32_t),
+                           err));
         s->valid_val_h = malloc(nva * 2 * sizeof(int32_t));
-        if (!s->valid_train_h || !s->valid_val_h)
+        if (!s->valid_val_h)
             return gt_error_set(err, GT_ENOMEM, "out of memory");
-        memcpy(s->valid_train_h, data->valid_train, ntr * 2 * sizeof(int32_t));
         memcpy(s->valid_val_h, data->valid_val, nva * 2 * sizeof(int32_t));
     }
     /* host draws cover the whole batch (G), device buffers the shard (B) */

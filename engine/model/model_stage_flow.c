@@ -132,8 +132,9 @@ static int flow_step_draw(model_stage *s, gt_error *err)
     coefficients(s->objective, th, B, s->alpha_h, s->beta_h);
     GT_TRY(model_stage_batch_noise(s, err));
     GT_TRY(nn_copy_h2d(s->b, s->t, th, (size_t)B * sizeof(float), err));
-    if (s->valid_train_h)
-        GT_TRY(model_stage_zero_padding(s, s->x0, s->valid_train_h, s->idx_h + s->lo, B, err));
+    if (s->valid_train)
+        GT_TRY(nn_zero_outside(s->b, nn_f32(s->x0, B, s->dim), s->valid_train, s->n_train,
+                               s->idx, err));
     GT_TRY(upload_coefficients(s, B, err));
     return nn_adamw_prepare(&s->opt, err);
 }

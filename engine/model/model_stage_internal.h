@@ -39,7 +39,11 @@ struct model_stage {
     float *flag;         /* ranks > 1: one backend float for all-reduced flags */
     int group_stopped;   /* the ranks agreed to stop (no abort needed) */
     int n_ctx;           /* extra un-noised inputs (autoregressive context) */
-    int32_t *valid_train_h, *valid_val_h; /* host copies, NULL = no padding */
+    /* variable-length rows (the autoregressive stage's tokens): each row's
+     * valid columns [lo, hi), the training rows' in backend memory (a
+     * step clears the batch's padding in one op), the held-out rows' on
+     * the host (cleared once); NULL = no padding */
+    int32_t *valid_train, *valid_val_h;
     long long total;
 
     nn_trunk *trunk;     /* trained, in the run's precision          */
@@ -108,7 +112,8 @@ int model_stage_batch_noise(model_stage *s, gt_error *err);
 int model_stage_allreduce_grads(model_stage *s, nn_params *p, gt_error *err);
 
 /* Zeroes the padding columns of `rows` rows of x [rows, dim]: row i uses
- * valid[2 * (idx ? idx[i] : i)]. */
+ * valid[2 * (idx ? idx[i] : i)], host arrays, a memset per range (once, at
+ * creation; a step uses nn_zero_outside). */
 int model_stage_zero_padding(model_stage *s, float *x, const int32_t *valid,
                              const int32_t *idx, int rows, gt_error *err);
 

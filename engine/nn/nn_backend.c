@@ -461,6 +461,44 @@ int nn_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
     return y.rows ? b->ops->gather_rows(b, y, x, idx, scale, err) : GT_OK;
 }
 
+int nn_zero_outside(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
+                    const int32_t *idx, gt_error *err)
+{
+    GT_TRY(need_backend(b, "zero_outside", err));
+    GT_TRY(need_f32(x, "zero_outside", "x", err));
+    if (n_valid < 0)
+        return gt_error_set(err, GT_EINVAL, "zero_outside: n_valid %d is negative", n_valid);
+    GT_TRY(need_ptr(valid, n_valid > 0, "zero_outside", "valid", err));
+    if (x.rows == 0 || x.cols == 0 || n_valid == 0)
+        return GT_OK;
+    if (b->ops->zero_outside)
+        return b->ops->zero_outside(b, x, valid, n_valid, idx, err);
+    /* the fallback: the bounds to the host, then a memset per range */
+    int32_t *v = malloc((size_t)n_valid * 2 * sizeof *v);
+    int32_t *ix = idx ? malloc((size_t)x.rows * sizeof *ix) : NULL;
+    int rc = !v || (idx && !ix) ? gt_error_set(err, GT_ENOMEM, "zero_outside: out of memory")
+                                : GT_OK;
+    if (!rc)
+        rc = nn_copy_d2h(b, v, valid, (size_t)n_valid * 2 * sizeof *v, err);
+    if (!rc && idx)
+        rc = nn_copy_d2h(b, ix, idx, (size_t)x.rows * sizeof *ix, err);
+    for (int r = 0; !rc && r < x.rows; r++) {
+        int k = ix ? ix[r] : r;
+        if (k < 0 || k >= n_valid)
+            continue;
+        int lo = v[2 * k] < 0 ? 0 : v[2 * k] > x.cols ? x.cols : v[2 * k];
+        int hi = v[2 * k + 1] < lo ? lo : v[2 * k + 1] > x.cols ? x.cols : v[2 * k + 1];
+        float *row = (float *)x.data + (size_t)r * x.ld;
+        if (lo > 0)
+            rc = nn_memset(b, row, 0, (size_t)lo * sizeof(float), err);
+        if (!rc && hi < x.cols)
+            rc = nn_memset(b, row + hi, 0, (size_t)(x.cols - hi) * sizeof(float), err);
+    }
+    free(v);
+    free(ix);
+    return rc;
+}
+
 int nn_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                         const float *scale, gt_error *err)
 {

@@ -373,6 +373,16 @@ typedef struct nn_backend_ops {
      * that leaves them NULL gets aligned malloc / free. */
     int (*host_alloc)(nn_backend *b, size_t bytes, void **out, gt_error *err);
     void (*host_free)(nn_backend *b, void *p);
+
+    /* --- padding of variable-length rows, added 2026-12-07 --------------
+     * x[r, c] = 0 for c outside [valid[2k], valid[2k + 1]), k = idx[r] (r
+     * when idx is NULL): every row's padding cleared in one pass.  valid
+     * is int32 [n_valid, 2] and idx int32 [x.rows], backend memory; a row
+     * whose k is outside [0, n_valid) is left as it is.  A backend that
+     * leaves it NULL gets host copies of valid and idx and a memset per
+     * range (a GPU then pays two small copies per row). */
+    int (*zero_outside)(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
+                        const int32_t *idx, gt_error *err);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -443,6 +453,10 @@ int nn_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y, gt_er
 int nn_topk_fwd(nn_backend *b, int32_t *idx, float *w, nn_tensor probs, int k, gt_error *err);
 int nn_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const int32_t *idx,
                 const float *w, nn_tensor probs, int k, int accumulate, gt_error *err);
+/* The zero_outside op (see nn_backend_ops): x f32; valid int32 [n_valid,
+ * 2], idx int32 [x.rows] or NULL, both backend memory. */
+int nn_zero_outside(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
+                    const int32_t *idx, gt_error *err);
 int nn_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                    const float *scale, gt_error *err);
 int nn_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
@@ -512,4 +526,7 @@ int nn_linear_fixed_bf16(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x
  *    to linear_fixed then cast_bf16: the same bits).
  *  - 2026-12-07: host_alloc / host_free (host memory the backend copies
  *    fastest: page-locked on CUDA), for the sampler's copies back;
- *    optional (NULL falls back to aligned malloc / free). */
+ *    optional (NULL falls back to aligned malloc / free).
+ *  - 2026-12-07: zero_outside (the padding of a batch's variable-length
+ *    rows cleared in one pass, for the autoregressive stage's noise);
+ *    optional (NULL falls back to host copies and one memset per range). */

@@ -593,6 +593,47 @@ static void test_routing(void)
     nn_free(B, PR);
 }
 
+/* zero_outside: each row's columns outside its valid range cleared, the
+ * rest untouched, in a strided view; rows through idx, rows whose index is
+ * out of range left alone; and the same bits from the generic fallback
+ * (this backend's table without the op: host copies, memsets). */
+static void test_zero_outside(void)
+{
+    enum { ROWS = 9, LD = 11, COLS = 8, NV = 6 };
+    const int32_t valid[NV * 2] = {0, 8, 2, 5, 0, 0, 3, 3, 7, 8, 0, 1};
+    const int32_t idx[ROWS] = {1, 0, 5, 2, 4, -1, 6, 3, 1};
+    nn_backend_ops no_op = *B->ops;
+    no_op.zero_outside = NULL;
+    nn_backend fallback = *B;
+    fallback.ops = &no_op;
+    nn_backend *bs[2] = {B, &fallback};
+    for (int k = 0; k < 2; k++) {
+        for (int with_idx = 0; with_idx < 2; with_idx++) {
+            float *x = rbuf(ROWS * LD, 1.0f), *want = buf(ROWS * LD);
+            memcpy(want, x, sizeof(float) * ROWS * LD);
+            for (int i = 0; i < ROWS; i++) {
+                int r = with_idx ? idx[i] : i;
+                if (r < 0 || r >= NV)
+                    continue;
+                for (int j = 0; j < COLS; j++)
+                    if (j < valid[2 * r] || j >= valid[2 * r + 1])
+                        want[i * LD + 2 + j] = 0.0f;
+            }
+            nn_tensor v = nn_tensor_cols(nn_f32(x, ROWS, LD), 2, COLS);
+            OK(nn_zero_outside(bs[k], v, valid, NV, with_idx ? idx : NULL, &E));
+            CHECK_MSG(memcmp(x, want, sizeof(float) * ROWS * LD) == 0,
+                      "zero_outside (%s, idx %d): other bits than the ranges say",
+                      k ? "fallback" : "op", with_idx);
+            nn_free(B, x);
+            nn_free(B, want);
+        }
+    }
+    float *x = buf(4);
+    CHECK_EQ_INT(nn_zero_outside(B, nn_f32(x, 2, 2), valid, -1, NULL, &E), GT_EINVAL);
+    CHECK_EQ_INT(nn_zero_outside(B, nn_f32(x, 2, 2), NULL, 3, NULL, &E), GT_EINVAL);
+    nn_free(B, x);
+}
+
 static void test_misc(void)
 {
     /* concat / split with a strided destination view */
@@ -880,6 +921,7 @@ int main(void)
     test_sb_fd();
     test_routing();
     test_misc();
+    test_zero_outside();
     test_bad_input();
     nn_free(B, X);
     nn_free(B, Y);

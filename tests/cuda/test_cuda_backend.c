@@ -1571,6 +1571,37 @@ out:
 }
 
 /* bad input through the validating wrappers reaches neither backend */
+/* zero_outside (the autoregressive stage's padding cleared in one pass):
+ * the same bits on both sides, in a view narrower than its rows, with and
+ * without an index, rows with an index out of range left alone. */
+static void test_zero_outside(int rows, int cols)
+{
+    printf("zero_outside %dx%d\n", rows, cols);
+    const int NV = 7;
+    int32_t valid[14], *ix = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int k = 0; k < NV; k++) {
+        int lo = (int)frand(0, (float)cols + 0.999f), hi = (int)frand(0, (float)cols + 0.999f);
+        valid[2 * k] = lo < hi ? lo : hi;
+        valid[2 * k + 1] = lo < hi ? hi : lo;
+    }
+    valid[0] = 0, valid[1] = cols; /* a full row */
+    for (int i = 0; i < rows; i++)
+        ix[i] = i % 5 == 4 ? -1 : (int32_t)frand(0, (float)NV + 0.999f); /* NV: out of range */
+    pair x = pnew(rows, cols + 3), v = pnew(1, 14), id = pnew(1, rows);
+    OK(nn_copy_h2d(CPU, v.c, valid, sizeof valid, &err));
+    OK(nn_copy_h2d(GPU, v.g, valid, sizeof valid, &err));
+    OK(nn_copy_h2d(CPU, id.c, ix, sizeof(int32_t) * (size_t)rows, &err));
+    OK(nn_copy_h2d(GPU, id.g, ix, sizeof(int32_t) * (size_t)rows, &err));
+    for (int with_idx = 0; with_idx < 2; with_idx++) {
+        prand(&x, -1, 1);
+        BOTH OK(nn_zero_outside(b, pview(&x, side, cols), (const int32_t *)P(v), NV,
+                                with_idx ? (const int32_t *)P(id) : NULL, &err));
+        pcmp_exact(&x, with_idx ? "zero_outside (idx)" : "zero_outside");
+    }
+    PFREE(&x, &v, &id);
+    free(ix);
+}
+
 /* nn_host_alloc on both backends: aligned, unique at 0 bytes, a target
  * and a source of copies; on the GPU page-locked (the sampler's copies back
  * land there). */
@@ -1700,6 +1731,9 @@ int main(void)
         test_linear_fixed_rows(NN_BF16);
     test_bad_input();
     test_host_memory();
+    test_zero_outside(1, 1);
+    test_zero_outside(37, 130);
+    test_zero_outside(300, 64);
     test_trunk(NN_TRUNK_EXPERT, NN_F32);
     test_trunk(NN_TRUNK_ROUTED, NN_F32);
     if (bf16)
