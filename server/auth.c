@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "gt_clock.h"
 #include "log.h"
 #include "runs.h"
 #include "slurm_jobs.h"
@@ -437,13 +438,6 @@ void auth_guard_free(auth_guard *g)
     free(g);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The slot of id (mu held), made when missing; a full table drops the
  * slot refilled longest ago (its token starts again with a full bucket). */
 static guard_slot *slot_of(auth_guard *g, int64_t id, double now)
@@ -497,7 +491,7 @@ int auth_guard_take(auth_guard *g, int64_t id, double now)
  * process: one write per token per minute, not one per request. */
 static void touch(auth_guard *g, int64_t id)
 {
-    double now = now_s();
+    double now = gt_clock_s();
     int due = 0;
     pthread_mutex_lock(&g->mu);
     guard_slot *s = slot_of(g, id, now);
@@ -632,7 +626,7 @@ int auth_http_check(http_request *req, unsigned access, void *ctx)
                          auth_role_name(who.role), http_method(req), http_path(req), roles);
         return 0;
     }
-    int wait = auth_guard_take(g, who.id, now_s());
+    int wait = auth_guard_take(g, who.id, gt_clock_s());
     if (wait > 0) {
         http_reply_error_retry(req, 429, HTTP_E_RATE_LIMITED, wait,
                                "token '%s' is over %ld requests a minute (burst %ld): retry in"

@@ -22,6 +22,7 @@
 #include "calo_h5.h"
 #include "commands.h"
 #include "giant_client.h"
+#include "gt_clock.h"
 #include "progress.h"
 #include "sample_args.h"
 #include "settings.h"
@@ -331,13 +332,6 @@ static void watch_bar(watch_state *w, int stage, long long step)
     fflush(stderr);
 }
 
-static double watch_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void on_metric(watch_state *w, json_t *j)
 {
     int stage = stage_number(json_string_value(json_object_get(j, "stage")));
@@ -352,7 +346,7 @@ static void on_metric(watch_state *w, json_t *j)
     w->metrics++;
     /* replayed history came at once: only live steps measure the speed */
     if ((stage == 2 ? w->steps[0] : 0) + step > w->history)
-        progress_clock_tick(&w->clock, stage, step, watch_now_s());
+        progress_clock_tick(&w->clock, stage, step, gt_clock_s());
     watch_bar(w, stage, step);
 }
 
@@ -498,13 +492,6 @@ static long long too_many_limit(const gc_response *r)
     return limit;
 }
 
-static double client_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Rows [0, a->n) in requests of `chunk` rows (binary replies, row0 set:
  * the same showers as one request), appended to one HDF5 file with a
  * progress bar on stderr. */
@@ -513,7 +500,7 @@ static int sample_chunked(gc_client *c, const sample_args *a, long long chunk, g
     calo_h5_writer w;
     int writer_open = 0, rc = GT_OK, tty = isatty(2), line_open = 0;
     long long requests = (a->n + chunk - 1) / chunk, every = requests / 20 + 1;
-    double t0 = client_now_s();
+    double t0 = gt_clock_s();
     for (long long row0 = 0, k = 0; row0 < a->n && rc == GT_OK; row0 += chunk, k++) {
         long long n = a->n - row0 < chunk ? a->n - row0 : chunk;
         gc_response r;
@@ -536,7 +523,7 @@ static int sample_chunked(gc_client *c, const sample_args *a, long long chunk, g
         if (rc != GT_OK)
             break;
         long long done = row0 + n;
-        double dt = client_now_s() - t0, eta = dt / (double)done * (double)(a->n - done);
+        double dt = gt_clock_s() - t0, eta = dt / (double)done * (double)(a->n - done);
         char detail[128], line[256];
         snprintf(detail, sizeof detail, "%lld/%lld showers, request %lld/%lld", done, a->n, k + 1,
                  requests);

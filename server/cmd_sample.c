@@ -9,6 +9,7 @@
 
 #include "calo_h5.h"
 #include "commands.h"
+#include "gt_clock.h"
 #include "model_config.h"
 #include "model_run.h"
 #include "model_sampler.h"
@@ -47,13 +48,6 @@ static void usage(FILE *f)
             settings_default("db"));
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Batch k is written (deflated and appended, on a thread of its own)
  * while batch k + 1 is sampled: on a GPU the device's part and the host's
  * deflating then overlap instead of taking turns.  Two buffers of each;
@@ -73,9 +67,9 @@ typedef struct sample_write_job {
 static void *sample_write_main(void *arg)
 {
     sample_write_job *j = arg;
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     j->rc = calo_h5_append(j->w, j->e_inc, j->showers, j->m, &j->err);
-    j->seconds = now_s() - t0;
+    j->seconds = gt_clock_s() - t0;
     return NULL;
 }
 
@@ -202,7 +196,7 @@ int cmd_sample(int argc, char **argv)
         goto out;
     if (device)
         snprintf(cfg.device, sizeof cfg.device, "%s", device);
-    double t_open = now_s();
+    double t_open = gt_clock_s();
     if (model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, &err) ||
         model_sampler_open(b, &cfg, ck1, l1, ck2, l2, (int)batch, &smp, &err))
         goto out;
@@ -237,7 +231,7 @@ int cmd_sample(int argc, char **argv)
     if (calo_h5_create(&w, a.out_path, V, 0, (int)gzip, &err))
         goto out;
     writer_open = 1;
-    double t0 = now_s(), evals = 0, flops = 0, draws = 0, t_run = 0, t_decode = 0;
+    double t0 = gt_clock_s(), evals = 0, flops = 0, draws = 0, t_run = 0, t_decode = 0;
     double t_device = 0;
     t_open = t0 - t_open;
     int cur = 0;
@@ -248,14 +242,14 @@ int cmd_sample(int argc, char **argv)
         model_sample_request rq = {e_inc[cur], m, a.seed, first, showers[cur], NULL, 0};
         if (synth_draw_energies(&sc, first, m, e_inc[cur], &err))
             goto out;
-        double t1 = now_s();
+        double t1 = gt_clock_s();
         if (model_sampler_run(smp, &rq, 1, (int)a.steps, &err))
             goto out;
-        double t2 = now_s();
+        double t2 = gt_clock_s();
         /* the previous batch's write, then this one's, behind the next */
         if (sample_write_wait(&job, &t_write, &err))
             goto out;
-        t_waited += now_s() - t2;
+        t_waited += gt_clock_s() - t2;
         job = (sample_write_job){.w = &w, .e_inc = e_inc[cur], .showers = showers[cur], .m = m};
         if (pthread_create(&job.thread, NULL, sample_write_main, &job)) {
             gt_error_set(&err, GT_ENOMEM, "cannot start the writing thread");
@@ -269,17 +263,17 @@ int cmd_sample(int argc, char **argv)
         flops += model_sampler_flops_per_shower(smp) * (double)m;
         draws += model_sampler_draws_per_shower(smp) * (double)m;
     }
-    double t_last = now_s();
+    double t_last = gt_clock_s();
     if (sample_write_wait(&job, &t_write, &err))
         goto out;
     writer_open = 0;
-    double t_fin = now_s();
+    double t_fin = gt_clock_s();
     t_waited += t_fin - t_last;
     if (calo_h5_finish(&w, &err))
         goto out;
-    double dt = now_s() - t0;
-    t_write += now_s() - t_fin;
-    t_waited += now_s() - t_fin;
+    double dt = gt_clock_s() - t0;
+    t_write += gt_clock_s() - t_fin;
+    t_waited += gt_clock_s() - t_fin;
     fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", a.n,
             a.run, a.out_path, dt, (double)a.n / dt, b->name);
     /* the sampling cost: network evaluations per shower times their FLOPs */

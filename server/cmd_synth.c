@@ -14,6 +14,7 @@
 
 #include "calo_h5.h"
 #include "geo.h"
+#include "gt_clock.h"
 #include "synth.h"
 
 int cmd_synth(int argc, char **argv);
@@ -63,13 +64,6 @@ static int cmd_synth_parse_f64(const char *s, double *out)
         return -1;
     *out = v;
     return 0;
-}
-
-static double cmd_synth_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 int cmd_synth(int argc, char **argv)
@@ -169,7 +163,7 @@ int cmd_synth(int argc, char **argv)
     float *s = malloc(block * (size_t)geo.n_voxels * sizeof *s);
     calo_h5_writer w;
     int rc = 1;
-    double t_gen = 0, t0 = cmd_synth_now();
+    double t_gen = 0, t0 = gt_clock_s();
     if (!e || !s) {
         fprintf(stderr, "giant synth: out of memory\n");
         goto done;
@@ -180,13 +174,13 @@ int cmd_synth(int argc, char **argv)
     }
     for (int64_t first = 0; first < n; first += block) {
         int64_t m = n - first < block ? n - first : block;
-        double g0 = cmd_synth_now();
+        double g0 = gt_clock_s();
         if (synth_generate(&det, &geo, &cfg, first, m, NULL, e, s, &err)) {
             fprintf(stderr, "giant synth: %s\n", err.message);
             calo_h5_finish(&w, NULL);
             goto done;
         }
-        t_gen += cmd_synth_now() - g0;
+        t_gen += gt_clock_s() - g0;
         if (calo_h5_append(&w, e, s, m, &err)) {
             fprintf(stderr, "giant synth: %s: %s\n", output, err.message);
             calo_h5_finish(&w, NULL);
@@ -197,7 +191,7 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "giant synth: %s: %s\n", output, err.message);
         goto done;
     }
-    double total = cmd_synth_now() - t0;
+    double total = gt_clock_s() - t0;
     printf("wrote %lld showers (%d voxels, %s, detector %s) to %s\n", (long long)n,
            geo.n_voxels, cfg.particle == SYNTH_PARTICLE_PHOTON ? "photon" : "electron",
            det.name, output);

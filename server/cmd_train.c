@@ -15,6 +15,7 @@
 
 #include "cmd_train.h"
 #include "commands.h"
+#include "gt_clock.h"
 #include "log.h"
 #include "model_config.h"
 #include "progress.h"
@@ -40,13 +41,6 @@ typedef struct train_view {
     progress_clock clock;
 } train_view;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Ends the bar's line before anything else is written to stderr: on a
  * terminal the line is cleared (the next step draws it again). */
 static void view_break(train_view *c)
@@ -69,7 +63,7 @@ static void view_step(void *user, const model_step_report *r, long long done, lo
     (void)total;
     if (c->quiet)
         return;
-    progress_clock_tick(&c->clock, r->stage, r->step, now_s());
+    progress_clock_tick(&c->clock, r->stage, r->step, gt_clock_s());
     progress_stage st[2] = {{c->cfg->steps1, r->stage == 1 ? r->step : c->cfg->steps1, 0},
                             {c->cfg->steps2, r->stage == 2 ? r->step : 0, 0}};
     for (int i = 0; i < 2; i++)
@@ -443,7 +437,7 @@ int cmd_train(int argc, char **argv)
     /* and never written into the bar's line */
     log_set_hook(view_before_log, &view);
     sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase};
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -457,7 +451,7 @@ int cmd_train(int argc, char **argv)
     if (view.line_open)
         fputc('\n', stderr);
     if (rc == GT_OK) {
-        fprintf(stderr, "run %lld succeeded in %.1f s\n", (long long)run, now_s() - t0);
+        fprintf(stderr, "run %lld succeeded in %.1f s\n", (long long)run, gt_clock_s() - t0);
         printf("%lld\n", (long long)run);
         status = 0;
     } else if (rc == GT_ECANCELLED && stop_requested) {

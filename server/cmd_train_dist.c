@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "model_run.h"
 #include "runs.h"
 #include "store.h"
@@ -65,13 +66,6 @@ static void on_launcher_term(int sig)
 {
     (void)sig;
     launcher_term = 1;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The child between fork and exec: its rank in the environment, the
@@ -196,7 +190,7 @@ int cmd_train_spawn_ranks(cmd_train_spawn *t)
         started++;
     }
     int failed = started < t->n ? 1 : 0, left = started, first_bad = -1;
-    double kill_at = failed ? now_s() : 0;
+    double kill_at = failed ? gt_clock_s() : 0;
     if (failed && g)
         dist_shm_group_abort(g);
     int termed = 0;
@@ -210,7 +204,7 @@ int cmd_train_spawn_ranks(cmd_train_spawn *t)
         int s = 0;
         pid_t p = waitpid(-1, &s, WNOHANG);
         if (p <= 0) {
-            if (kill_at > 0 && now_s() > kill_at + 10.0) {
+            if (kill_at > 0 && gt_clock_s() > kill_at + 10.0) {
                 for (int r = 0; r < started; r++)
                     if (!done[r])
                         kill(pid[r], SIGKILL);
@@ -242,7 +236,7 @@ int cmd_train_spawn_ranks(cmd_train_spawn *t)
                     for (int q = 0; q < started; q++)
                         if (!done[q])
                             kill(pid[q], SIGTERM);
-                kill_at = now_s();
+                kill_at = gt_clock_s();
             }
         }
     }

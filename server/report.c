@@ -15,6 +15,7 @@
 
 #include "cmd_train.h"
 #include "giant_client.h"
+#include "gt_clock.h"
 #include "log.h"
 #include "model_accept.h"
 #include "model_config.h"
@@ -48,13 +49,6 @@ typedef struct reporter {
     int quiet;
 } reporter;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double unix_s(void)
 {
     struct timeval tv;
@@ -68,7 +62,7 @@ static double unix_s(void)
 static int send(reporter *r, const char *method, const char *path, const char *ctype,
                 const void *body, size_t len, const char *const *headers, gc_response *out)
 {
-    double until = now_s() + REPORT_RETRY_S, pause = 0.5;
+    double until = gt_clock_s() + REPORT_RETRY_S, pause = 0.5;
     for (;;) {
         gt_error err = {0};
         memset(out, 0, sizeof *out);
@@ -76,7 +70,7 @@ static int send(reporter *r, const char *method, const char *path, const char *c
         int again = rc != GT_OK || out->status >= 500 || out->status == 429;
         if (!again)
             return GT_OK;
-        if (now_s() + pause > until || (stop_signal && rc == GT_OK)) {
+        if (gt_clock_s() + pause > until || (stop_signal && rc == GT_OK)) {
             if (rc == GT_OK)
                 gc_check(out, &r->err);
             else
@@ -144,7 +138,7 @@ static int flush(reporter *r, const char *end, const char *error)
     json_array_clear(r->validations);
     json_decref(r->progress);
     r->progress = NULL;
-    r->last_flush = now_s();
+    r->last_flush = gt_clock_s();
     return r->failed ? GT_EIO : GT_OK;
 }
 
@@ -185,7 +179,7 @@ static int hook_step(void *user, const model_step_report *s)
     if (!r->quiet)
         fprintf(stderr, "stage %d step %lld/%lld loss %.5f\n", s->stage, s->step, s->total,
                 (double)s->loss);
-    if (now_s() - r->last_flush >= REPORT_FLUSH_S && flush(r, NULL, NULL))
+    if (gt_clock_s() - r->last_flush >= REPORT_FLUSH_S && flush(r, NULL, NULL))
         return 1;
     return r->stop;
 }
@@ -429,7 +423,7 @@ int report_train(const report_args *a)
         fprintf(stderr, "run %lld on %s: resuming from stage 1 %s, stage 2 %s\n",
                 (long long)a->run, host, ck1 ? "checkpoint" : "start",
                 ck2 ? "checkpoint" : "start");
-    r.last_flush = now_s();
+    r.last_flush = gt_clock_s();
     model_run_hooks hooks = {&r, hook_step, hook_validation, hook_checkpoint, hook_stop,
                              hook_phase};
     model_resume rs = {ck1, l1, ck2, l2};

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gt_clock.h"
 #include "gt_error.h"
 #include "model_backend.h"
 #include "model_config.h"
@@ -39,19 +40,12 @@ typedef struct timing {
     int n;
 } timing;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int on_step(void *user, const model_step_report *r)
 {
     timing *tm = user;
     (void)r;
     if (tm->n <= MAX_STEPS)
-        tm->t[tm->n++] = now_s();
+        tm->t[tm->n++] = gt_clock_s();
     return 0;
 }
 
@@ -76,7 +70,7 @@ static int run_stage(nn_backend *b, const model_config *cfg, const model_stage_d
     timing tm;
     memset(&tm, 0, sizeof tm);
     model_stage_hooks h = {&tm, on_step, NULL, NULL, NULL};
-    tm.t[tm.n++] = now_s();
+    tm.t[tm.n++] = gt_clock_s();
     rc = model_stage_train(s, &h, err);
     if (!rc) {
         /* steps 4.. (the last one validates after its hook: not counted) */
@@ -182,7 +176,7 @@ int main(int argc, char **argv)
     }
     model_dataset ds;
     model_arrays arr;
-    double t_data = now_s();
+    double t_data = gt_clock_s();
     if (model_dataset_load(&cfg, NULL, &ds, &err) ||
         model_arrays_build(&cfg, &ds, &arr, &err)) {
         fprintf(stderr, "bench_stage: data: %s\n", err.message);
@@ -194,7 +188,7 @@ int main(int argc, char **argv)
     printf("# bench_stage %s on %s: stage 2, %d x %d, batch %d, D %d, %d training rows "
            "(data %.1f MiB on the device, made in %.1f s on the host), %d steps\n",
            path, device, cfg.stage2.trunk.hidden, cfg.stage2.trunk.blocks, cfg.batch, d.dim,
-           d.n_train, data_mib, now_s() - t_data, steps);
+           d.n_train, data_mib, gt_clock_s() - t_data, steps);
     int failed = 0;
     for (int bf16 = 0; bf16 < 2; bf16++) {
         const char *p = bf16 ? "bf16" : "fp32";
@@ -205,7 +199,7 @@ int main(int argc, char **argv)
         for (int graphs = 0; graphs < 2; graphs++) {
             double ms = 0, fl = 0;
             long long replays = 0;
-            double t_run = now_s();
+            double t_run = gt_clock_s();
             if (run_stage(b, &cfg, &d, graphs, &ms, &mib, &fl, &replays, &err)) {
                 printf("SKIP stage_%s_%s: %s\n", p, graphs ? "graph" : "eager", err.message);
                 failed += !(bf16 && strstr(err.message, "bf16"));
@@ -216,7 +210,7 @@ int main(int argc, char **argv)
                    ms > 0 ? fl / (ms * 1e-3) / 1e12 : 0.0, ms > 0 ? cfg.batch / (ms * 1e-3) : 0.0);
             printf("# stage %s %s: %.3f ms a step, %lld steps replayed from a graph, "
                    "%.1f s in all\n",
-                   p, graphs ? "graphs on" : "eager", ms, replays, now_s() - t_run);
+                   p, graphs ? "graphs on" : "eager", ms, replays, gt_clock_s() - t_run);
         }
         if (mib > 0)
             printf("MEMORY stage_%s %.1f\n", p, mib);

@@ -17,6 +17,7 @@
  * sees, which `giant train --gpus N` makes in $TMPDIR and Slurm jobs put on
  * a shared file system. */
 #include "dist_internal.h"
+#include "gt_clock.h"
 
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -44,13 +45,6 @@ static int nccl_fail(gt_error *err, const char *what, ncclResult_t r)
                         what, ncclGetErrorString(r));
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int write_id(const char *path, const ncclUniqueId *id, gt_error *err)
 {
     char tmp[4096];
@@ -72,7 +66,7 @@ static int write_id(const char *path, const ncclUniqueId *id, gt_error *err)
 
 static int read_id(const char *path, double timeout_s, ncclUniqueId *id, gt_error *err)
 {
-    double until = mono_s() + timeout_s;
+    double until = gt_clock_s() + timeout_s;
     for (;;) {
         FILE *f = fopen(path, "rb");
         if (f) {
@@ -81,7 +75,7 @@ static int read_id(const char *path, double timeout_s, ncclUniqueId *id, gt_erro
             if (got == sizeof *id)
                 return GT_OK;
         }
-        if (mono_s() >= until)
+        if (gt_clock_s() >= until)
             return gt_error_set(err, GT_ENOTFOUND,
                                 "nccl id: %s did not appear within %.0f s (is rank 0 running, "
                                 "and is the folder shared?)",

@@ -28,6 +28,7 @@
  * process or the group's creator is gone (kill(pid, 0) == ESRCH).  The
  * launcher also sets the abort flag when it reaps a failed rank. */
 #include "dist_internal.h"
+#include "gt_clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -212,20 +213,13 @@ int dist_shm_join(dist_shm_group *g, int rank, nn_backend *b, dist_comm **out, g
     return join(g, rank, b, 0, out, err);
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int dist_shm_attach(const char *name, int rank, int size, nn_backend *b, double timeout_s,
                     dist_comm **out, gt_error *err)
 {
     *out = NULL;
     GT_TRY(check_size(size, err));
     GT_TRY(check_name(name, err));
-    double until = mono_s() + (timeout_s > 0 ? timeout_s : 0);
+    double until = gt_clock_s() + (timeout_s > 0 ? timeout_s : 0);
     for (;;) {
         int fd = shm_open(name, O_RDWR, 0);
         struct stat st;
@@ -252,7 +246,7 @@ int dist_shm_attach(const char *name, int rank, int size, nn_backend *b, double 
         } else if (fd >= 0) {
             close(fd);
         }
-        if (mono_s() >= until)
+        if (gt_clock_s() >= until)
             return gt_error_set(err, GT_ENOTFOUND, "dist shm: no group %s after %.0f s", name,
                                 timeout_s);
         struct timespec d = {0, 20 * 1000 * 1000};
@@ -309,7 +303,7 @@ static int barrier(shm_comm *c, gt_error *err)
         nanosleep(&d, NULL);
         if (sleep_ns < 1000 * 1000)
             sleep_ns *= 2;
-        double t = mono_s();
+        double t = gt_clock_s();
         if (t >= next_check) {
             next_check = t + 0.2;
             if ((why = member_gone(g)) != 0) {

@@ -8,17 +8,10 @@
 #include <time.h>
 
 #include "feat.h"
+#include "gt_clock.h"
 #include "loader.h"
 #include "model_data.h"
 #include "model_sampler.h"
-
-/* Monotonic seconds, for the report. */
-static double accept_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The classifier rows of n showers into rows [n x d]. */
 static void classifier_rows(const feat_layout *fl, const float *showers, const float *e_inc,
@@ -93,7 +86,7 @@ int model_accept_for_run(nn_backend *b, const model_config *cfg, const char *dat
         }
         classifier_rows(&fl, gen, e + at, m, train_rows + (size_t)at * d);
     }
-    double t0 = accept_clock();
+    double t0 = gt_clock_s();
     if ((rc = model_sampler_open(b, cfg, stage1, len1, stage2, len2, (int)chunk, &s, err)))
         goto done;
     for (int64_t at = 0; at < n; at += chunk) {
@@ -107,8 +100,8 @@ int model_accept_for_run(nn_backend *b, const model_config *cfg, const char *dat
             goto done;
         classifier_rows(&fl, gen, e + at, m, gen_rows + (size_t)at * d);
     }
-    rep->generate_s = accept_clock() - t0;
-    t0 = accept_clock();
+    rep->generate_s = gt_clock_s() - t0;
+    t0 = gt_clock_s();
     model_classify_config cls;
     model_classify_config_default(&cls);
     cls.hidden = cfg->accept.hidden;
@@ -124,7 +117,7 @@ int model_accept_for_run(nn_backend *b, const model_config *cfg, const char *dat
         memcpy(acc.ckpt_sha256, ckpt_sha256, sizeof acc.ckpt_sha256);
     if ((rc = model_accept_pack(&acc, blob, blob_len, err)))
         goto done;
-    rep->train_s = accept_clock() - t0;
+    rep->train_s = gt_clock_s() - t0;
     rep->showers = n;
     rep->auc = acc.auc;
     rep->acceptance = acc.acceptance;

@@ -11,6 +11,7 @@
 #endif
 
 #include "feat.h"
+#include "gt_clock.h"
 #include "model_accept.h"
 #include "model_ckpt.h"
 #include "model_data.h"
@@ -189,14 +190,6 @@ void model_sampler_close(model_sampler *s)
     free(s->score_h);
     geo_free(&s->geo);
     free(s);
-}
-
-/* Monotonic seconds: the decode time a run reports. */
-static double sampler_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int model_sampler_voxels(const model_sampler *s) { return s->geo.n_voxels; }
@@ -973,7 +966,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
                (size_t)p[i].rows * sizeof(float));
     model_repr_conditions(&s->repr, s->e_inc_h, rows, s->c1_h);
     /* stage 1: energy */
-    double t_dev = sampler_clock();
+    double t_dev = gt_clock_s();
     if ((rc = check_finite(p, np, s->c1_h, rows, 1, NULL, "the stage-1 conditions are not finite",
                            err)) ||
         (rc = nn_copy_h2d(s->b, s->c, s->c1_h, (size_t)rows * sizeof(float), err)) ||
@@ -981,7 +974,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         (rc = run_integrate(s, 1, rows, steps, &ev1, err)) ||
         (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * D1 * sizeof(float), err)))
         return rc;
-    s->device_s += sampler_clock() - t_dev;
+    s->device_s += gt_clock_s() - t_dev;
     if ((rc = check_finite(p, np, s->x1_h, rows, D1, NULL, DIVERGED " in stage 1", err)))
         return rc;
     model_repr_energy(&s->repr, s->e_inc_h, s->c1_h, s->x1_h, rows, s->edep_h, s->c2_h);
@@ -992,22 +985,22 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         return rc;
     /* stage 2: shower (autoregressive: the host's share of each layer
      * counts as the device's here) */
-    t_dev = sampler_clock();
+    t_dev = gt_clock_s();
     if (s->ar) {
         if ((rc = run_ar(s, reqs, p, np, rows, steps, &evals, &flops, err)))
             return rc;
-        s->device_s += sampler_clock() - t_dev;
+        s->device_s += gt_clock_s() - t_dev;
     } else {
         if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * C2 * sizeof(float), err)) ||
             (rc = fill_noise(s, reqs, p, np, 2, D2, err)) ||
             (rc = run_integrate(s, 2, rows, steps, &ev2, err)) ||
             (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)))
             return rc;
-        s->device_s += sampler_clock() - t_dev;
+        s->device_s += gt_clock_s() - t_dev;
         if ((rc = check_finite(p, np, s->x2_h, rows, D2, NULL, DIVERGED " in stage 2", err)))
             return rc;
     }
-    const double t_decode = sampler_clock();
+    const double t_decode = gt_clock_s();
     for (int i = 0; i < np; i++) {
         model_sample_request *q = &reqs[p[i].req];
         float *x2 = s->x2_h + (size_t)p[i].at * D2;
@@ -1018,7 +1011,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const piece *
         if (q->e_dep)
             memcpy(q->e_dep + p[i].first, ed, (size_t)p[i].rows * sizeof(float));
     }
-    s->decode_s += sampler_clock() - t_decode;
+    s->decode_s += gt_clock_s() - t_decode;
     /* evals counts per-shower evaluations of this batch (all rows for
      * oneshot; the active share of each layer for autoregressive) */
     evals += ev1 + ev2;

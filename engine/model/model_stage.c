@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gt_clock.h"
 #include "gt_le.h"
 #include "nn_ckpt.h"
 #ifdef GIANT_HAVE_CUDA
@@ -668,13 +669,6 @@ int model_stage_validate(model_stage *s, float *val_loss, gt_error *err)
                      : model_stage_flow_validate(s, val_loss, err);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Data parallel: the sum over ranks of one float v of each rank (the
  * should_stop votes; the reported loss), through the stage's flag buffer. */
 static int allreduce_scalar(model_stage *s, float *v, gt_error *err)
@@ -765,7 +759,7 @@ static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err
     if (!h)
         h = &none;
     const int ranks = dist_size(s->comm), rank0 = dist_rank(s->comm) == 0;
-    double t_last = now_s();
+    double t_last = gt_clock_s();
     long long step_last = s->opt.step;
     while (s->opt.step < s->total) {
         float stop = h->should_stop && h->should_stop(h->user) ? 1.0f : 0.0f;
@@ -804,7 +798,7 @@ static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err
                     return rc;
                 r.loss *= 1.0f / (float)ranks;
             }
-            double t = now_s();
+            double t = gt_clock_s();
             r.samples_per_s = (double)(step - step_last) * s->gbatch / (t - t_last + 1e-12);
             t_last = t;
             step_last = step;
@@ -841,7 +835,7 @@ static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err
                 return gt_error_set(err, GT_ECANCELLED, "stopped by the checkpoint hook");
         }
         if (do_val)
-            step_last = s->opt.step, t_last = now_s(); /* keep validation out of samples/s */
+            step_last = s->opt.step, t_last = gt_clock_s(); /* keep validation out of samples/s */
     }
     return GT_OK;
 }
