@@ -220,11 +220,14 @@ int cmd_sample(int argc, char **argv)
         accepting = arc == GT_OK;
     }
     const int V = model_sampler_voxels(smp);
-    for (int k = 0; k < 2; k++) {
+    /* a second pair of buffers only when a batch can be written while
+     * another is sampled (65 536 rows are 1.7 GB) */
+    const int nbuf = a.n > batch ? 2 : 1;
+    for (int k = 0; k < nbuf; k++) {
         e_inc[k] = malloc((size_t)batch * sizeof(float));
         showers[k] = malloc((size_t)batch * V * sizeof(float));
     }
-    if (!e_inc[0] || !showers[0] || !e_inc[1] || !showers[1]) {
+    if (!e_inc[0] || !showers[0] || !e_inc[nbuf - 1] || !showers[nbuf - 1]) {
         gt_error_set(&err, GT_ENOMEM, "out of memory");
         goto out;
     }
@@ -235,7 +238,7 @@ int cmd_sample(int argc, char **argv)
     double t_device = 0;
     t_open = t0 - t_open;
     int cur = 0;
-    for (long long first = 0; first < a.n; first += batch, cur ^= 1) {
+    for (long long first = 0; first < a.n; first += batch, cur = (cur + 1) % nbuf) {
         long long m = a.n - first < batch ? a.n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
          * is the same whatever --batch is. */
