@@ -115,7 +115,9 @@ blog="$logs/build.log"
     echo "cmake: $(cmake --version 2>/dev/null | head -1)"
     nvcc=$(command -v nvcc 2>/dev/null || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
     echo "nvcc: $nvcc, $("$nvcc" --version 2>/dev/null | tail -2 | head -1)"
-    echo "cores: $(nproc 2>/dev/null)"
+    echo "cores: $(nproc 2>/dev/null) ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ //'))"
+    # what bounds the host's threads (giant sample decodes and deflates on them)
+    echo "OMP_NUM_THREADS: ${OMP_NUM_THREADS:-unset}; cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)"
 } >"$blog"
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
 echo "gpu: ${gpu:-none}" | tee -a "$blog"
@@ -337,6 +339,22 @@ fi
 # device (bench/gpu/product.sh)
 prodlog="$logs/product.log"
 : >"$prodlog"
+# first, the host's own rates (bench/host_bench.c: decoding, deflating, the
+# writer, turning): what giant sample's share on this machine's cores can be,
+# to set beside its time line in the product's log.  Rows as "HOST ...";
+# it needs no device, so the dry run runs it too (at a small size).
+hostn=16384
+[ "$dry" = 1 ] && hostn=1024
+if [ "$ok_build" = 0 ]; then
+    row host skipped 0 "no build"
+else
+    hostraw="$build/host.txt"
+    : >"$hostraw"
+    step host 60 "$hostraw" "$bdir/bench/bench_host" "$root/configs/geometry/binning_dataset_2.xml" \
+        --n "$hostn"
+    sed 's/^RESULT/HOST/' "$hostraw" >>"$prodlog"
+    row host "$(status "$rc")" "$secs" "$hostn showers: $(sed -n 's/^HOST decode_\([0-9]*\)threads [0-9.]* \([0-9]*\)$/decoding \2 showers\/s on \1 threads/p' "$prodlog" | tail -1), $(sed -n 's/^HOST deflate_libdeflate_1_1thread [0-9.]* \([0-9]*\).*/deflating \1 a core/p' "$prodlog" | tail -1)"
+fi
 if [ "$dry" = 1 ]; then
     row product skipped 0 "dry run: needs a GPU (GIANT_PRODUCT_DEVICE=cpu bench/gpu/product.sh GIANT DIR --small runs it on a CPU)"
 elif [ "$ok_build" = 0 ] || [ -z "$gpu" ]; then
