@@ -397,7 +397,7 @@ const model_config_field model_config_fields[] = {
     {BOOL("model.stage2.skip_spent_layers", stage2.skip_spent_layers, "false"),
      .doc = "autoregressive: training leaves out a shower's layers once its energy is spent"},
     {INT("model.stage2.history", stage2.history, 0, MODEL_AR_MAX_HISTORY, "0"),
-     .rule = "not 0 only when autoregressive",
+     .rule = "0 unless autoregressive",
      .doc = "autoregressive: a layer's token is also conditioned on the previous `history` "
             "layers' energy shares"},
     {BOOL("model.stage2.ring_counts", stage2.ring_counts, "true"), OLDER("false", "0008"),
