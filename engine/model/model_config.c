@@ -47,7 +47,8 @@ int mcf_lookup(mcf_walk *w, const json_t *obj, const char *path, const char *key
     case MCF_SECTION: ok = json_is_object(v), word = "an object"; break;
     case MCF_INT:
     case MCF_INT64:
-    case MCF_SEED: ok = json_is_integer(v), word = "an integer"; break;
+    case MCF_SEED:
+    case MCF_VERSION: ok = json_is_integer(v), word = "an integer"; break;
     case MCF_REAL: ok = json_is_number(v), word = "a number"; break;
     case MCF_BOOL: ok = json_is_boolean(v), word = "true or false"; break;
     default: ok = json_is_string(v), word = "a string"; break;
@@ -313,8 +314,85 @@ void model_config_defaults(model_config *cfg)
             set_literal(&FIELDS[i], cfg, FIELDS[i].def);
 }
 
-int model_config_from_json(const json_t *root, model_config *cfg, char *field,
-                           size_t field_len, gt_error *err)
+/* ------------------------------------------------------------------------ */
+/* versions                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* root's config_version; absent_as when it names none. */
+static int read_version(mcf_walk *w, const json_t *root, int absent_as, int *version)
+{
+    const json_t *v;
+    int rc = mcf_lookup(w, root, "", "config_version", MCF_VERSION, NULL, &v);
+    if (rc)
+        return rc;
+    *version = absent_as;
+    if (!v)
+        return GT_OK;
+    json_int_t x = json_integer_value(v);
+    char msg[160];
+    if (x > MODEL_CONFIG_VERSION) {
+        snprintf(msg, sizeof msg,
+                 "%lld: written by a newer giant (this one reads versions up to %d)",
+                 (long long)x, MODEL_CONFIG_VERSION);
+        return mcf_fail(w, "config_version", msg);
+    }
+    if (x < 1) {
+        snprintf(msg, sizeof msg, "out of range [1, %d]", MODEL_CONFIG_VERSION);
+        return mcf_fail(w, "config_version", msg);
+    }
+    *version = (int)x;
+    return GT_OK;
+}
+
+/* The one upgrade: a config of `version` gets, for every field it leaves
+ * out whose meaning changed since (its row's since is later), the value
+ * it meant then, made the objects on its way as the SQL migrations'
+ * json_set did; a section that is no object is left for the parser to
+ * refuse.  Then it is of the current version. */
+static int upgrade(json_t *root, int version)
+{
+    for (int i = 0; i < NFIELDS; i++) {
+        const model_config_field *f = &FIELDS[i];
+        if (!f->older || version >= model_config_field_since(f))
+            continue;
+        json_t *o = root;
+        char key[128];
+        const char *p = f->path;
+        for (const char *dot; o && (dot = strchr(p, '.')); p = dot + 1) {
+            snprintf(key, sizeof key, "%.*s", (int)(dot - p), p);
+            json_t *next = json_object_get(o, key);
+            if (!next && json_object_set_new(o, key, next = json_object()))
+                return GT_ENOMEM;
+            o = json_is_object(next) ? next : NULL;
+        }
+        if (o && !json_object_get(o, p) &&
+            json_object_set_new(o, p, model_config_field_literal(f, f->older)))
+            return GT_ENOMEM;
+    }
+    if (json_object_set_new(root, "config_version", json_integer(MODEL_CONFIG_VERSION)))
+        return GT_ENOMEM;
+    return GT_OK;
+}
+
+int model_config_upgrade(json_t *root, char *field, size_t field_len, gt_error *err)
+{
+    mcf_walk w = {field, field_len, err};
+    if (field && field_len)
+        field[0] = '\0';
+    if (!json_is_object(root))
+        return mcf_fail(&w, "", "the config must be a JSON object");
+    int version, rc = read_version(&w, root, 0, &version);
+    if (rc)
+        return rc;
+    if (upgrade(root, version))
+        return gt_error_set(err, GT_ENOMEM, "out of memory upgrading a config");
+    return GT_OK;
+}
+
+/* A config whose config_version, when absent, is absent_as: the current
+ * version for a submitted one, 0 for a stored one. */
+static int from_json_as(const json_t *root, int absent_as, model_config *cfg, char *field,
+                        size_t field_len, gt_error *err)
 {
     mcf_walk w = {field, field_len, err};
     if (field && field_len)
@@ -322,11 +400,36 @@ int model_config_from_json(const json_t *root, model_config *cfg, char *field,
     model_config_defaults(cfg);
     if (!json_is_object(root))
         return mcf_fail(&w, "", "the config must be a JSON object");
-    return walk_section(&w, 0, root, cfg);
+    int version, rc = read_version(&w, root, absent_as, &version);
+    if (rc)
+        return rc;
+    if (version >= MODEL_CONFIG_VERSION)
+        return walk_section(&w, 0, root, cfg);
+    json_t *up = json_deep_copy(root);
+    if (!up || upgrade(up, version)) {
+        json_decref(up);
+        return gt_error_set(err, GT_ENOMEM, "out of memory upgrading a config");
+    }
+    rc = walk_section(&w, 0, up, cfg);
+    json_decref(up);
+    return rc;
 }
 
-int model_config_parse(const char *text, size_t len, model_config *cfg, char *field,
-                       size_t field_len, gt_error *err)
+int model_config_from_json(const json_t *root, model_config *cfg, char *field,
+                           size_t field_len, gt_error *err)
+{
+    return from_json_as(root, MODEL_CONFIG_VERSION, cfg, field, field_len, err);
+}
+
+int model_config_from_stored_json(const json_t *root, model_config *cfg, char *field,
+                                  size_t field_len, gt_error *err)
+{
+    return from_json_as(root, 0, cfg, field, field_len, err);
+}
+
+/* text as JSON, then read as a submitted or a stored config. */
+static int parse_as(const char *text, size_t len, int absent_as, model_config *cfg, char *field,
+                    size_t field_len, gt_error *err)
 {
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -336,9 +439,21 @@ int model_config_parse(const char *text, size_t len, model_config *cfg, char *fi
         return gt_error_set(err, GT_EINVAL, "malformed JSON at line %d, column %d: %s",
                             jerr.line, jerr.column, jerr.text);
     }
-    int rc = model_config_from_json(root, cfg, field, field_len, err);
+    int rc = from_json_as(root, absent_as, cfg, field, field_len, err);
     json_decref(root);
     return rc;
+}
+
+int model_config_parse(const char *text, size_t len, model_config *cfg, char *field,
+                       size_t field_len, gt_error *err)
+{
+    return parse_as(text, len, MODEL_CONFIG_VERSION, cfg, field, field_len, err);
+}
+
+int model_config_parse_stored(const char *text, size_t len, model_config *cfg, char *field,
+                              size_t field_len, gt_error *err)
+{
+    return parse_as(text, len, 0, cfg, field, field_len, err);
 }
 
 int model_config_load(const char *path, model_config *cfg, char *field, size_t field_len,

@@ -330,6 +330,9 @@ static int config_after(mcf_walk *w, const json_t *root, const char *path, void 
 
 const model_config_field model_config_fields[] = {
     {SECTION(""), .after = config_after, .doc = "the config"},
+    {.path = "config_version", .type = MCF_VERSION, .ilo = 1, .ihi = MODEL_CONFIG_VERSION,
+     .doc = "the version of this table the config was written by; left out: the current one "
+            "in a submitted config, 0 (before versions) in a recorded one"},
     {STRING("name", name, "run"), .doc = "a label for the run"},
 
     {SECTION("dataset"), .check = dataset_check, .after = dataset_after,
@@ -524,6 +527,7 @@ json_t *model_config_field_get(const model_config_field *f, const model_config *
     case MCF_STRING:
     case MCF_NAME: return json_string(at);
     case MCF_ENUM: return json_string(f->names[*(const int *)at]);
+    case MCF_VERSION: return json_integer(MODEL_CONFIG_VERSION);
     default: return NULL;
     }
 }

@@ -35,6 +35,7 @@ typedef enum mcf_type {
     MCF_NAME,      /* char[size] holding one of names                     */
     MCF_ENERGY,    /* dataset.synthetic.energy: the spec of model_energy.h
                     * (its rows follow it), or the deprecated dist name   */
+    MCF_VERSION,   /* config_version: no member; written as the current one */
 } mcf_type;
 
 /* The hooks of a section (pre: before its keys are checked; check: after

@@ -101,6 +101,7 @@ static void put_allowed(text *t, const model_config_field *f)
     case MCF_INT:
     case MCF_INT64:
     case MCF_SEED:
+    case MCF_VERSION:
         put(t, "[");
         put_int(t, f->ilo);
         put(t, ", ");
@@ -132,6 +133,8 @@ static void put_written(text *t, const model_config_field *f)
         return;
     if (f->flags & MCF_DEPRECATED)
         put(t, "never (read only)");
+    else if (f->type == MCF_VERSION)
+        put(t, "always, the current version");
     else if (f->type == MCF_ENERGY)
         put(t, "always, as an object");
     else if (f->when)

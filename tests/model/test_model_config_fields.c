@@ -4,7 +4,9 @@
  * path, every section refuses a key it has no row for, and every field
  * survives the trip through model_config_to_json and back.  The defaults
  * written back are pinned to what the hand-written parser of before the
- * table wrote. */
+ * table wrote.  config_version: what a config leaves out means the default
+ * in a submitted config of any version and in a stored one of the current
+ * version, the row's older value in a stored one of before. */
 #include "check.h"
 #include "model_config.h"
 #include "model_config_fields.h"
@@ -140,7 +142,8 @@ static void test_table(void)
             CHECK_MSG(f->names != NULL, "%s: no names", f->path);
         if (!is_leaf(f))
             continue;
-        CHECK_MSG(f->def || (f->flags & MCF_DEPRECATED), "%s: no default", f->path);
+        CHECK_MSG(f->def || (f->flags & MCF_DEPRECATED) || f->type == MCF_VERSION,
+                  "%s: no default", f->path);
         const char *lits[2] = {f->def, f->older};
         for (int k = 0; k < 2; k++) {
             if (!lits[k])
@@ -213,6 +216,9 @@ static void test_defaults(void)
         CHECK_MSG(rc == GT_OK, "%s = %s: %s", f->path, f->def, err.message);
     }
     json_t *back = model_config_to_json(&cfg);
+    CHECK_EQ_INT(json_integer_value(json_object_get(back, "config_version")),
+                 MODEL_CONFIG_VERSION);
+    json_object_del(back, "config_version"); /* what the versions added */
     json_t *before = json_loads(defaults_before, 0, NULL);
     CHECK(before != NULL);
     char *text = json_dumps(back, JSON_COMPACT | JSON_SORT_KEYS);
@@ -261,6 +267,11 @@ static void test_refusals(void)
             free(s);
             break;
         }
+        case MCF_VERSION:
+            expect_refused(f, json_string("1"), "a string");
+            expect_refused(f, json_integer(0), "below the range");
+            expect_refused(f, json_integer(MODEL_CONFIG_VERSION + 1), "a newer version");
+            break;
         case MCF_ENUM:
         case MCF_NAME:
             expect_refused(f, json_integer(0), "an integer");
@@ -399,6 +410,169 @@ static void test_round_trip(void)
     }
 }
 
+/* A copy of doc with v (borrowed) at the dotted path, made on the way. */
+static void set_at(json_t *doc, const char *path, json_t *v)
+{
+    char key[128];
+    json_t *o = doc;
+    for (const char *p = path;;) {
+        const char *dot = strchr(p, '.');
+        if (!dot) {
+            json_object_set(o, p, v);
+            return;
+        }
+        snprintf(key, sizeof key, "%.*s", (int)(dot - p), p);
+        json_t *next = json_object_get(o, key);
+        if (!next) {
+            next = json_object();
+            json_object_set_new(o, key, next);
+        }
+        o = next;
+        p = dot + 1;
+    }
+}
+
+/* The configs each era recorded (tests/model/config_eras.json), read as
+ * stored configs: each reads to what its run was trained and sampled with,
+ * the config asked for with what the era had before each later feature.
+ * The newest era's configs are what model_config_to_json writes today,
+ * but for config_version. */
+static void test_eras(void)
+{
+    const char *src = getenv("GIANT_SOURCE_DIR");
+    CHECK(src != NULL);
+    if (!src)
+        return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/model/config_eras.json", src);
+    json_error_t jerr;
+    json_t *fx = json_load_file(path, 0, &jerr);
+    CHECK_MSG(fx != NULL, "%s: %s", path, jerr.text);
+    json_t *asked = json_object_get(fx, "asked"), *features = json_object_get(fx, "features");
+    json_t *eras = json_object_get(fx, "eras");
+    CHECK(json_array_size(eras) >= 15 && json_array_size(features) == 12);
+    size_t e, i, k;
+    json_t *era, *cfg;
+    json_array_foreach(eras, e, era) {
+        int schema = (int)json_integer_value(json_object_get(era, "schema"));
+        const char *commit = json_string_value(json_object_get(era, "commit"));
+        json_array_foreach(json_object_get(era, "configs"), i, cfg) {
+            char field[128];
+            gt_error err = {0};
+            model_config want, got, again, up_cfg;
+            /* what the run had: the config asked for, and the era's values
+             * of the features that came after it */
+            json_t *had = json_deep_copy(json_array_get(asked, i)), *ft;
+            json_array_foreach(features, k, ft)
+                if (schema < json_integer_value(json_object_get(ft, "schema")))
+                    set_at(had, json_string_value(json_object_get(ft, "path")),
+                           json_object_get(ft, "before"));
+            CHECK_EQ_INT(model_config_from_json(had, &want, field, sizeof field, &err), GT_OK);
+            json_decref(had);
+            char *text = json_dumps(cfg, JSON_COMPACT);
+            int rc = model_config_parse_stored(text, strlen(text), &got, field, sizeof field, &err);
+            CHECK_MSG(rc == GT_OK && memcmp(&got, &want, sizeof got) == 0,
+                      "era %d (%s), config %zu: %s", schema, commit, i,
+                      rc ? err.message : "other values");
+            /* the upgrade itself: the current version, read as submitted */
+            json_t *up = json_deep_copy(cfg);
+            CHECK_EQ_INT(model_config_upgrade(up, field, sizeof field, &err), GT_OK);
+            CHECK_EQ_INT(json_integer_value(json_object_get(up, "config_version")),
+                         MODEL_CONFIG_VERSION);
+            CHECK_EQ_INT(model_config_from_json(up, &up_cfg, field, sizeof field, &err), GT_OK);
+            CHECK_MSG(memcmp(&up_cfg, &want, sizeof want) == 0, "era %d, config %zu", schema, i);
+            json_decref(up);
+            /* written back now, it reads the same as stored and as submitted */
+            json_t *back = model_config_to_json(&got);
+            char *btext = json_dumps(back, JSON_COMPACT);
+            CHECK_EQ_INT(model_config_parse_stored(btext, strlen(btext), &again, field,
+                                                   sizeof field, &err),
+                         GT_OK);
+            CHECK(memcmp(&again, &want, sizeof want) == 0);
+            CHECK_EQ_INT(model_config_parse(btext, strlen(btext), &again, field, sizeof field,
+                                            &err),
+                         GT_OK);
+            CHECK(memcmp(&again, &want, sizeof want) == 0);
+            if (e + 1 == json_array_size(eras)) {
+                json_object_del(back, "config_version");
+                CHECK_MSG(json_equal(back, cfg), "the newest era's config %zu is written "
+                                                 "otherwise today: %s", i, btext);
+            }
+            json_decref(back);
+            free(btext);
+            free(text);
+        }
+    }
+    json_decref(fx);
+}
+
+/* Versions: what a config leaves out, submitted or stored, of each version;
+ * a newer version is refused. */
+static void test_versions(void)
+{
+    model_config cfg;
+    char field[128];
+    gt_error err = {0};
+    /* submitted without a version: the defaults */
+    CHECK_EQ_INT(model_config_parse("{}", 2, &cfg, field, sizeof field, &err), GT_OK);
+    CHECK(cfg.symmetrize == 1 && cfg.stage2.rings == 1 && cfg.time_power == 2);
+    /* stored without a version: before versions, the older values */
+    CHECK_EQ_INT(model_config_parse_stored("{}", 2, &cfg, field, sizeof field, &err), GT_OK);
+    for (int i = 0; i < N; i++) {
+        if (!F[i].older)
+            continue;
+        json_t *got = model_config_field_get(&F[i], &cfg);
+        json_t *want = model_config_field_literal(&F[i], F[i].older);
+        CHECK_MSG(json_equal(got, want), "stored {}: %s is not %s", F[i].path, F[i].older);
+        json_decref(got);
+        json_decref(want);
+    }
+    /* of the current version, stored or submitted: the defaults */
+    char cur[64];
+    snprintf(cur, sizeof cur, "{\"config_version\":%d}", MODEL_CONFIG_VERSION);
+    model_config d, s;
+    model_config_defaults(&d);
+    CHECK_EQ_INT(model_config_parse_stored(cur, strlen(cur), &s, field, sizeof field, &err),
+                 GT_OK);
+    CHECK(memcmp(&s, &d, sizeof d) == 0);
+    CHECK_EQ_INT(model_config_parse(cur, strlen(cur), &s, field, sizeof field, &err), GT_OK);
+    CHECK(memcmp(&s, &d, sizeof d) == 0);
+    /* a newer version or a bad one: refused, naming the field */
+    const char *bad[] = {"{\"config_version\":0}", "{\"config_version\":\"1\"}",
+                         "{\"config_version\":1.0}", "{\"config_version\":99}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_INT(model_config_parse(bad[i], strlen(bad[i]), &s, field, sizeof field, &err),
+                     GT_EINVAL);
+        CHECK_MSG(!strcmp(field, "config_version"), "%s: %s", bad[i], field);
+        CHECK_EQ_INT(model_config_parse_stored(bad[i], strlen(bad[i]), &s, field, sizeof field,
+                                               &err),
+                     GT_EINVAL);
+        json_t *j = json_loads(bad[i], 0, NULL);
+        CHECK_EQ_INT(model_config_upgrade(j, field, sizeof field, &err), GT_EINVAL);
+        CHECK(!strcmp(field, "config_version"));
+        json_decref(j);
+    }
+    CHECK_MSG(strstr(err.message, "newer giant") != NULL, "%s", err.message);
+    /* the upgrade writes the older values in, keeps what a config names,
+     * and leaves a section that is no object to the parser */
+    json_t *j = json_loads("{\"model\":{\"stage2\":{\"rings\":true}},\"sample\":[]}", 0, NULL);
+    CHECK_EQ_INT(model_config_upgrade(j, field, sizeof field, &err), GT_OK);
+    json_t *s2 = json_object_get(json_object_get(j, "model"), "stage2");
+    CHECK(json_is_true(json_object_get(s2, "rings")));
+    CHECK(json_is_false(json_object_get(s2, "ring_counts")));
+    CHECK(json_is_array(json_object_get(j, "sample")));
+    CHECK_EQ_INT(model_config_from_json(j, &s, field, sizeof field, &err), GT_EINVAL);
+    CHECK(!strcmp(field, "sample"));
+    json_decref(j);
+    /* the upgrade is a no-op on a config of the current version */
+    j = model_config_to_json(&d);
+    json_t *copy = json_deep_copy(j);
+    CHECK_EQ_INT(model_config_upgrade(copy, field, sizeof field, &err), GT_OK);
+    CHECK(json_equal(j, copy));
+    json_decref(j);
+    json_decref(copy);
+}
+
 int main(void)
 {
     F = model_config_fields;
@@ -408,5 +582,7 @@ int main(void)
     test_refusals();
     test_unknown_keys();
     test_round_trip();
+    test_versions();
+    test_eras();
     return check_finish();
 }
