@@ -8,6 +8,7 @@
  * So a field added, or a default changed, in the C table without the
  * README fails the tests; --write brings the README along. */
 #include "check.h"
+#include "gt_path.h"
 #include "model_config.h"
 #include "model_config_fields.h"
 
@@ -56,18 +57,10 @@ static const char *type_word(const model_config_field *f)
     }
 }
 
-static void put_int(text *t, int64_t x)
+/* x as %g without its exponent's sign and zeros (1e8, 1e-10), in out[32]. */
+static const char *real_text(char out[32], double x)
 {
-    if (x == INT64_MAX)
-        put(t, "2^63-1");
-    else
-        put(t, "%lld", (long long)x);
-}
-
-/* %g without its exponent's sign and zeros: 1e8, 1e-10. */
-static void put_real(text *t, double x)
-{
-    char buf[32], out[32];
+    char buf[32];
     snprintf(buf, sizeof buf, "%g", x);
     size_t o = 0;
     for (const char *p = buf; *p; p++) {
@@ -82,7 +75,7 @@ static void put_real(text *t, double x)
         }
     }
     out[o] = '\0';
-    put(t, "%s", out);
+    return out;
 }
 
 /* A literal as a config writes it: strings quoted. */
@@ -96,24 +89,18 @@ static void put_literal(text *t, const model_config_field *f, const char *lit)
 
 static void put_allowed(text *t, const model_config_field *f)
 {
+    char lo[32], hi[32];
     int any = 1;
     switch (f->type) {
     case MCF_INT:
     case MCF_INT64:
     case MCF_SEED:
     case MCF_VERSION:
-        put(t, "[");
-        put_int(t, f->ilo);
-        put(t, ", ");
-        put_int(t, f->ihi);
-        put(t, "]");
+        snprintf(hi, sizeof hi, "%lld", (long long)f->ihi);
+        put(t, "[%lld, %s]", (long long)f->ilo, f->ihi == INT64_MAX ? "2^63-1" : hi);
         break;
     case MCF_REAL:
-        put(t, "%s", f->lo_open ? "(" : "[");
-        put_real(t, f->lo);
-        put(t, ", ");
-        put_real(t, f->hi);
-        put(t, "]");
+        put(t, "%s%s, %s]", f->lo_open ? "(" : "[", real_text(lo, f->lo), real_text(hi, f->hi));
         break;
     case MCF_ENUM:
     case MCF_NAME:
@@ -174,19 +161,20 @@ static text render(void)
     return t;
 }
 
+/* The file, NUL-terminated (free() it), or NULL. */
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    void *raw = NULL;
+    gt_error err = {0};
+    if (gt_path_read_all(path, &raw, len, &err) != GT_OK)
         return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
+    char *s = realloc(raw, *len + 1);
+    if (!s) {
+        free(raw);
+        return NULL;
+    }
+    s[*len] = '\0';
+    return s;
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
  * in a submitted config of any version and in a stored one of the current
  * version, the row's older value in a stored one of before. */
 #include "check.h"
+#include "config_eras.h"
 #include "model_config.h"
 #include "model_config_fields.h"
 
@@ -48,23 +49,9 @@ static int is_leaf(const model_config_field *f)
 static json_t *doc_with(const char *path, json_t *v, const char *extra)
 {
     json_t *root = extra ? json_loads(extra, 0, NULL) : json_object();
-    json_t *o = root;
-    char key[128];
-    for (const char *p = path;;) {
-        const char *dot = strchr(p, '.');
-        if (!dot) {
-            json_object_set_new(o, p, v);
-            return root;
-        }
-        snprintf(key, sizeof key, "%.*s", (int)(dot - p), p);
-        json_t *next = json_object_get(o, key);
-        if (!next) {
-            next = json_object();
-            json_object_set_new(o, key, next);
-        }
-        o = next;
-        p = dot + 1;
-    }
+    config_eras_set(root, path, v);
+    json_decref(v);
+    return root;
 }
 
 /* The context a row is read or written back in. */
@@ -410,28 +397,6 @@ static void test_round_trip(void)
     }
 }
 
-/* A copy of doc with v (borrowed) at the dotted path, made on the way. */
-static void set_at(json_t *doc, const char *path, json_t *v)
-{
-    char key[128];
-    json_t *o = doc;
-    for (const char *p = path;;) {
-        const char *dot = strchr(p, '.');
-        if (!dot) {
-            json_object_set(o, p, v);
-            return;
-        }
-        snprintf(key, sizeof key, "%.*s", (int)(dot - p), p);
-        json_t *next = json_object_get(o, key);
-        if (!next) {
-            next = json_object();
-            json_object_set_new(o, key, next);
-        }
-        o = next;
-        p = dot + 1;
-    }
-}
-
 /* The configs each era recorded (tests/model/config_eras.json), read as
  * stored configs: each reads to what its run was trained and sampled with,
  * the config asked for with what the era had before each later feature.
@@ -439,19 +404,13 @@ static void set_at(json_t *doc, const char *path, json_t *v)
  * but for config_version. */
 static void test_eras(void)
 {
-    const char *src = getenv("GIANT_SOURCE_DIR");
-    CHECK(src != NULL);
-    if (!src)
+    json_t *fx = config_eras_load();
+    CHECK(fx != NULL);
+    if (!fx)
         return;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/model/config_eras.json", src);
-    json_error_t jerr;
-    json_t *fx = json_load_file(path, 0, &jerr);
-    CHECK_MSG(fx != NULL, "%s: %s", path, jerr.text);
-    json_t *asked = json_object_get(fx, "asked"), *features = json_object_get(fx, "features");
     json_t *eras = json_object_get(fx, "eras");
-    CHECK(json_array_size(eras) >= 15 && json_array_size(features) == 12);
-    size_t e, i, k;
+    CHECK(json_array_size(eras) >= 15);
+    size_t e, i;
     json_t *era, *cfg;
     json_array_foreach(eras, e, era) {
         int schema = (int)json_integer_value(json_object_get(era, "schema"));
@@ -462,13 +421,7 @@ static void test_eras(void)
             model_config want, got, again, up_cfg;
             /* what the run had: the config asked for, and the era's values
              * of the features that came after it */
-            json_t *had = json_deep_copy(json_array_get(asked, i)), *ft;
-            json_array_foreach(features, k, ft)
-                if (schema < json_integer_value(json_object_get(ft, "schema")))
-                    set_at(had, json_string_value(json_object_get(ft, "path")),
-                           json_object_get(ft, "before"));
-            CHECK_EQ_INT(model_config_from_json(had, &want, field, sizeof field, &err), GT_OK);
-            json_decref(had);
+            CHECK_EQ_INT(config_eras_had(fx, i, schema, &want), GT_OK);
             char *text = json_dumps(cfg, JSON_COMPACT);
             int rc = model_config_parse_stored(text, strlen(text), &got, field, sizeof field, &err);
             CHECK_MSG(rc == GT_OK && memcmp(&got, &want, sizeof got) == 0,
