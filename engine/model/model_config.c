@@ -41,20 +41,38 @@ int mcf_lookup(mcf_walk *w, const json_t *obj, const char *path, const char *key
     *out = v;
     if (!v)
         return GT_OK;
-    int ok;
+    /* "a number" accepts integers too ("lr": 1 is a number) */
     const char *word;
     switch (type) {
-    case MCF_SECTION: ok = json_is_object(v), word = "an object"; break;
+    case MCF_SECTION:
+        if (json_is_object(v))
+            return GT_OK;
+        word = "an object";
+        break;
     case MCF_INT:
     case MCF_INT64:
     case MCF_SEED:
-    case MCF_VERSION: ok = json_is_integer(v), word = "an integer"; break;
-    case MCF_REAL: ok = json_is_number(v), word = "a number"; break;
-    case MCF_BOOL: ok = json_is_boolean(v), word = "true or false"; break;
-    default: ok = json_is_string(v), word = "a string"; break;
+    case MCF_VERSION:
+        if (json_is_integer(v))
+            return GT_OK;
+        word = "an integer";
+        break;
+    case MCF_REAL:
+        if (json_is_number(v))
+            return GT_OK;
+        word = "a number";
+        break;
+    case MCF_BOOL:
+        if (json_is_boolean(v))
+            return GT_OK;
+        word = "true or false";
+        break;
+    default:
+        if (json_is_string(v))
+            return GT_OK;
+        word = "a string";
+        break;
     }
-    if (ok)
-        return GT_OK;
     char msg[160];
     snprintf(msg, sizeof msg, "must be %s", what ? what : word);
     return mcf_fail_key(w, path, key, msg);
