@@ -241,21 +241,8 @@ typedef struct part_view {
 int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_t field_len,
                       gt_error *err)
 {
-    char scratch[8];
-    if (!field) {
-        field = scratch;
-        field_len = sizeof scratch;
-    }
-    GT_TRY(model_config_parse(p->config_json, p->config_len, cfg, field, field_len, err));
-    json_t *root = json_loadb(p->config_json, p->config_len, 0, NULL);
-    if (!json_object_get(json_object_get(root, "sample"), "symmetrize"))
-        cfg->symmetrize = 0;
-    if (!json_object_get(json_object_get(json_object_get(root, "model"), "stage2"), "count_stick"))
-        cfg->stage2.count_stick = 0;
-    if (!json_object_get(json_object_get(json_object_get(root, "model"), "stage1"), "profile"))
-        cfg->stage1.profile = 0;
-    json_decref(root);
-    return GT_OK;
+    /* a stored config: what it leaves out means what it did when written */
+    return model_config_parse_stored(p->config_json, p->config_len, cfg, field, field_len, err);
 }
 
 /* accept.bin (format 2): an acceptance test of these two checkpoints that

@@ -104,12 +104,12 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
                     char part[64], gt_error *err);
 void model_pack_free(model_pack *p);
 
-/* The model's config.json as a run config.  A file's config names every
- * field of the giant that wrote it, so a field it lacks is one added
- * since, read as what that giant did: sample.symmetrize,
- * model.stage2.count_stick and model.stage1.profile off (migrations 0012,
- * 0013 and 0014 do the same to recorded runs).  field (may be NULL) names the
- * offending field on failure. */
+/* The model's config.json as a run config, read as a stored config
+ * (model_config_parse_stored): a field it leaves out is read as what the
+ * giant that wrote it did, e.g. sample.symmetrize, model.stage2.count_stick
+ * and model.stage1.profile off in a file exported before them, as in the
+ * runs recorded before them.  field (may be NULL) names the offending field
+ * on failure. */
 int model_pack_config(const model_pack *p, model_config *cfg, char *field, size_t field_len,
                       gt_error *err);
 

@@ -1,9 +1,9 @@
 /* model_config: the run configuration, parsed and validated strictly.
  *
- * A run config is JSON with four sections (all optional, every field has a
+ * A run config is JSON with five sections (all optional, every field has a
  * default, see configs/README.md):
  *
- *   { "name": "...",
+ *   { "config_version": N, "name": "...",
  *     "dataset": { "path" | "synthetic", "geometry", "max_showers",
  *                  "val_fraction", "split_seed" },
  *       (synthetic: { "n", "seed", "energy": {"dist", "min_mev", "max_mev"} },
@@ -28,7 +28,27 @@
  * is an error that names the field by its dotted path ("train.lr"), so the
  * service can answer 422 with that field.  model_config_to_json writes the
  * complete config back with every default filled in: what a run records is
- * what it ran with. */
+ * what it ran with.  Every field is a row of model_config_fields.c (its
+ * type, range, default, and what leaving it out meant in older configs);
+ * configs/README.md holds the same table.
+ *
+ * Versions.  A config written back names the version of the table it was
+ * written by ("config_version": MODEL_CONFIG_VERSION).  Reading one takes
+ * one of two views of a field left out:
+ *   - a submitted config (a user's file, a POST /v1/runs body): the field
+ *     takes its default, as the user sees it in configs/README.md.
+ *     model_config_from_json, _parse and _load read so.
+ *   - a stored config (a run's recorded config, a model file's config.json):
+ *     the field takes what it meant when the config was written.  One
+ *     without config_version was recorded before versions existed (version
+ *     0): every field it leaves out takes its "older" value, the one the
+ *     SQL migrations of that time wrote into recorded runs.
+ *     model_config_from_stored_json and _parse_stored read so, through
+ *     model_config_upgrade.
+ * The two differ only when config_version is absent (a submitted config is
+ * of the current version, a stored one of version 0): a submitted config
+ * that names an older version is read as written by it, so a recorded
+ * config submitted again is the same run. */
 #ifndef MODEL_CONFIG_H
 #define MODEL_CONFIG_H
 
@@ -235,9 +255,10 @@ typedef struct model_config {
  * dataset-2 showers). */
 void model_config_defaults(model_config *cfg);
 
-/* Parses and validates a config.  On failure returns GT_EINVAL, fills err
- * with a message and field (size field_len) with the dotted path of the
- * offending field ("" when the document as a whole is wrong). */
+/* Parses and validates a submitted config (a field left out takes its
+ * default).  On failure returns GT_EINVAL, fills err with a message and
+ * field (size field_len) with the dotted path of the offending field (""
+ * when the document as a whole is wrong). */
 int model_config_from_json(const json_t *root, model_config *cfg, char *field,
                            size_t field_len, gt_error *err);
 
@@ -249,8 +270,33 @@ int model_config_parse(const char *text, size_t len, model_config *cfg, char *fi
 int model_config_load(const char *path, model_config *cfg, char *field, size_t field_len,
                       gt_error *err);
 
-/* The complete config as JSON (new reference), every default filled in. */
+/* The complete config as JSON (new reference), every default filled in and
+ * config_version the current one. */
 json_t *model_config_to_json(const model_config *cfg);
+
+/* The version of the table of fields this build reads and writes.  A field
+ * added to it, or a default changed, raises it by one; the field's row
+ * names that version (since) and what leaving the field out meant before
+ * (older), and model_config_upgrade does the rest: no SQL migration. */
+#define MODEL_CONFIG_VERSION 1
+
+/* Brings a stored config up to MODEL_CONFIG_VERSION in place: every field
+ * it leaves out whose meaning changed since its config_version (absent: 0)
+ * is written in with the value it meant then, and config_version is set to
+ * the current one.  Fails (GT_EINVAL, naming the field) on a root that is
+ * no object or a config_version that is not an integer in [1,
+ * MODEL_CONFIG_VERSION]: a newer giant wrote it.  The fields themselves are
+ * not checked: read the result with model_config_from_json. */
+int model_config_upgrade(json_t *root, char *field, size_t field_len, gt_error *err);
+
+/* model_config_from_json and model_config_parse for a stored config (a
+ * run's recorded config text, a model file's config.json): upgraded first,
+ * so it reads to the values it was written with.  This is how the service
+ * reads a run's settings: the C struct, not the JSON. */
+int model_config_from_stored_json(const json_t *root, model_config *cfg, char *field,
+                                  size_t field_len, gt_error *err);
+int model_config_parse_stored(const char *text, size_t len, model_config *cfg, char *field,
+                              size_t field_len, gt_error *err);
 
 const char *model_objective_name(model_objective o);
 const char *model_solver_name(model_solver s);

@@ -391,6 +391,7 @@ int main(void)
             json_object_del(smp, "symmetrize");
             json_object_del(s2, "count_stick"); /* likewise, before 0013 */
             json_object_del(s1, "profile");     /* and before 0014 */
+            json_object_del(cj, "config_version"); /* and before versions */
             char *old = json_dumps(cj, JSON_COMPACT);
             model_pack_src o = src;
             o.config_json = old;
