@@ -11,10 +11,10 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "gt_clock.h"
+#include "gt_sha256.h"
 #include "log.h"
 #include "runs.h"
 #include "slurm_jobs.h"
@@ -85,17 +85,6 @@ static void hex(const unsigned char *in, size_t n, char *out)
         out[2 * i + 1] = digits[in[i] & 15];
     }
     out[2 * n] = '\0';
-}
-
-/* Hex SHA-256 of text. */
-static int sha256_hex(const char *text, char out[65])
-{
-    unsigned char md[32];
-    unsigned int len = 0;
-    if (!EVP_Digest(text, strlen(text), md, &len, EVP_sha256(), NULL) || len != 32)
-        return -1;
-    hex(md, 32, out);
-    return 0;
 }
 
 /* 1..64 of [A-Za-z0-9._-], not all digits: `giant token revoke NAME|ID`
@@ -222,7 +211,7 @@ int auth_token_create(store *s, const char *name, const char *role, const char *
     snprintf(token, AUTH_TOKEN_LEN + 1, "gt_%s", digits);
     OPENSSL_cleanse(digits, sizeof digits);
     snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
-    if (sha256_hex(token, hash) != 0) {
+    if (gt_sha256_hex(token, strlen(token), hash) != 0) {
         OPENSSL_cleanse(token, AUTH_TOKEN_LEN + 1);
         return gt_error_set(err, GT_EIO, "SHA-256 failed");
     }
@@ -268,7 +257,7 @@ int auth_token_register(store *s, const char *token, const char *name, const cha
     if (rc != GT_ENOTFOUND)
         return rc;
     char hash[65], prefix[AUTH_PREFIX_LEN + 1];
-    if (sha256_hex(token, hash) != 0)
+    if (gt_sha256_hex(token, strlen(token), hash) != 0)
         return gt_error_set(err, GT_EIO, "SHA-256 failed");
     snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
     char *taken = NULL;
@@ -322,7 +311,7 @@ int auth_token_verify(store *s, const char *token, auth_verdict *verdict, auth_i
     if (!auth_token_well_formed(token))
         return GT_OK;
     char hash[65], prefix[AUTH_PREFIX_LEN + 1];
-    if (sha256_hex(token, hash) != 0)
+    if (gt_sha256_hex(token, strlen(token), hash) != 0)
         return gt_error_set(err, GT_EIO, "SHA-256 failed");
     snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
     sqlite3_stmt *st = NULL;
@@ -552,7 +541,7 @@ static int job_token_check(auth_guard *g, http_request *req)
     if (!ok)
         return reply_401(req, 1, "the ingest token must be 'Bearer gtj_' and 64 hex digits");
     char hash[65];
-    runs_sha256_hex(token, strlen(token), hash);
+    gt_sha256_hex(token, strlen(token), hash);
     int64_t run = 0;
     gt_error err = {0};
     int rc = slurm_jobs_run_of_token(g->db, hash, &run, &err);

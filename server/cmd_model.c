@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "gt_path.h"
+#include "gt_sha256.h"
 #include "model_pack.h"
 #include "models.h"
 #include "routes.h"
@@ -95,7 +96,7 @@ int cmd_export(int argc, char **argv)
         return 1;
     }
     char sum[65];
-    runs_sha256_hex(file, len, sum);
+    gt_sha256_hex(file, len, sum);
     free(file);
     printf("wrote run %lld to %s (%zu bytes, sha256 %s)\n", (long long)run, out, len, sum);
     return 0;

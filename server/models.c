@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #include "build_info.h"
 #include "gt_path.h"
+#include "gt_sha256.h"
 #include "model_accept.h"
 #include "model_data.h"
 #include "numfmt.h"
@@ -92,10 +92,8 @@ static int acceptance_for_export(store *s, int64_t id, void *const ck[2], const 
         return GT_OK;
     }
     free(raw);
-    for (int i = 0; i < 2; i++) {
-        unsigned int n = 0;
-        EVP_Digest(ck[i], cl[i], a.ckpt_sha256[i], &n, EVP_sha256(), NULL);
-    }
+    for (int i = 0; i < 2; i++)
+        gt_sha256(ck[i], cl[i], a.ckpt_sha256[i]);
     rc = model_accept_pack(&a, blob, len, err);
     model_accept_free(&a);
     return rc;
@@ -249,7 +247,7 @@ static int read_file(store *s, const char *sql, const store_val *args, int nargs
     if (rc)
         return rc;
     char got[65];
-    runs_sha256_hex(*blob, *len, got);
+    gt_sha256_hex(*blob, *len, got);
     if (strcmp(got, stored) != 0) {
         free(*blob);
         *blob = NULL;
@@ -312,7 +310,7 @@ int models_import(store *s, const char *name, const void *buf, size_t len, json_
         name = def;
     }
     char file_sha[65];
-    runs_sha256_hex(buf, len, file_sha);
+    gt_sha256_hex(buf, len, file_sha);
     char *manifest = numfmt_dumps(p.manifest, JSON_COMPACT | JSON_SORT_KEYS);
     int64_t id = 0;
     rc = store_int64(s, "importing a model",

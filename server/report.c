@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include "cmd_train.h"
 #include "giant_client.h"
 #include "gt_clock.h"
+#include "gt_sha256.h"
 #include "log.h"
 #include "model_accept.h"
 #include "model_config.h"
@@ -204,7 +204,7 @@ static int hook_checkpoint(void *user, int stage, long long step, float val, con
     if (flush(r, NULL, NULL))
         return 1;
     char sum[65], hdr[100], path[160], vl[32];
-    runs_sha256_hex(blob, len, sum);
+    gt_sha256_hex(blob, len, sum);
     snprintf(hdr, sizeof hdr, "X-Checksum-SHA256: %s", sum);
     if (isfinite(val))
         numfmt_float(vl, sizeof vl, val);
@@ -255,7 +255,7 @@ static int fetch(reporter *r, const char *stage, int best, const char *expect, v
         return r->err.code;
     }
     char sum[65];
-    runs_sha256_hex(res.body, res.len, sum);
+    gt_sha256_hex(res.body, res.len, sum);
     if (strcmp(sum, res.checksum) != 0 || (expect && strcmp(sum, expect) != 0)) {
         gc_response_free(&res);
         return gt_error_set(&r->err, GT_ECHECKSUM,
@@ -300,10 +300,8 @@ static int train_acceptance(reporter *r, const report_args *a, nn_backend *b,
         goto out;
     }
     uint8_t sums[2][32];
-    for (int s = 0; s < 2; s++) {
-        unsigned int n = 0;
-        EVP_Digest(ck[s], cl[s], sums[s], &n, EVP_sha256(), NULL);
-    }
+    for (int s = 0; s < 2; s++)
+        gt_sha256(ck[s], cl[s], sums[s]);
     model_accept_report rep;
     if ((rc = model_accept_for_run(b, cfg, a->data_dir, ck[0], cl[0], ck[1], cl[1],
                                    (const uint8_t(*)[32])sums, hook_stop, r, &blob, &len, &rep,
@@ -313,7 +311,7 @@ static int train_acceptance(reporter *r, const report_args *a, nn_backend *b,
         goto out;
     }
     char sum[65], hdr[100], path[128];
-    runs_sha256_hex(blob, len, sum);
+    gt_sha256_hex(blob, len, sum);
     snprintf(hdr, sizeof hdr, "X-Checksum-SHA256: %s", sum);
     snprintf(path, sizeof path, "/v1/runs/%lld/ingest/acceptance?showers=%lld",
              (long long)r->run, (long long)rep.showers);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "gt_sha256.h"
 #include "ingest.h"
 #include "log.h"
 #include "model_accept.h"
@@ -145,7 +146,7 @@ void route_ingest_checkpoint_get(http_request *req, void *ctx)
         return;
     }
     char sum[65], stp[32];
-    runs_sha256_hex(blob, len, sum);
+    gt_sha256_hex(blob, len, sum);
     snprintf(stp, sizeof stp, "%lld", step);
     const char *headers[] = {"X-Checksum-SHA256", sum, "X-Checkpoint-Step", stp, NULL};
     http_reply_buffer(req, 200, "application/octet-stream", blob, len, headers);
@@ -214,7 +215,7 @@ static const char *checked_body(http_request *req, const char *what, size_t *len
         return NULL;
     }
     char lower[65];
-    runs_sha256_hex(blob, *len, got);
+    gt_sha256_hex(blob, *len, got);
     for (int i = 0; i < 65; i++)
         lower[i] = (char)tolower((unsigned char)want[i]);
     if (strcmp(got, lower) != 0) {

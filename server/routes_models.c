@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "gt_sha256.h"
 #include "model_pack.h"
 #include "models.h"
 #include "routes.h"
@@ -32,7 +33,7 @@ void route_runs_model(http_request *req, void *ctx)
         return;
     }
     char sum[65], disp[96];
-    runs_sha256_hex(file, len, sum);
+    gt_sha256_hex(file, len, sum);
     snprintf(disp, sizeof disp, "attachment; filename=\"run%lld.giant\"", (long long)id);
     const char *headers[] = {"X-Checksum-SHA256", sum, "Content-Disposition", disp, NULL};
     http_reply_buffer(req, 200, "application/octet-stream", file, len, headers);

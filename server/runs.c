@@ -1,12 +1,12 @@
 #include "runs.h"
 
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
+#include "gt_sha256.h"
 #include "numfmt.h"
 
 /* The ISO-8601 UTC time SQLite writes into the *_at columns. */
@@ -271,16 +271,6 @@ int runs_record_validation(store *s, int64_t id, int stage, long long step, floa
     return store_commit(s, err);
 }
 
-void runs_sha256_hex(const void *buf, size_t len, char out[65])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
-    for (unsigned i = 0; i < n && i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-    out[64] = '\0';
-}
-
 /* Whether a checkpoint of val_loss at step becomes the stage's best: the
  * lowest finite validation loss wins, only when strictly lower, so the
  * earliest of equal losses stays. */
@@ -310,7 +300,7 @@ int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, floa
                            int *is_best, gt_error *err)
 {
     char sum[65];
-    runs_sha256_hex(blob, len, sum);
+    gt_sha256_hex(blob, len, sum);
     const char *sname = runs_stage_name(stage);
     int rc = store_begin(s, err), best = 0;
     if (rc)
@@ -557,7 +547,7 @@ static int read_checkpoint(store *s, const char *sql, const store_val *args, int
 static int blob_intact(runs_blob *b)
 {
     char got[65];
-    runs_sha256_hex(b->data, b->len, got);
+    gt_sha256_hex(b->data, b->len, got);
     if (strcmp(b->sha256, got) == 0)
         return 1;
     free(b->data);
@@ -639,7 +629,7 @@ int runs_record_acceptance(store *s, int64_t id, const char *const sha256[2], in
                            gt_error *err)
 {
     char sum[65];
-    runs_sha256_hex(blob, len, sum);
+    gt_sha256_hex(blob, len, sum);
     int rc = store_begin(s, err);
     if (rc)
         return rc;

@@ -239,7 +239,4 @@ int runs_series_names(store *s, int64_t id, const char *name, json_t **rows, gt_
 int runs_series(store *s, int64_t id, const char *stage, const char *name, long long since_step,
                 long long max_points, json_t **series, gt_error *err);
 
-/* Hex SHA-256 of a buffer (65 bytes with the NUL). */
-void runs_sha256_hex(const void *buf, size_t len, char out[65]);
-
 #endif

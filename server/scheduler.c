@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/evp.h>
 
+#include "gt_sha256.h"
 #include "log.h"
 #include "model_accept.h"
 #include "model_config.h"
@@ -107,11 +107,10 @@ static int train_acceptance(store *db, int64_t run, const model_config *cfg, nn_
     uint8_t sums[2][32];
     char hex[2][65];
     const char *named[2] = {hex[0], hex[1]};
-    unsigned int n = 0;
-    EVP_Digest(ck1, l1, sums[0], &n, EVP_sha256(), NULL);
-    EVP_Digest(ck2, l2, sums[1], &n, EVP_sha256(), NULL);
-    runs_sha256_hex(ck1, l1, hex[0]);
-    runs_sha256_hex(ck2, l2, hex[1]);
+    gt_sha256(ck1, l1, sums[0]);
+    gt_sha256(ck2, l2, sums[1]);
+    gt_sha256_hex(ck1, l1, hex[0]);
+    gt_sha256_hex(ck2, l2, hex[1]);
     if ((rc = model_accept_for_run(b, cfg, data_dir, ck1, l1, ck2, l2,
                                    (const uint8_t(*)[32])sums, hook_stop, ctx, &blob, &len,
                                    &rep, err)) ||

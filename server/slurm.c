@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "gt_sha256.h"
 #include "log.h"
 #include "runs.h"
 #include "slurm_jobs.h"
@@ -131,7 +132,7 @@ void slurm_token_new(char token[SLURM_TOKEN_LEN + 1], char hash[65])
     memcpy(token, "gtj_", 4);
     for (size_t i = 0; i < sizeof secret; i++)
         snprintf(token + 4 + 2 * i, 3, "%02x", secret[i]);
-    runs_sha256_hex(token, strlen(token), hash);
+    gt_sha256_hex(token, strlen(token), hash);
 }
 
 /* ---------------------------------------------------------------------------
