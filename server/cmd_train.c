@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd_train.h"
+#include "cmd_train_dist.h"
 #include "commands.h"
 #include "gt_clock.h"
 #include "log.h"

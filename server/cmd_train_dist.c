@@ -1,4 +1,4 @@
-/* cmd_train_dist: data-parallel `giant train` (cmd_train.h).
+/* cmd_train_dist: data-parallel `giant train` (cmd_train_dist.h).
  *
  * The launcher (`--ranks N` on the CPU, `--gpus N` on GPUs) is the process
  * the user started: it has recorded the run, and now starts N copies of
@@ -14,7 +14,7 @@
  * waiting rank checks; NCCL: SIGTERM, then SIGKILL after 10 s, since a
  * rank stuck in an NCCL collective with a dead peer may never return), and
  * when rank 0 did not get to record the failure itself, records it. */
-#include "cmd_train.h"
+#include "cmd_train_dist.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ingest_check.h"
 #include "numfmt.h"
 #include "runs.h"
 #include "slurm_jobs.h"

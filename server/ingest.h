@@ -14,7 +14,8 @@
  * Writes need transactions, so the module has its own connection, used
  * under its own lock by one HTTP thread at a time (SQLite has one writer
  * anyway).
- * Depends on runs, slurm_jobs, store, numfmt, Jansson. */
+ * A batch is checked first by ingest_check.h (no database).
+ * Depends on ingest_check, runs, slurm_jobs, store, numfmt, Jansson. */
 #ifndef INGEST_H
 #define INGEST_H
 
@@ -25,26 +26,10 @@
 
 #include "gt_error.h"
 
-#define INGEST_MAX_METRICS 1000
-#define INGEST_MAX_VALIDATIONS 100
-
 typedef struct ingest ingest;
 
 int ingest_open(ingest **out, const char *db_path, gt_error *err);
 void ingest_close(ingest *g);
-
-/* Checks a batch body ({metrics, validations, progress, status, error});
- * GT_EINVAL with field naming the offending member ("metrics" past the
- * limit, "metrics[3].step", ...).  A batch it accepts is what
- * ingest_batch_write relies on: every entry an object of the known keys,
- * with a stage, a name of 1 to 64 of [A-Za-z0-9_.-], steps in [0, 10^12],
- * values numbers or null, times unix seconds, n_samples in [1, 2^24]; a
- * status "succeeded" or "failed", and an error (at most 2000 bytes) only
- * with "failed".  Pure (ingest_check.c): no database. */
-int ingest_batch_check(const json_t *body, char *field, size_t field_cap, gt_error *err);
-
-/* A stage by name: 1 "energy", 2 "shower", 0 anything else (or NULL). */
-int ingest_stage(const char *s);
 
 /* What a batch did. */
 typedef struct ingest_counts {

@@ -1,8 +1,8 @@
-/* ingest_check: a batch's body checked before anything is written (see
- * ingest.h), apart from the database, so that the fuzz target
+/* ingest_check: a batch's body checked before anything is written
+ * (ingest_check.h), apart from the database, so that the fuzz target
  * (fuzz_ingest_batch) links it alone.  Every refusal names the member at
  * fault. */
-#include "ingest.h"
+#include "ingest_check.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "cmd_train.h"
+#include "cmd_train_dist.h"
 #include "giant_client.h"
 #include "gt_clock.h"
 #include "gt_sha256.h"

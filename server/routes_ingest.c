@@ -9,6 +9,7 @@
 #include "app.h"
 #include "gt_sha256.h"
 #include "ingest.h"
+#include "ingest_check.h"
 #include "log.h"
 #include "model_accept.h"
 #include "model_data.h"

@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "ingest.h"
+#include "ingest_check.h"
 
 #define FIELD_CAP 160   /* the route's */
 #define STEP_MAX 1000000000000LL

@@ -1,7 +1,8 @@
-/* cmd_train: `giant train`, and its data-parallel parts (cmd_train_dist.c):
- * the launcher of `--ranks N` / `--gpus N` and the ranks other than 0. */
-#ifndef CMD_TRAIN_H
-#define CMD_TRAIN_H
+/* cmd_train_dist: the data-parallel parts of `giant train` (cmd_train.c
+ * and report.c call them): the launcher of `--ranks N` / `--gpus N` and the
+ * ranks other than 0. */
+#ifndef CMD_TRAIN_DIST_H
+#define CMD_TRAIN_DIST_H
 
 #include <stddef.h>
 #include <stdint.h>
