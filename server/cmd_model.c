@@ -13,7 +13,7 @@
 #include "gt_sha256.h"
 #include "model_pack.h"
 #include "models.h"
-#include "routes.h"
+#include "query_args.h"
 #include "runs.h"
 #include "settings.h"
 #include "store.h"
@@ -75,7 +75,7 @@ int cmd_export(int argc, char **argv)
         default: return 2;
         }
     }
-    int64_t run = optind < argc ? routes_parse_id(argv[optind]) : 0;
+    int64_t run = optind < argc ? query_args_id(argv[optind]) : 0;
     if (run <= 0 || optind + 1 != argc || !out) {
         fprintf(stderr, "giant export: usage: giant export RUN -o FILE [--db FILE]\n");
         return 2;

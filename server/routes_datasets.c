@@ -21,7 +21,7 @@
 #include "geo.h"
 #include "gt_path.h"
 #include "model_data.h"
-#include "routes.h"
+#include "routes_common.h"
 
 /* The API's dataset object (api/openapi.json) from a datasets row. */
 static json_t *dataset_object(json_t *row)

@@ -12,7 +12,7 @@
 #include "datasets.h"
 #include "eval_body.h"
 #include "evaluations.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "runs.h"
 
 /* The API's evaluation object from a row (with_result: the document, or

@@ -12,7 +12,7 @@
 
 #include "app.h"
 #include "evaluations.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "runs.h"
 
 /* ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@
 #include "log.h"
 #include "model_accept.h"
 #include "model_data.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "runs.h"
 #include "slurm.h"
 

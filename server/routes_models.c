@@ -10,7 +10,7 @@
 #include "gt_sha256.h"
 #include "model_pack.h"
 #include "models.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "runs.h"
 
 void route_runs_model(http_request *req, void *ctx)

@@ -19,7 +19,7 @@
 #include "model_config.h"
 #include "model_data.h"
 #include "model_run.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "runs.h"
 #include "scheduler.h"
 #include "slurm.h"

@@ -20,7 +20,7 @@
 #include "model_data.h"
 #include "models.h"
 #include "replica.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "runs.h"
 #include "sample_body.h"
 #include "sampling.h"

@@ -7,7 +7,7 @@
 #include "app.h"
 #include "auth.h"
 #include "log.h"
-#include "routes.h"
+#include "routes_common.h"
 #include "token_body.h"
 
 /* POST /v1/tokens {"name", "role", "expires_at" | "ttl"}: 201 with the

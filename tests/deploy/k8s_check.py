@@ -416,11 +416,12 @@ def check_manifests(src):
     if not hpa_metrics:
         fail("no HorizontalPodAutoscaler on a Pods metric")
     readme = read(os.path.join(src, "deploy", "README.md"))
+    metrics_text = read(os.path.join(src, "server", "routes_metrics.c"))
     for metric in hpa_metrics:
-        if re.search(r'"' + re.escape(metric) + r'\b', routes_text):
-            note(f"HPA metric {metric}: exported by /metrics (server/routes.c)")
+        if re.search(r'"' + re.escape(metric) + r'\b', metrics_text):
+            note(f"HPA metric {metric}: exported by /metrics (server/routes_metrics.c)")
         else:
-            note(f"HPA metric {metric}: not (yet) exported by /metrics in server/routes.c;"
+            note(f"HPA metric {metric}: not (yet) exported by /metrics in server/routes_metrics.c;"
                  " the metrics adapter must map it (deploy/README.md)")
             if metric not in readme:
                 fail(f"HPA metric {metric} is not in /metrics and deploy/README.md does not say how the adapter maps it")
