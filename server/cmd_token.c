@@ -13,7 +13,7 @@
 
 #include <openssl/crypto.h>
 
-#include "auth.h"
+#include "auth_tokens.h"
 #include "commands.h"
 #include "log.h"
 #include "settings.h"

@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "auth.h"
+#include "auth_tokens.h"
 #include "giant_client.h"
 #include "log.h"
 #include "models.h"

@@ -5,7 +5,7 @@
 #include <openssl/crypto.h>
 
 #include "app.h"
-#include "auth.h"
+#include "auth_tokens.h"
 #include "log.h"
 #include "routes_common.h"
 #include "token_body.h"
