@@ -14,8 +14,8 @@
 
 struct sched;
 struct sampling;
-struct datasets;
-struct evaluations;
+struct datasets_worker;
+struct evaluations_worker;
 struct http_server;
 struct replica;
 struct slurm;
@@ -35,8 +35,8 @@ typedef struct app {
     char engine_error[512];    /* why not, for /readyz                        */
     struct sched *sched;       /* training worker (own locking)               */
     struct sampling *sampling; /* sampling worker (own locking)               */
-    struct datasets *datasets; /* background dataset jobs (own locking)       */
-    struct evaluations *evaluations; /* evaluation jobs (own locking)       */
+    struct datasets_worker *datasets; /* background dataset jobs (own locking) */
+    struct evaluations_worker *evaluations; /* evaluation jobs (own locking) */
     struct http_server *srv;   /* for /metrics counters                        */
     struct replica *replica;   /* --role sampler: its models (replica.h);
                                   NULL on a trainer                           */

@@ -32,7 +32,8 @@
 #include "auth.h"
 #include "commands.h"
 #include "datasets.h"
-#include "evaluations.h"
+#include "datasets_worker.h"
+#include "evaluations_worker.h"
 #include "sampling.h"
 #include "scheduler.h"
 #include "http.h"
@@ -430,14 +431,14 @@ int cmd_serve(int argc, char **argv)
      * that writes has its own connection (WAL: readers never wait). */
     if ((!sampler &&
          (datasets_ensure_default(a.db, a.cfg.default_dataset, &err) != GT_OK ||
-          datasets_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
+          datasets_worker_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
           sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device,
                       a.cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
                       &err) != GT_OK)) ||
         sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
                        (int)a.cfg.batch_delay_ms, &err) != GT_OK ||
         (!sampler &&
-         evaluations_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK) ||
+         evaluations_worker_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK) ||
         (!sampler && (slurm_options_check(a.cfg.slurm_options, &err) != GT_OK ||
                       ingest_open(&a.ingest, a.cfg.db, &err) != GT_OK))) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
@@ -527,7 +528,7 @@ int cmd_serve(int argc, char **argv)
     slurm_stop(a.slurm);
     a.slurm = NULL;
     /* An evaluation stops at its next chunk and goes back to the queue. */
-    evaluations_stop(a.evaluations);
+    evaluations_worker_stop(a.evaluations);
     a.evaluations = NULL;
     int left = drain(srv, &sigs, &stops_seen, a.cfg.shutdown_grace);
     if (left)
@@ -536,7 +537,7 @@ int cmd_serve(int argc, char **argv)
 out:
     /* Resumes every suspended request (failing the queued ones) before
      * the daemon stops, as MHD requires. */
-    evaluations_stop(a.evaluations);   /* it submits to the sampling worker */
+    evaluations_worker_stop(a.evaluations);   /* it submits to the sampling worker */
     sampling_stop(a.sampling);
     a.sampling = NULL;
     http_server_free(srv);         /* joins the pool: no handler runs past here */
@@ -544,7 +545,7 @@ out:
     sched_stop(a.sched);
     slurm_stop(a.slurm);
     ingest_close(a.ingest);
-    datasets_stop(a.datasets);
+    datasets_worker_stop(a.datasets);
     http_router_free(router);
     http_router_free(admin_router);
     auth_guard_free(guard);

@@ -1,24 +1,11 @@
-/* datasets: the owner of the datasets table, and the worker that makes
- * synthetic datasets in the background.
+/* datasets: the owner of the datasets table.
  *
- * The table: every SQL statement on it is in datasets.c.  Reads return
- * rows as Jansson objects keyed by column name (SQL NULL is null), as in
- * runs.h: the column list and its reader stay together here and the routes
- * reshape them into the documented objects.
- *
- * The worker: a thread with its own database connection takes datasets
- * whose status is 'pending' (oldest first).  A synthetic one: it simulates
- * the showers with the engine's synth_ into DATA_DIR/<name>.h5 in blocks.
- * A registered file (the route read only its metadata): it reads every row
- * in blocks (calo_h5_scan) and checks every value.  Either way it updates
- * progress and marks the dataset ready (with count, size and energy range)
- * or failed with the reason (for a file, the row and voxel that failed).
- * Pending datasets left by a crash are made or checked again at start.
- *
- * One module for both: the worker is the table's main writer and the table
- * has one row shape, so the two fit in one file a reader takes in at once.
- * Depends on store, log, Jansson and the engine's synth / calo_h5 / geo /
- * model_data / gt_path. */
+ * Every SQL statement on it is in datasets.c.  Reads return rows as
+ * Jansson objects keyed by column name (SQL NULL is null), as in runs.h:
+ * the column list and its reader stay together here and the routes
+ * reshape them into the documented objects.  The worker that makes and
+ * checks datasets (datasets_worker.h) writes through the statements at the
+ * end.  Depends on store and Jansson. */
 #ifndef DATASETS_H
 #define DATASETS_H
 
@@ -66,18 +53,24 @@ void datasets_why_not_ready(json_t *row, char *msg, size_t cap);
 int datasets_ensure_default(store *db, long n, gt_error *err);
 
 /* ---------------------------------------------------------------------------
- * The worker
+ * The worker's statements (datasets_worker.c)
  * ------------------------------------------------------------------------- */
 
-typedef struct datasets datasets;
+/* The oldest pending dataset: id, kind, path, geometry, spec.  GT_ENOTFOUND
+ * when there is none. */
+int datasets_next_pending(store *db, json_t **row, gt_error *err);
 
-int datasets_start(datasets **out, const char *db_path, const char *data_dir, gt_error *err);
+/* Progress in [0, 1]; a failed write is let go (the next one tries again). */
+void datasets_set_progress(store *db, int64_t id, double progress);
 
-/* Wakes the worker (a dataset was queued). */
-void datasets_kick(datasets *d);
+/* Ready with what was made or read.  Its failure is the dataset's: a
+ * dataset that could not be marked ready must not stay pending (the worker
+ * would make it again at once). */
+int datasets_set_ready(store *db, int64_t id, long long n, int voxels, long long size,
+                       double emin, double emax, gt_error *err);
 
-/* Stops at the next block and joins (NULL is fine); an unfinished dataset
- * stays pending and is made or checked again at the next start. */
-void datasets_stop(datasets *d);
+/* Failed with the reason; GT_OK or the database's failure (the worker
+ * tries again while the disk refuses it). */
+int datasets_set_failed(store *db, int64_t id, const char *error);
 
 #endif

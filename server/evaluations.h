@@ -1,35 +1,12 @@
-/* evaluations: the owner of the evaluations table (migrations/0007), and
- * the worker that evaluates a run's best checkpoints against a reference
- * dataset in the background.
+/* evaluations: the owner of the evaluations table (migrations/0007).
  *
- * The table: every SQL statement on it is in evaluations.c.  Reads return
- * rows as Jansson objects keyed by column name (SQL NULL is null), as in
- * runs.h; the routes reshape them into the documented objects.
- *
- * The worker: a thread with its own database connection takes the oldest
- * queued evaluation and
- *  1. reads the first n showers of the reference dataset (and of the
- *     second reference, when one is named) with their features;
- *  2. generates n showers with the run's best checkpoints at the
- *     reference's incident energies, through the sampling worker
- *     (sampling.h: the samplers the sample requests use, in chunks with
- *     row0 set, so the showers equal one POST .../samples with those
- *     energies and the seed), computing features chunk by chunk;
- *  3. compares them with eval_core (the code of `giant eval`), and the
- *     second reference with the first for the floor;
- *  4. stores the document eval_core_json makes (eval_core.h), or the
- *     failure's reason.
- * Each step updates status, phase and progress and appends an
- * "evaluation" event to the run's event stream (runs_append_event), so
- * GET /v1/runs/{id}/events shows it live.
- * - Restart after a crash: evaluations left 'running' become 'failed'
- *   with the reason (queue them again); queued ones run.
- * - Stop (SIGTERM): the worker stops between chunks and before each
- *   classifier and puts its evaluation back in the queue; it starts again
- *   from the beginning at the next start (a classifier in training is
- *   finished first: shutdown waits for one classifier at most).
- * Depends on store, runs, datasets, sampling, eval_core, log,
- * worker_thread and the engine's model_data / synth / geo. */
+ * Every SQL statement on it is in evaluations.c.  Reads return rows as
+ * Jansson objects keyed by column name (SQL NULL is null), as in runs.h;
+ * the routes reshape them into the documented objects.  The worker that
+ * runs the evaluations (evaluations_worker.h) writes through the
+ * statements at the end, each of which also appends an "evaluation" event
+ * to the run's event stream (runs_append_event).
+ * Depends on store, runs, log and Jansson. */
 #ifndef EVALUATIONS_H
 #define EVALUATIONS_H
 
@@ -39,8 +16,6 @@
 
 #include "gt_error.h"
 #include "store.h"
-
-struct sampling;
 
 /* ---------------------------------------------------------------------------
  * The table
@@ -77,22 +52,26 @@ long long evaluations_active(store *db, int64_t run);
 long long evaluations_count(store *db, const char *status);
 
 /* ---------------------------------------------------------------------------
- * The worker
+ * The worker's statements (evaluations_worker.c); each appends the run's
+ * "evaluation" event {"evaluation_id", "status", "phase", "progress"[,
+ * "error"]}.  A failed write is let go unless it returns one.
  * ------------------------------------------------------------------------- */
 
-typedef struct evaluations evaluations;
+/* The oldest queued evaluation: id, run_id, request.  GT_ENOTFOUND when
+ * there is none. */
+int evaluations_next_queued(store *db, json_t **row, gt_error *err);
 
-/* Opens its own connection to db_path, fails the evaluations a crash left
- * running, and starts the worker.  smp: the sampling worker that generates
- * the showers (it must outlive this worker: stop this one first). */
-int evaluations_start(evaluations **out, const char *db_path, const char *data_dir,
-                      struct sampling *smp, gt_error *err);
+void evaluations_set_running(store *db, int64_t run, int64_t id);
+void evaluations_set_phase(store *db, int64_t run, int64_t id, const char *phase,
+                           double progress);
+int evaluations_set_succeeded(store *db, int64_t run, int64_t id, const char *result,
+                              gt_error *err);
+void evaluations_set_failed(store *db, int64_t run, int64_t id, const char *error);
+/* Back in the queue (a stop): it starts again from the beginning. */
+void evaluations_set_queued_again(store *db, int64_t run, int64_t id);
 
-/* Wakes the worker (an evaluation was queued). */
-void evaluations_kick(evaluations *e);
-
-/* Stops at the next chunk and joins (NULL is fine); the evaluation in
- * progress goes back to the queue. */
-void evaluations_stop(evaluations *e);
+/* Evaluations a crash left 'running' fail with the reason: one that made
+ * the process die would otherwise kill every start after it. */
+void evaluations_fail_interrupted(store *db);
 
 #endif

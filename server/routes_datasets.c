@@ -18,6 +18,7 @@
 #include "calo_h5.h"
 #include "dataset_body.h"
 #include "datasets.h"
+#include "datasets_worker.h"
 #include "geo.h"
 #include "gt_path.h"
 #include "model_data.h"
@@ -117,7 +118,7 @@ static void register_file(http_request *req, app *a, const char *name, const cha
     datasets_new d = {name, "file", geometry, real + rl + 1, "{}", "pending", n, voxels, size,
                       0, 0};
     if (insert(req, a, &d, &id)) {
-        datasets_kick(a->datasets);
+        datasets_worker_kick(a->datasets);
         reply_dataset(req, a, id, 202);
     }
 }
@@ -154,7 +155,7 @@ static void queue_synthetic(http_request *req, app *a, const dataset_body *b)
     int64_t id;
     datasets_new d = {b->name, "synthetic", b->geometry, path, text, "pending", -1, 0, -1, 0, 0};
     if (text && insert(req, a, &d, &id)) {
-        datasets_kick(a->datasets);
+        datasets_worker_kick(a->datasets);
         reply_dataset(req, a, id, 202);
     } else if (!text) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");

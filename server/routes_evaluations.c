@@ -12,6 +12,7 @@
 #include "datasets.h"
 #include "eval_body.h"
 #include "evaluations.h"
+#include "evaluations_worker.h"
 #include "routes_common.h"
 #include "runs.h"
 
@@ -192,7 +193,7 @@ void route_evaluations_create(http_request *req, void *ctx)
      * read, may already be at it by the time the reply is sent. */
     json_t *row = NULL;
     rc = evaluations_get(a->db, run, id, 0, &row, &err);
-    evaluations_kick(a->evaluations);
+    evaluations_worker_kick(a->evaluations);
     if (rc) {
         routes_reply_internal(req, &err);
         return;
