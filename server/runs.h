@@ -1,7 +1,9 @@
 /* runs: the owner of the runs, metrics, val_losses, checkpoints and
  * run_events tables (migrations/0001_init.sql): every SQL statement on them
- * is in runs.c.  Used by the routes, the scheduler, the sampling worker and
- * the offline `giant train` / `giant sample` commands.
+ * is in runs.c (writes), runs_read.c (the reads of the workers and commands,
+ * the checkpoint and acceptance blobs) and runs_api.c (the reads the HTTP API
+ * shows).  Used by the routes, the scheduler, the sampling worker and the
+ * offline `giant train` / `giant sample` commands.
  *
  * What reads return, one rule:
  * - what the HTTP API shows (a run, a page of runs, the best checkpoints,
@@ -21,7 +23,7 @@
  * duplicates.  runs_record_* run transactions: call them on a connection no
  * other thread uses (the scheduler's, giant train's).  Stage names in the
  * database: 1 = "energy", 2 = "shower".
- * Depends on store, OpenSSL (SHA-256), Jansson and the engine's model_stage. */
+ * Depends on store, numfmt, gt_sha256, Jansson and the engine's model_stage. */
 #ifndef RUNS_H
 #define RUNS_H
 
