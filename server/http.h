@@ -20,7 +20,13 @@
  *
  * Handlers run on pool threads and must be thread-safe.  Each handler sends
  * exactly one reply with an http_reply_* function; one that sends none gets
- * a 500 "internal" reply.  Depends on libmicrohttpd, Jansson, log. */
+ * a 500 "internal" reply.
+ *
+ * Four files, one layer: http_router.c (the router), http.c (a request's way
+ * from its head to its handler), http_reply.c (replies, streams, counters),
+ * http_server.c (the daemon, connections, start and shutdown), sharing
+ * http_internal.h.  Depends on libmicrohttpd, Jansson, log, numfmt, metrics
+ * and http_gate. */
 #ifndef HTTP_H
 #define HTTP_H
 
