@@ -32,13 +32,10 @@ int cmd_migrate(int argc, char **argv)
     }
     log_set_level((log_level)log_parse_level(cfg.log_level));
 
-    store_migration list[STORE_MAX_MIGRATIONS];
-    int n = 0, applied = 0, version = 0, rc;
+    int applied = 0, version = 0;
     store *db = NULL;
-    if ((rc = store_builtin_migrations(list, &n, &err)) != GT_OK ||
-        (rc = store_open(&db, cfg.db, &err)) != GT_OK ||
-        (rc = store_migrate(db, list, n, &applied, &err)) != GT_OK ||
-        (rc = store_schema_version(db, &version, &err)) != GT_OK) {
+    if (store_open_migrated(&db, cfg.db, &applied, NULL, &err) != GT_OK ||
+        store_schema_version(db, &version, &err) != GT_OK) {
         fprintf(stderr, "giant migrate: %s\n", err.message);
         store_close(db, NULL);
         return 1;

@@ -18,19 +18,6 @@
 #include "settings.h"
 #include "store.h"
 
-static int open_db(const char *path, store **db, gt_error *err)
-{
-    store_migration list[STORE_MAX_MIGRATIONS];
-    int n = 0, rc;
-    if ((rc = store_builtin_migrations(list, &n, err)) != GT_OK ||
-        (rc = store_open(db, path, err)) != GT_OK ||
-        (rc = store_migrate(*db, list, n, NULL, err)) != GT_OK) {
-        store_close(*db, NULL);
-        *db = NULL;
-    }
-    return rc;
-}
-
 static int write_file(const char *path, const void *buf, size_t len, gt_error *err)
 {
     /* beside the target, then renamed: a failed export never leaves half
@@ -84,7 +71,7 @@ int cmd_export(int argc, char **argv)
     store *db = NULL;
     void *file = NULL;
     size_t len = 0;
-    int rc = open_db(db_path, &db, &err);
+    int rc = store_open_migrated(&db, db_path, NULL, NULL, &err);
     if (!rc)
         rc = models_export(db, run, &file, &len, &err);
     if (!rc)
@@ -142,7 +129,7 @@ int cmd_import(int argc, char **argv)
     char part[64] = "";
     int rc = gt_path_read_all(argv[optind], &file, &len, &err);
     if (!rc)
-        rc = open_db(db_path, &db, &err);
+        rc = store_open_migrated(&db, db_path, NULL, NULL, &err);
     if (!rc)
         rc = models_import(db, name, file, len, &row, &created, &fault, part, &taken, &err);
     store_close(db, NULL);

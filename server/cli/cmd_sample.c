@@ -177,11 +177,8 @@ int cmd_sample(int argc, char **argv)
     sc.e_min_mev = a.emin;
     sc.e_max_mev = a.emax;
 
-    store_migration list[STORE_MAX_MIGRATIONS];
-    int nmig = 0;
     if (synth_parse_energy_mode(a.energy, &sc.energy_mode, &err) || synth_config_check(&sc, &err) ||
-        store_builtin_migrations(list, &nmig, &err) || store_open(&db, db_path, &err) ||
-        store_migrate(db, list, nmig, NULL, &err))
+        store_open_migrated(&db, db_path, NULL, NULL, &err))
         goto out;
     if (!a.run) {
         int64_t id;

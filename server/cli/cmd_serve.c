@@ -391,8 +391,7 @@ int cmd_serve(int argc, char **argv)
     http_router *router = NULL, *admin_router = NULL;
     http_server *srv = NULL, *admin = NULL;
     auth_guard *guard = NULL;
-    store_migration list[STORE_MAX_MIGRATIONS];
-    int n = 0, applied = 0;
+    int applied = 0;
     int sampler = strcmp(a.cfg.role, "sampler") == 0;
     /* A replica writes nothing that outlives it: its models go into an
      * in-memory database, the same schema a trainer's file has. */
@@ -400,9 +399,7 @@ int cmd_serve(int argc, char **argv)
     if ((sampler ? replica_new(&a.replica, a.cfg.models, a.cfg.model_url, a.cfg.model_token,
                                &err)
                  : ensure_dir(a.cfg.data_dir, &err)) != GT_OK ||
-        store_builtin_migrations(list, &n, &err) != GT_OK ||
-        store_open(&a.db, db_path, &err) != GT_OK ||
-        store_migrate(a.db, list, n, &applied, &err) != GT_OK) {
+        store_open_migrated(&a.db, db_path, &applied, &a.schema_latest, &err) != GT_OK) {
         log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
         goto out;
     }
@@ -418,7 +415,6 @@ int cmd_serve(int argc, char **argv)
         log_msg(LOG_INFO, "auth", "token_file=%s tokens=%lld require_tokens=1",
                 a.cfg.token_file, ntok);
     }
-    a.schema_latest = n ? list[n - 1].version : 0;
     log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d role=%s", db_path,
             a.schema_latest, applied, a.cfg.role);
     char host[256];

@@ -30,19 +30,6 @@ static const char usage[] =
     "reader (runs, metrics, events, checkpoints, datasets).\n"
     "create prints the token once: it is stored only as a SHA-256 hash.\n";
 
-static int open_db(const char *path, store **db, gt_error *err)
-{
-    store_migration list[STORE_MAX_MIGRATIONS];
-    int n = 0, rc;
-    if ((rc = store_builtin_migrations(list, &n, err)) != GT_OK ||
-        (rc = store_open(db, path, err)) != GT_OK ||
-        (rc = store_migrate(*db, list, n, NULL, err)) != GT_OK) {
-        store_close(*db, NULL);
-        *db = NULL;
-    }
-    return rc;
-}
-
 static const char *str(json_t *row, const char *key)
 {
     const char *v = json_string_value(json_object_get(row, key));
@@ -128,7 +115,7 @@ int cmd_token(int argc, char **argv)
     }
     store *db = NULL;
     gt_error err = {0};
-    int rc = open_db(db_path, &db, &err);
+    int rc = store_open_migrated(&db, db_path, NULL, NULL, &err);
     if (rc == GT_OK) {
         if (is_create) {
             rc = token_create(db, name, role, iso, ttl, &err);

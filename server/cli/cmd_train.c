@@ -358,10 +358,7 @@ int cmd_train(int argc, char **argv)
     char *config_text = NULL;
     int64_t run = resume;
     int status = 1;
-    store_migration list[STORE_MAX_MIGRATIONS];
-    int nmig = 0;
-    if (store_builtin_migrations(list, &nmig, &err) || store_open(&db, db_path, &err) ||
-        store_migrate(db, list, nmig, NULL, &err))
+    if (store_open_migrated(&db, db_path, NULL, NULL, &err))
         goto out;
     if (resume) {
         char st[16];

@@ -404,6 +404,24 @@ int store_schema_version(store *s, int *version, gt_error *err)
     return rc;
 }
 
+int store_open_migrated(store **out, const char *path, int *applied, int *latest,
+                        gt_error *err)
+{
+    store_migration list[STORE_MAX_MIGRATIONS];
+    int n = 0, rc;
+    *out = NULL;
+    if ((rc = store_builtin_migrations(list, &n, err)) != GT_OK ||
+        (rc = store_open(out, path, err)) != GT_OK ||
+        (rc = store_migrate(*out, list, n, applied, err)) != GT_OK) {
+        store_close(*out, NULL);
+        *out = NULL;
+        return rc;
+    }
+    if (latest)
+        *latest = n ? list[n - 1].version : 0;
+    return GT_OK;
+}
+
 /* Checks every recorded migration against list: same checksum, known. */
 static int verify_applied(store *s, const store_migration *list, int n, gt_error *err)
 {

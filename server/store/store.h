@@ -61,6 +61,14 @@ int store_migrate(store *s, const store_migration *list, int n, int *applied,
 /* Newest applied migration version (0 for an empty database). */
 int store_schema_version(store *s, int *version, gt_error *err);
 
+/* Opens path and brings it to this binary's schema (the built-in
+ * migrations, store_migrate): what every command that opens a database
+ * does first.  *applied (may be NULL) gets the number applied now, *latest
+ * (may be NULL) the newest version this binary carries.  On failure *out is
+ * NULL, nothing is left open, and err says why. */
+int store_open_migrated(store **out, const char *path, int *applied, int *latest,
+                        gt_error *err);
+
 /* FNV-1a 64 of text as 16 hex digits (checksum of a migration file). */
 void store_checksum_text(const char *text, char out[17]);
 
