@@ -255,11 +255,8 @@ int datasets_worker_start(datasets_worker **out, const char *db_path, const char
         return rc;
     }
     snprintf(d->data_dir, sizeof d->data_dir, "%s", data_dir);
-    if (worker_thread_start(&d->w, worker_main, d) != 0) {
-        store_close(d->db, NULL);
-        free(d);
-        return gt_error_set(err, GT_EIO, "cannot start the dataset thread");
-    }
+    if ((rc = worker_thread_launch(&d->w, worker_main, d, d->db, "dataset", err)))
+        return rc;
     *out = d;
     return GT_OK;
 }
@@ -272,9 +269,6 @@ void datasets_worker_kick(datasets_worker *d)
 
 void datasets_worker_stop(datasets_worker *d)
 {
-    if (!d)
-        return;
-    worker_thread_stop(&d->w);
-    store_close(d->db, NULL);
-    free(d);
+    if (d)
+        worker_thread_end(&d->w, d->db, d);
 }

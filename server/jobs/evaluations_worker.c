@@ -344,11 +344,8 @@ int evaluations_worker_start(evaluations_worker **out, const char *db_path,
     snprintf(e->data_dir, sizeof e->data_dir, "%s", data_dir);
     e->smp = smp;
     evaluations_fail_interrupted(e->db);
-    if (worker_thread_start(&e->w, worker_main, e) != 0) {
-        store_close(e->db, NULL);
-        free(e);
-        return gt_error_set(err, GT_EIO, "cannot start the evaluation thread");
-    }
+    if ((rc = worker_thread_launch(&e->w, worker_main, e, e->db, "evaluation", err)))
+        return rc;
     *out = e;
     return GT_OK;
 }
@@ -361,9 +358,6 @@ void evaluations_worker_kick(evaluations_worker *e)
 
 void evaluations_worker_stop(evaluations_worker *e)
 {
-    if (!e)
-        return;
-    worker_thread_stop(&e->w);
-    store_close(e->db, NULL);
-    free(e);
+    if (e)
+        worker_thread_end(&e->w, e->db, e);
 }

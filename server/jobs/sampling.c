@@ -338,11 +338,9 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
     metrics_hist_init(&s->batch, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
     metrics_hist_init(&s->showers, metrics_count_bounds, metrics_count_nb, 1);
     metrics_keyed_init(&s->by_source);
-    if (worker_thread_start(&s->w, worker_main, s) != 0) {
-        free(s);
-        return gt_error_set(err, GT_EIO, "cannot start the sampling thread: %s",
-                            strerror(errno));
-    }
+    int rc = worker_thread_launch(&s->w, worker_main, s, NULL, "sampling", err);
+    if (rc)
+        return rc;
     *out = s;
     return GT_OK;
 }

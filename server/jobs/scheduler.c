@@ -402,12 +402,8 @@ int sched_start(sched **out, const char *db_path, const char *data_dir, const ch
     s->bf16 = bf16;
     for (int i = 0; i < 2; i++)
         metrics_hist_init(&s->step_seconds[i], metrics_seconds_bounds, metrics_seconds_nb, 1e6);
-    if (worker_thread_start(&s->w, worker_main, s) != 0) {
-        free(s);
-        store_close(db, NULL);
-        return gt_error_set(err, GT_EIO, "cannot start the scheduler thread: %s",
-                            strerror(errno));
-    }
+    if ((rc = worker_thread_launch(&s->w, worker_main, s, db, "scheduler", err)))
+        return rc;
     *out = s;
     return GT_OK;
 }
@@ -462,9 +458,6 @@ long long sched_runs_started(const sched *s)
 
 void sched_stop(sched *s)
 {
-    if (!s)
-        return;
-    worker_thread_stop(&s->w);
-    store_close(s->db, NULL);
-    free(s);
+    if (s)
+        worker_thread_end(&s->w, s->db, s);
 }

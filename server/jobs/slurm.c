@@ -656,11 +656,8 @@ int slurm_start(slurm **out, const char *db_path, const slurm_config *cfg, gt_er
     s->cfg = *cfg;
     if (s->cfg.poll_ms < 100)
         s->cfg.poll_ms = 100;
-    if (worker_thread_start(&s->w, slurm_main, s) != 0) {
-        free(s);
-        store_close(db, NULL);
-        return gt_error_set(err, GT_EIO, "cannot start the Slurm thread: %s", strerror(errno));
-    }
+    if ((rc = worker_thread_launch(&s->w, slurm_main, s, db, "Slurm", err)))
+        return rc;
     *out = s;
     return GT_OK;
 }
@@ -673,9 +670,6 @@ void slurm_kick(slurm *s)
 
 void slurm_stop(slurm *s)
 {
-    if (!s)
-        return;
-    worker_thread_stop(&s->w);
-    store_close(s->db, NULL);
-    free(s);
+    if (s)
+        worker_thread_end(&s->w, s->db, s);
 }

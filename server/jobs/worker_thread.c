@@ -1,5 +1,7 @@
 #include "worker_thread.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int worker_thread_start(worker_thread *w, void *(*fn)(void *), void *arg)
@@ -57,4 +59,22 @@ void worker_thread_stop(worker_thread *w)
     pthread_join(w->thread, NULL);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
+}
+
+int worker_thread_launch(worker_thread *w, void *(*fn)(void *), void *owner, store *db,
+                         const char *what, gt_error *err)
+{
+    int rc = worker_thread_start(w, fn, owner);
+    if (rc == 0)
+        return GT_OK;
+    store_close(db, NULL);
+    free(owner);
+    return gt_error_set(err, GT_EIO, "cannot start the %s thread: %s", what, strerror(rc));
+}
+
+void worker_thread_end(worker_thread *w, store *db, void *owner)
+{
+    worker_thread_stop(w);
+    store_close(db, NULL);
+    free(owner);
 }

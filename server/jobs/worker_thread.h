@@ -8,12 +8,17 @@
  * condition of its own (the sampling worker's queue) waits on `cv` itself.
  * Stopping is a flag the worker reads (atomically, with or without mu),
  * set under mu with every waiter woken, so no wake-up is lost.
- * Depends on pthreads only. */
+ * worker_thread_launch and worker_thread_end are the start and the end the
+ * workers share: a thread, and the database connection of its own that
+ * most of them hold.  Depends on pthreads and store. */
 #ifndef WORKER_THREAD_H
 #define WORKER_THREAD_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+
+#include "gt_error.h"
+#include "store.h"
 
 typedef struct worker_thread {
     pthread_t thread;
@@ -40,5 +45,16 @@ void worker_thread_nap_ms(worker_thread *w, long ms);
 /* Sets stopping, wakes the worker, waits for its thread to end and
  * releases the lock and condition.  The owner then frees its own state. */
 void worker_thread_stop(worker_thread *w);
+
+/* Starts fn(owner) on w, owner being the worker's state (calloc'ed, holding
+ * w) and db its own connection (NULL for none).  When the thread cannot
+ * start, closes db, frees owner and returns GT_EIO "cannot start the <what>
+ * thread: <reason>"; else GT_OK, and both are the thread's until
+ * worker_thread_end. */
+int worker_thread_launch(worker_thread *w, void *(*fn)(void *), void *owner, store *db,
+                         const char *what, gt_error *err);
+
+/* A launched worker's end: stops w, then closes db and frees owner. */
+void worker_thread_end(worker_thread *w, store *db, void *owner);
 
 #endif
