@@ -29,3 +29,20 @@ void routes_reply_internal(http_request *req, const gt_error *err)
 {
     http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err->message);
 }
+
+int routes_reply_rc(http_request *req, int rc, const gt_error *err, unsigned notfound,
+                    unsigned invalid, const char *field)
+{
+    if (rc == GT_OK)
+        return 1;
+    unsigned status = rc == GT_ENOTFOUND ? notfound : rc == GT_EINVAL ? invalid : 0;
+    const char *code = status == 404   ? HTTP_E_NOT_FOUND
+                       : status == 409 ? HTTP_E_CONFLICT
+                       : status == 422 ? HTTP_E_VALIDATION
+                                       : NULL;
+    if (code)
+        http_reply_error(req, status, code, field, "%s", err->message);
+    else
+        routes_reply_internal(req, err);
+    return 0;
+}

@@ -26,4 +26,13 @@ int64_t routes_path_run(http_request *req, store *db);
  * with err's message. */
 void routes_reply_internal(http_request *req, const gt_error *err);
 
+/* The one answer of a handler to a call's code: GT_OK sends nothing and
+ * returns 1; GT_ENOTFOUND is answered with status `notfound` and GT_EINVAL
+ * with status `invalid` (404 not_found, 409 conflict or 422
+ * validation_failed; field may be NULL; err's message), each only when
+ * given (0: that code is a failure like any other); any other failure is a
+ * 500 (routes_reply_internal).  Returns 0 after a reply. */
+int routes_reply_rc(http_request *req, int rc, const gt_error *err, unsigned notfound,
+                    unsigned invalid, const char *field);
+
 #endif

@@ -45,12 +45,8 @@ static void reply_dataset(http_request *req, app *a, int64_t id, unsigned status
     json_t *row = NULL;
     gt_error err = {0};
     int rc = datasets_get(a->db, id, &row, &err);
-    if (rc == GT_OK)
+    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
         http_reply_json(req, status, dataset_object(row));
-    else if (rc == GT_ENOTFOUND)
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
-    else
-        routes_reply_internal(req, &err);
     json_decref(row);
 }
 
@@ -58,12 +54,7 @@ static void reply_dataset(http_request *req, app *a, int64_t id, unsigned status
 static int insert(http_request *req, app *a, const datasets_new *d, int64_t *id)
 {
     gt_error err = {0};
-    int rc = datasets_add(a->db, d, id, &err);
-    if (rc == GT_EINVAL)
-        http_reply_error(req, 409, HTTP_E_CONFLICT, "name", "%s", err.message);
-    else if (rc)
-        routes_reply_internal(req, &err);
-    return rc == GT_OK;
+    return routes_reply_rc(req, datasets_add(a->db, d, id, &err), &err, 0, 409, "name");
 }
 
 /* Registers the file a checked body names (geometry a built-in one). */
@@ -76,11 +67,9 @@ static void register_file(http_request *req, app *a, const char *name, const cha
     char root[PATH_MAX], real[PATH_MAX];
     gt_error err = {0};
     int rc = gt_path_inside(a->cfg.data_dir, path, real, sizeof real, &err);
-    if (rc == GT_EINVAL || rc == GT_ENOTFOUND) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "path", "%s", err.message);
+    if (!routes_reply_rc(req, rc, &err, 422, 422, "path"))
         return;
-    }
-    if (rc || !realpath(a->cfg.data_dir, root)) {
+    if (!realpath(a->cfg.data_dir, root)) {
         routes_reply_internal(req, &err);
         return;
     }

@@ -124,12 +124,8 @@ static void reply_evaluation(http_request *req, app *a, int64_t run, int64_t id,
     json_t *row = NULL;
     gt_error err = {0};
     int rc = evaluations_get(a->db, run, id, with_result, &row, &err);
-    if (rc == GT_OK)
+    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
         http_reply_json(req, status, evaluation_object(row, with_result));
-    else if (rc == GT_ENOTFOUND)
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
-    else
-        routes_reply_internal(req, &err);
     json_decref(row);
 }
 

@@ -138,14 +138,8 @@ void route_ingest_checkpoint_get(http_request *req, void *ctx)
     long long step = 0;
     gt_error err = {0};
     int rc = runs_load_checkpoint(a->db, id, stage, bp && bp[0] == '1', &blob, &len, &step, &err);
-    if (rc == GT_ENOTFOUND) {
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
+    if (!routes_reply_rc(req, rc, &err, 404, 0, NULL))
         return;
-    }
-    if (rc) {
-        routes_reply_internal(req, &err);
-        return;
-    }
     char sum[65], stp[32];
     gt_sha256_hex(blob, len, sum);
     snprintf(stp, sizeof stp, "%lld", step);

@@ -65,11 +65,7 @@ void route_models_create(http_request *req, void *ctx)
         http_reply_error(req, 409, HTTP_E_CONFLICT, "name", "%s", err.message);
         return;
     }
-    if (rc == GT_EINVAL) {
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "name", "%s", err.message);
-        return;
-    }
-    routes_reply_internal(req, &err);
+    routes_reply_rc(req, rc, &err, 0, 422, "name");
 }
 
 void route_models_list(http_request *req, void *ctx)
@@ -90,15 +86,8 @@ void route_models_get(http_request *req, void *ctx)
     json_t *row = NULL;
     gt_error err = {0};
     int rc = models_get(a->db, http_param(req, "name"), &row, &err);
-    if (rc == GT_ENOTFOUND) {
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
-        return;
-    }
-    if (rc) {
-        routes_reply_internal(req, &err);
-        return;
-    }
-    http_reply_json(req, 200, row);
+    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
+        http_reply_json(req, 200, row);
 }
 
 void route_models_file(http_request *req, void *ctx)
@@ -110,14 +99,8 @@ void route_models_file(http_request *req, void *ctx)
     char sum[65];
     gt_error err = {0};
     int rc = models_file(a->db, name, NULL, &file, &len, sum, &err);
-    if (rc == GT_ENOTFOUND) {
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
+    if (!routes_reply_rc(req, rc, &err, 404, 0, NULL))
         return;
-    }
-    if (rc) {
-        routes_reply_internal(req, &err);
-        return;
-    }
     char disp[128];
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.giant\"", name);
     const char *headers[] = {"X-Checksum-SHA256", sum, "Content-Disposition", disp, NULL};

@@ -119,12 +119,10 @@ static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
     json_t *row = NULL, *o = NULL;
     gt_error err = {0};
     int rc = runs_get(db, id, &row, &err);
-    if (rc == GT_OK && (o = run_object(db, row, 1, &err)) != NULL)
+    if (rc == GT_OK && (o = run_object(db, row, 1, &err)) == NULL)
+        rc = GT_EIO;           /* err says why */
+    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
         http_reply_json(req, status, o);
-    else if (rc == GT_ENOTFOUND)
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
-    else
-        routes_reply_internal(req, &err);
     json_decref(row);
 }
 
@@ -144,14 +142,8 @@ static int files_allowed(http_request *req, app *a, const model_config *cfg)
     if (cfg->dataset_path[0]) {
         char real[PATH_MAX];
         int rc = gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &err);
-        if (rc == GT_EINVAL) {
-            http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.path", "%s", err.message);
+        if (rc != GT_ENOTFOUND && !routes_reply_rc(req, rc, &err, 0, 422, "dataset.path"))
             return 0;
-        }
-        if (rc && rc != GT_ENOTFOUND) {
-            routes_reply_internal(req, &err);
-            return 0;
-        }
     }
     if (!model_geometry_is_builtin(cfg->geometry)) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.geometry",

@@ -385,14 +385,8 @@ static void model_samples(http_request *req, app *a, const char *name)
     json_t *row = NULL;
     gt_error err = {0};
     int rc = models_get(a->db, name, &row, &err);
-    if (rc == GT_ENOTFOUND) {
-        http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "%s", err.message);
+    if (!routes_reply_rc(req, rc, &err, 404, 0, NULL))
         return;
-    }
-    if (rc) {
-        routes_reply_internal(req, &err);
-        return;
-    }
     /* the shape for admission, from the manifest (checked at import) */
     json_t *geo = json_object_get(json_object_get(row, "manifest"), "geometry");
     int V = (int)json_integer_value(json_object_get(geo, "voxels"));
@@ -453,10 +447,6 @@ void route_replica_runs_samples(http_request *req, void *ctx)
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL,
                          "run '%s' does not exist here: this sampling replica serves only the"
                          " runs its models were exported from", id);
-    else if (rc == GT_EINVAL)
-        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL, "%s", err.message);
-    else if (rc)
-        routes_reply_internal(req, &err);
-    else
+    else if (routes_reply_rc(req, rc, &err, 0, 409, NULL))
         model_samples(req, a, name);
 }

@@ -25,26 +25,15 @@ void route_tokens_create(http_request *req, void *ctx)
     char expires[40];
     gt_error err = {0};
     int rc = auth_expiry(a->db, iso, ttl, expires, &err);
-    if (rc != GT_OK) {
-        if (rc == GT_EINVAL)
-            http_reply_error(req, 422, HTTP_E_VALIDATION, ttl ? "ttl" : "expires_at", "%s",
-                             err.message);
-        else
-            routes_reply_internal(req, &err);
+    if (!routes_reply_rc(req, rc, &err, 0, 422, ttl ? "ttl" : "expires_at"))
         return;
-    }
     char token[AUTH_TOKEN_LEN + 1];
     json_t *row = NULL;
     const char *field = NULL;
     rc = auth_token_create(a->db, name ? name : "", role ? role : "", expires, token, &row,
                            &field, &err);
-    if (rc != GT_OK) {
-        if (rc == GT_EINVAL)
-            http_reply_error(req, 422, HTTP_E_VALIDATION, field, "%s", err.message);
-        else
-            routes_reply_internal(req, &err);
+    if (!routes_reply_rc(req, rc, &err, 0, 422, field))
         return;
-    }
     json_object_set_new(row, "token", json_string(token));
     OPENSSL_cleanse(token, sizeof token);
     log_msg(LOG_INFO, "token", "action=create id=%lld name=%s role=%s",
