@@ -37,22 +37,6 @@ static json_t *evaluation_object(json_t *row, int with_result)
     return o;
 }
 
-/* The geometry a run trained on (its config's dataset.geometry). */
-static int run_geometry(app *a, int64_t run, char *out, size_t size, gt_error *err)
-{
-    char *text = NULL;
-    int rc = runs_config(a->db, run, &text, err);
-    if (rc)
-        return rc;
-    json_t *cfg = json_loads(text, 0, NULL);
-    free(text);
-    const char *g = json_string_value(json_object_get(json_object_get(cfg, "dataset"),
-                                                      "geometry"));
-    snprintf(out, size, "%s", g ? g : "dataset_2");
-    json_decref(cfg);
-    return GT_OK;
-}
-
 /* A reference dataset named by `field`: it exists, is ready, has the
  * run's geometry and at least n showers.  Replies and returns 0 if not. */
 static int check_dataset(http_request *req, app *a, const char *field, int64_t id,
@@ -143,7 +127,7 @@ void route_evaluations_create(http_request *req, void *ctx)
                          fault.status == 422 ? fault.field : NULL, "%s", fault.message);
         return;
     }
-    char geometry[64];
+    char geometry[RUNS_GEOMETRY_MAX];
     gt_error err = {0};
     long long n = json_integer_value(json_object_get(norm, "n"));
     int64_t ds = json_integer_value(json_object_get(norm, "dataset_id"));
@@ -152,7 +136,7 @@ void route_evaluations_create(http_request *req, void *ctx)
         json_decref(norm);
         return;
     }
-    if (run_geometry(a, run, geometry, sizeof geometry, &err) != GT_OK) {
+    if (runs_geometry(a->db, run, geometry, sizeof geometry, &err) != GT_OK) {
         json_decref(norm);
         routes_reply_internal(req, &err);
         return;

@@ -206,20 +206,14 @@ static void samples_resume(http_request *req, void *ctx)
  * admission before the sampler is loaded.  0 after replying. */
 static int run_shape(http_request *req, app *a, int64_t id, int *V, int *layers)
 {
-    char *text = NULL;
+    char name[RUNS_GEOMETRY_MAX];
     gt_error err = {0};
-    if (runs_config(a->db, id, &text, &err) != GT_OK) {
+    if (runs_geometry(a->db, id, name, sizeof name, &err) != GT_OK) {
         routes_reply_internal(req, &err);
         return 0;
     }
-    json_t *cfg = json_loads(text, 0, NULL);
-    free(text);
-    const char *name = json_string_value(json_object_get(json_object_get(cfg, "dataset"),
-                                                         "geometry"));
     geo_geometry g;
-    int rc = model_geometry_load(name ? name : "dataset_2", &g, &err);
-    json_decref(cfg);
-    if (rc) {
+    if (model_geometry_load(name, &g, &err) != GT_OK) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the run's geometry: %s", err.message);
         return 0;
     }

@@ -103,7 +103,7 @@ int models_export(store *s, int64_t id, void **out, size_t *len, gt_error *err)
 {
     *out = NULL;
     *len = 0;
-    json_t *run = NULL, *cfg = NULL;
+    json_t *run = NULL;
     char *config = NULL;
     void *ck[2] = {NULL, NULL}, *owned = NULL, *acc = NULL;
     size_t cl[2] = {0, 0}, acc_len = 0;
@@ -113,12 +113,11 @@ int models_export(store *s, int64_t id, void **out, size_t *len, gt_error *err)
         (rc = runs_load_checkpoint(s, id, 2, 1, &ck[1], &cl[1], NULL, err)) ||
         (rc = acceptance_for_export(s, id, ck, cl, &acc, &acc_len, err)))
         goto out;
-    cfg = json_loads(config, 0, NULL);
-    const char *geometry =
-        json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
+    char geometry[RUNS_GEOMETRY_MAX];
+    runs_config_geometry(config, geometry, sizeof geometry);
     const void *xml = NULL;
     size_t xml_len = 0;
-    if ((rc = geometry_bytes(geometry ? geometry : "dataset_2", &xml, &xml_len, &owned, err)))
+    if ((rc = geometry_bytes(geometry, &xml, &xml_len, &owned, err)))
         goto out;
     const build_info *bi = build_info_get();
     model_pack_src src = {
@@ -137,7 +136,6 @@ int models_export(store *s, int64_t id, void **out, size_t *len, gt_error *err)
     rc = model_pack_write(&src, out, len, err);
 out:
     json_decref(run);
-    json_decref(cfg);
     free(acc);
     free(config);
     free(ck[0]);

@@ -127,6 +127,14 @@ int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err);
 /* The run's config, malloc'ed JSON text. */
 int runs_config(store *s, int64_t id, char **config_json, gt_error *err);
 
+/* The geometry a run trains on, as its stored config names it
+ * (dataset.geometry), or "dataset_2" (a config's default) when it names
+ * none: runs_config_geometry reads config_json (NULL or unparsable gives
+ * the default), runs_geometry the run's stored config. */
+#define RUNS_GEOMETRY_MAX 1024     /* a config's geometry field, NUL included */
+void runs_config_geometry(const char *config_json, char *out, size_t size);
+int runs_geometry(store *s, int64_t id, char *out, size_t size, gt_error *err);
+
 /* The run's status (up to 15 characters). */
 int runs_status(store *s, int64_t id, char status[16], gt_error *err);
 

@@ -20,6 +20,25 @@ int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
     return rc == GT_ENOTFOUND ? runs_no_run(err, id) : rc;
 }
 
+void runs_config_geometry(const char *config_json, char *out, size_t size)
+{
+    json_t *cfg = config_json ? json_loads(config_json, 0, NULL) : NULL;
+    const char *g =
+        json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
+    snprintf(out, size, "%s", g ? g : "dataset_2");
+    json_decref(cfg);
+}
+
+int runs_geometry(store *s, int64_t id, char *out, size_t size, gt_error *err)
+{
+    char *text = NULL;
+    int rc = runs_config(s, id, &text, err);
+    if (rc == GT_OK)
+        runs_config_geometry(text, out, size);
+    free(text);
+    return rc;
+}
+
 int runs_status(store *s, int64_t id, char status[16], gt_error *err)
 {
     char *text = NULL;
