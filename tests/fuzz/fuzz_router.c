@@ -12,7 +12,7 @@
 
 #include "http_internal.h"
 
-/* The service's route patterns (server/routes.c), with the method of each. */
+/* The service's route patterns (server/routes/routes.c), with the method of each. */
 static const char *const route_table[][2] = {
     {"GET", "/healthz"},
     {"GET", "/readyz"},
