@@ -86,18 +86,22 @@ static int sample_write_wait(sample_write_job *j, double *t_write, gt_error *err
     return j->rc;
 }
 
-int cmd_sample(int argc, char **argv)
-{
-    /* With --server the showers come from a running service instead. */
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
-            return cmd_sample_remote(argc, argv);
-    const char *db_path = settings_env_or_default("db");
-    const char *device = NULL;
-    long long batch = 1024, gzip = 1;
-    int no_accept = 0;
+/* What `giant sample` was asked, after its options. */
+typedef struct sample_opts {
     sample_args a;
-    sample_args_default(&a);
+    const char *db_path, *device;
+    long long batch, gzip;
+    int no_accept;
+} sample_opts;
+
+/* The options into o, checked: every refusal says what was wrong; a batch
+ * only sizes the passes (showers do not depend on it), so one out of range
+ * is adjusted.  Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, sample_opts *o)
+{
+    *o = (sample_opts){.db_path = settings_env_or_default("db"), .batch = 1024, .gzip = 1};
+    sample_args *a = &o->a;
+    sample_args_default(a);
     static const struct option opts[] = {
         SAMPLE_ARGS_OPTIONS,
         {"batch", required_argument, 0, 'B'},  {"device", required_argument, 0, 'x'},
@@ -105,43 +109,41 @@ int cmd_sample(int argc, char **argv)
         {"gzip", required_argument, 0, 'z'},   {"no-accept", no_argument, 0, 'A'},
         {0, 0, 0, 0}};
     optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, SAMPLE_ARGS_SHORT "h", opts, NULL)) != -1) {
-        int taken = sample_args_take(&a, o, optarg);
+    int c;
+    while ((c = getopt_long(argc, argv, SAMPLE_ARGS_SHORT "h", opts, NULL)) != -1) {
+        int taken = sample_args_take(a, c, optarg);
         if (taken < 0)
             return 2;
         if (taken)
             continue;
-        switch (o) {
+        switch (c) {
         case 'B':
-            if (sample_args_number(optarg, &batch))
+            if (sample_args_number(optarg, &o->batch))
                 return 2;
             break;
         case 'z':
-            if (sample_args_number(optarg, &gzip))
+            if (sample_args_number(optarg, &o->gzip))
                 return 2;
             break;
-        case 'x': device = optarg; break;
-        case 'A': no_accept = 1; break;
-        case 'd': db_path = optarg; break;
+        case 'x': o->device = optarg; break;
+        case 'A': o->no_accept = 1; break;
+        case 'd': o->db_path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    /* every refusal says what was wrong; a batch only sizes the passes
-     * (showers do not depend on it), so one out of range is adjusted */
     const char *bad = NULL;
     if (optind != argc)
         bad = "unexpected argument";
-    else if (a.n <= 0)
+    else if (a->n <= 0)
         bad = "--n must be a positive number of showers";
-    else if (!a.out_path)
+    else if (!a->out_path)
         bad = "-o OUT.h5 is required";
-    else if (a.steps < 0 || a.steps > 10000)
+    else if (a->steps < 0 || a->steps > 10000)
         bad = "--steps must be in [1, 10000] (0: the run's sample.steps)";
-    else if (batch < 1)
+    else if (o->batch < 1)
         bad = "--batch must be at least 1";
-    else if (gzip < 0 || gzip > 9)
+    else if (o->gzip < 0 || o->gzip > 9)
         bad = "--gzip must be a deflate level in [0, 9]";
     if (bad) {
         fprintf(stderr, "giant sample: %s%s%s\n", bad, optind != argc ? ": " : "",
@@ -149,149 +151,163 @@ int cmd_sample(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (batch > SAMPLE_MAX_BATCH) {
+    if (o->batch > SAMPLE_MAX_BATCH) {
         fprintf(stderr, "giant sample: --batch %lld is more than %d rows per pass; using %d\n",
-                batch, SAMPLE_MAX_BATCH, SAMPLE_MAX_BATCH);
-        batch = SAMPLE_MAX_BATCH;
+                o->batch, SAMPLE_MAX_BATCH, SAMPLE_MAX_BATCH);
+        o->batch = SAMPLE_MAX_BATCH;
     }
-    if (batch > a.n)
-        batch = a.n;
+    if (o->batch > a->n)
+        o->batch = a->n;
+    return -1;
+}
 
-    gt_error err = {0};
+/* The run's sampler and what it was opened from; sample_src_close frees
+ * what is set. */
+typedef struct sample_src {
+    store *db;
+    char *config_text;
+    void *ck1, *ck2;
+    size_t l1, l2;
+    model_config cfg;
+    nn_backend *b;
+    model_sampler *smp;
+    int accepting;             /* the run's acceptance test is in use */
+    double t_open;             /* when opening the backend began */
+} sample_src;
+
+static void sample_src_close(sample_src *s)
+{
+    free(s->ck1);
+    free(s->ck2);
+    free(s->config_text);
+    model_sampler_close(s->smp);
+    nn_backend_close(s->b);
+    store_close(s->db, NULL);
+}
+
+/* Opens the sampler of run o->a.run (the latest that succeeded when 0):
+ * its config with --device, its best checkpoints, and its acceptance test
+ * for its best pair when it has one and --no-accept was not given. */
+static int open_run(sample_opts *o, sample_src *s, gt_error *err)
+{
     char field[128] = "";
-    store *db = NULL;
-    nn_backend *b = NULL;
-    model_sampler *smp = NULL;
-    char *config_text = NULL;
-    void *ck1 = NULL, *ck2 = NULL;
-    size_t l1 = 0, l2 = 0;
+    sample_args *a = &o->a;
+    if (store_open_migrated(&s->db, o->db_path, NULL, NULL, err))
+        return 1;
+    if (!a->run) {
+        int64_t id;
+        if (runs_latest_succeeded(s->db, &id, err))
+            return 1;
+        a->run = id;
+    }
+    if (runs_config(s->db, a->run, &s->config_text, err) ||
+        model_config_parse(s->config_text, strlen(s->config_text), &s->cfg, field, sizeof field,
+                           err) ||
+        runs_load_checkpoint(s->db, a->run, 1, 1, &s->ck1, &s->l1, NULL, err) ||
+        runs_load_checkpoint(s->db, a->run, 2, 1, &s->ck2, &s->l2, NULL, err))
+        return 1;
+    if (o->device)
+        snprintf(s->cfg.device, sizeof s->cfg.device, "%s", o->device);
+    s->t_open = gt_clock_s();
+    if (model_open_backend(&s->cfg, MODEL_BF16_EMULATE, &s->b, err) ||
+        model_sampler_open(s->b, &s->cfg, s->ck1, s->l1, s->ck2, s->l2, (int)o->batch, &s->smp,
+                           err))
+        return 1;
+    if (!s->cfg.accept.enabled || o->no_accept)
+        return 0;
+    void *acc = NULL;
+    size_t acc_len = 0;
+    gt_error none;
+    int arc = runs_load_acceptance(s->db, a->run, &acc, &acc_len, &none);
+    if (arc == GT_OK)
+        arc = model_sampler_set_accept(s->smp, acc, acc_len, err);
+    else if (arc == GT_ENOTFOUND)
+        fprintf(stderr, "giant sample: run %lld has no acceptance test for its best "
+                        "checkpoints: sampling without one\n", a->run);
+    else
+        *err = none;
+    free(acc);
+    s->accepting = arc == GT_OK;
+    return arc && arc != GT_ENOTFOUND;
+}
+
+/* Where the time of a file went, and what its showers cost. */
+typedef struct sample_times {
+    double open, total, run, device, decode, write, compress, waited;
+    double evals, flops, draws;
+} sample_times;
+
+/* Samples o->a.n showers in batches into o->a.out_path: batch k written
+ * while batch k + 1 is sampled (sample_write_job), the file the same
+ * bytes whatever the batch is. */
+static int write_showers(const sample_opts *o, sample_src *s, const synth_config *sc,
+                         sample_times *t, gt_error *err)
+{
+    const sample_args *a = &o->a;
+    const long long batch = o->batch;
     float *e_inc[2] = {NULL, NULL}, *showers[2] = {NULL, NULL};
     sample_write_job job = {0};
-    double t_write = 0, t_waited = 0;
     calo_h5_writer w;
-    int writer_open = 0, status = 1;
-    model_config cfg;
-    synth_config sc;
-    synth_config_default(&sc);
-    sc.seed = a.seed;
-    sc.e_min_mev = a.emin;
-    sc.e_max_mev = a.emax;
-
-    if (synth_parse_energy_mode(a.energy, &sc.energy_mode, &err) || synth_config_check(&sc, &err) ||
-        store_open_migrated(&db, db_path, NULL, NULL, &err))
-        goto out;
-    if (!a.run) {
-        int64_t id;
-        if (runs_latest_succeeded(db, &id, &err))
-            goto out;
-        a.run = id;
-    }
-    if (runs_config(db, a.run, &config_text, &err) ||
-        model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field, &err) ||
-        runs_load_checkpoint(db, a.run, 1, 1, &ck1, &l1, NULL, &err) ||
-        runs_load_checkpoint(db, a.run, 2, 1, &ck2, &l2, NULL, &err))
-        goto out;
-    if (device)
-        snprintf(cfg.device, sizeof cfg.device, "%s", device);
-    double t_open = gt_clock_s();
-    if (model_open_backend(&cfg, MODEL_BF16_EMULATE, &b, &err) ||
-        model_sampler_open(b, &cfg, ck1, l1, ck2, l2, (int)batch, &smp, &err))
-        goto out;
-    /* the run's acceptance test for its best pair, when it has one */
-    int accepting = 0;
-    if (cfg.accept.enabled && !no_accept) {
-        void *acc = NULL;
-        size_t acc_len = 0;
-        gt_error none;
-        int arc = runs_load_acceptance(db, a.run, &acc, &acc_len, &none);
-        if (arc == GT_OK)
-            arc = model_sampler_set_accept(smp, acc, acc_len, &err);
-        else if (arc == GT_ENOTFOUND)
-            fprintf(stderr, "giant sample: run %lld has no acceptance test for its best "
-                            "checkpoints: sampling without one\n", a.run);
-        else
-            err = none;
-        free(acc);
-        if (arc && arc != GT_ENOTFOUND)
-            goto out;
-        accepting = arc == GT_OK;
-    }
-    const int V = model_sampler_voxels(smp);
+    int writer_open = 0, rc = 1;
+    const int V = model_sampler_voxels(s->smp);
     /* a second pair of buffers only when a batch can be written while
      * another is sampled (65 536 rows are 1.7 GB) */
-    const int nbuf = a.n > batch ? 2 : 1;
+    const int nbuf = a->n > batch ? 2 : 1;
     for (int k = 0; k < nbuf; k++) {
         e_inc[k] = malloc((size_t)batch * sizeof(float));
         showers[k] = malloc((size_t)batch * V * sizeof(float));
     }
     if (!e_inc[0] || !showers[0] || !e_inc[nbuf - 1] || !showers[nbuf - 1]) {
-        gt_error_set(&err, GT_ENOMEM, "out of memory");
+        gt_error_set(err, GT_ENOMEM, "out of memory");
         goto out;
     }
-    if (calo_h5_create(&w, a.out_path, V, 0, (int)gzip, &err))
+    if (calo_h5_create(&w, a->out_path, V, 0, (int)o->gzip, err))
         goto out;
     writer_open = 1;
-    double t0 = gt_clock_s(), evals = 0, flops = 0, draws = 0, t_run = 0, t_decode = 0;
-    double t_device = 0;
-    t_open = t0 - t_open;
+    double t0 = gt_clock_s();
+    t->open = t0 - s->t_open;
     int cur = 0;
-    for (long long first = 0; first < a.n; first += batch, cur = (cur + 1) % nbuf) {
-        long long m = a.n - first < batch ? a.n - first : batch;
+    for (long long first = 0; first < a->n; first += batch, cur = (cur + 1) % nbuf) {
+        long long m = a->n - first < batch ? a->n - first : batch;
         /* Energies and noise of shower i depend only on (seed, i): the file
          * is the same whatever --batch is. */
-        model_sample_request rq = {e_inc[cur], m, a.seed, first, showers[cur], NULL, 0};
-        if (synth_draw_energies(&sc, first, m, e_inc[cur], &err))
+        model_sample_request rq = {e_inc[cur], m, a->seed, first, showers[cur], NULL, 0};
+        if (synth_draw_energies(sc, first, m, e_inc[cur], err))
             goto out;
         double t1 = gt_clock_s();
-        if (model_sampler_run(smp, &rq, 1, (int)a.steps, &err))
+        if (model_sampler_run(s->smp, &rq, 1, (int)a->steps, err))
             goto out;
         double t2 = gt_clock_s();
         /* the previous batch's write, then this one's, behind the next */
-        if (sample_write_wait(&job, &t_write, &err))
+        if (sample_write_wait(&job, &t->write, err))
             goto out;
-        t_waited += gt_clock_s() - t2;
+        t->waited += gt_clock_s() - t2;
         job = (sample_write_job){.w = &w, .e_inc = e_inc[cur], .showers = showers[cur], .m = m};
         if (pthread_create(&job.thread, NULL, sample_write_main, &job)) {
-            gt_error_set(&err, GT_ENOMEM, "cannot start the writing thread");
+            gt_error_set(err, GT_ENOMEM, "cannot start the writing thread");
             goto out;
         }
         job.running = 1;
-        t_run += t2 - t1;
-        t_decode += model_sampler_decode_seconds(smp);
-        t_device += model_sampler_device_seconds(smp);
-        evals += model_sampler_evals_per_shower(smp) * (double)m;
-        flops += model_sampler_flops_per_shower(smp) * (double)m;
-        draws += model_sampler_draws_per_shower(smp) * (double)m;
+        t->run += t2 - t1;
+        t->decode += model_sampler_decode_seconds(s->smp);
+        t->device += model_sampler_device_seconds(s->smp);
+        t->evals += model_sampler_evals_per_shower(s->smp) * (double)m;
+        t->flops += model_sampler_flops_per_shower(s->smp) * (double)m;
+        t->draws += model_sampler_draws_per_shower(s->smp) * (double)m;
     }
     double t_last = gt_clock_s();
-    if (sample_write_wait(&job, &t_write, &err))
+    if (sample_write_wait(&job, &t->write, err))
         goto out;
     writer_open = 0;
     double t_fin = gt_clock_s();
-    t_waited += t_fin - t_last;
-    if (calo_h5_finish(&w, &err))
+    t->waited += t_fin - t_last;
+    if (calo_h5_finish(&w, err))
         goto out;
-    double dt = gt_clock_s() - t0;
-    t_write += gt_clock_s() - t_fin;
-    t_waited += gt_clock_s() - t_fin;
-    fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", a.n,
-            a.run, a.out_path, dt, (double)a.n / dt, b->name);
-    /* the sampling cost: network evaluations per shower times their FLOPs */
-    fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n", evals / (double)a.n,
-            flops / (double)a.n / 1e6);
-    if (accepting)
-        fprintf(stderr, "acceptance test: %.3f draws per shower kept (acceptance %.3f)\n",
-                draws / (double)a.n, (double)a.n / draws);
-    /* where the time went: on a GPU the host's part is what is left.  A
-     * batch is written while the next is sampled: the wait for writing
-     * is what of it the sampling did not hide */
-    fprintf(stderr,
-            "time: sampler %.2f s (of it the networks and copies back %.2f s, decoding on the "
-            "host %.2f s, other host work %.2f s), writing %.2f s (of it compressing %.2f s; "
-            "beside the sampler, waited for %.2f s); before them, opening the run %.2f s\n",
-            t_run, t_device, t_decode, t_run - t_device - t_decode, t_write,
-            w.compress_s, t_waited, t_open);
-    status = 0;
+    t->total = gt_clock_s() - t0;
+    t->write += gt_clock_s() - t_fin;
+    t->waited += gt_clock_s() - t_fin;
+    t->compress = w.compress_s;
+    rc = 0;
 out:
     if (job.running) { /* a failure of the sampler: the write in flight ends first */
         pthread_join(job.thread, NULL);
@@ -299,17 +315,61 @@ out:
     }
     if (writer_open)
         calo_h5_finish(&w, NULL);
-    if (status)
-        fprintf(stderr, "giant sample: %s\n", err.message);
     for (int k = 0; k < 2; k++) {
         free(e_inc[k]);
         free(showers[k]);
     }
-    free(ck1);
-    free(ck2);
-    free(config_text);
-    model_sampler_close(smp);
-    nn_backend_close(b);
-    store_close(db, NULL);
+    return rc;
+}
+
+/* What was written, what a shower cost and where the time went. */
+static void print_summary(const sample_args *a, const sample_src *s, const sample_times *t)
+{
+    double dt = t->total;
+    fprintf(stderr, "wrote %lld showers of run %lld to %s in %.2f s (%.0f showers/s, %s)\n", a->n,
+            a->run, a->out_path, dt, (double)a->n / dt, s->b->name);
+    /* the sampling cost: network evaluations per shower times their FLOPs */
+    fprintf(stderr, "cost per shower: %.2f network evaluations, %.2f MFLOP\n",
+            t->evals / (double)a->n, t->flops / (double)a->n / 1e6);
+    if (s->accepting)
+        fprintf(stderr, "acceptance test: %.3f draws per shower kept (acceptance %.3f)\n",
+                t->draws / (double)a->n, (double)a->n / t->draws);
+    /* where the time went: on a GPU the host's part is what is left.  A
+     * batch is written while the next is sampled: the wait for writing
+     * is what of it the sampling did not hide */
+    fprintf(stderr,
+            "time: sampler %.2f s (of it the networks and copies back %.2f s, decoding on the "
+            "host %.2f s, other host work %.2f s), writing %.2f s (of it compressing %.2f s; "
+            "beside the sampler, waited for %.2f s); before them, opening the run %.2f s\n",
+            t->run, t->device, t->decode, t->run - t->device - t->decode, t->write, t->compress,
+            t->waited, t->open);
+}
+
+int cmd_sample(int argc, char **argv)
+{
+    /* With --server the showers come from a running service instead. */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
+            return cmd_sample_remote(argc, argv);
+    sample_opts o;
+    int status = parse_args(argc, argv, &o);
+    if (status != -1)
+        return status;
+    gt_error err = {0};
+    sample_src s = {0};
+    sample_times t = {0};
+    synth_config sc;
+    synth_config_default(&sc);
+    sc.seed = o.a.seed;
+    sc.e_min_mev = o.a.emin;
+    sc.e_max_mev = o.a.emax;
+    status = synth_parse_energy_mode(o.a.energy, &sc.energy_mode, &err) ||
+             synth_config_check(&sc, &err) || open_run(&o, &s, &err) ||
+             write_showers(&o, &s, &sc, &t, &err);
+    if (status)
+        fprintf(stderr, "giant sample: %s\n", err.message);
+    else
+        print_summary(&o.a, &s, &t);
+    sample_src_close(&s);
     return status;
 }

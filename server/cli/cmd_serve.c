@@ -357,6 +357,212 @@ static void slurm_settings(const app *a, const char *host, int port, slurm_confi
         snprintf(sc->job_dir, sizeof sc->job_dir, "%.1000s/slurm", data);
 }
 
+/* What giant serve holds while it runs; serve_free lets go of it in one
+ * order whatever was started. */
+typedef struct serve {
+    app a;                     /* the handlers' context: stays here */
+    int sampler;               /* --role sampler */
+    char host[256];
+    int port;
+    http_router *router, *admin_router;
+    http_server *srv, *admin;
+    auth_guard *guard;
+    slurm_config sc;
+} serve;
+
+/* The database (a replica's in memory, with its --token-file's tokens) at
+ * this binary's schema.  1, or 0 after logging why. */
+static int open_database(serve *s, gt_error *err)
+{
+    app *a = &s->a;
+    int applied = 0;
+    /* A replica writes nothing that outlives it: its models go into an
+     * in-memory database, the same schema a trainer's file has. */
+    const char *db_path = s->sampler ? ":memory:" : a->cfg.db;
+    if ((s->sampler ? replica_new(&a->replica, a->cfg.models, a->cfg.model_url,
+                                  a->cfg.model_token, err)
+                    : ensure_dir(a->cfg.data_dir, err)) != GT_OK ||
+        store_open_migrated(&a->db, db_path, &applied, &a->schema_latest, err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err->message);
+        return 0;
+    }
+    /* A replica's tokens come from its --token-file, and with them every
+     * request needs one, loopback ones too (as --require-tokens 1). */
+    if (s->sampler && a->cfg.token_file[0]) {
+        long long ntok = 0;
+        if (replica_token_file(a->db, a->cfg.token_file, &ntok, err) != GT_OK) {
+            log_msg(LOG_ERROR, "startup", "error=\"%s\"", err->message);
+            return 0;
+        }
+        a->cfg.require_tokens = 1;
+        log_msg(LOG_INFO, "auth", "token_file=%s tokens=%lld require_tokens=1",
+                a->cfg.token_file, ntok);
+    }
+    log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d role=%s", db_path,
+            a->schema_latest, applied, a->cfg.role);
+    return 1;
+}
+
+/* Workers before HTTP: a request may queue work at once.  Each worker that
+ * writes has its own connection (WAL: readers never wait).  A replica has
+ * the sampling worker only.  1, or 0 after logging why. */
+static int start_workers(serve *s, gt_error *err)
+{
+    app *a = &s->a;
+    int trainer = !s->sampler;
+    if ((trainer &&
+         (datasets_ensure_default(a->db, a->cfg.default_dataset, err) != GT_OK ||
+          datasets_worker_start(&a->datasets, a->cfg.db, a->cfg.data_dir, err) != GT_OK ||
+          sched_start(&a->sched, a->cfg.db, a->cfg.data_dir, a->cfg.device,
+                      a->cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
+                      err) != GT_OK)) ||
+        sampling_start(&a->sampling, a->db, a->cfg.device, (int)a->cfg.sampler_cache,
+                       (int)a->cfg.batch_delay_ms, err) != GT_OK ||
+        (trainer && evaluations_worker_start(&a->evaluations, a->cfg.db, a->cfg.data_dir,
+                                             a->sampling, err) != GT_OK) ||
+        (trainer && (slurm_options_check(a->cfg.slurm_options, err) != GT_OK ||
+                     ingest_open(&a->ingest, a->cfg.db, err) != GT_OK))) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err->message);
+        return 0;
+    }
+    if (trainer) {
+        /* Whether runs may name executor slurm is known before HTTP
+         * starts; the thread itself needs the bound port (start_http). */
+        slurm_settings(a, s->host, s->port, &s->sc);
+        if (!slurm_available(&s->sc, a->slurm_why, sizeof a->slurm_why))
+            log_msg(LOG_INFO, "slurm", "available=0 why=\"%s\"", a->slurm_why);
+    }
+    return 1;
+}
+
+/* The routes, the API's listener and the admin one; then what needs the
+ * bound port or HTTP answering (the Slurm thread, a replica's models).
+ * 1, or 0 after logging why. */
+static int start_http(serve *s, gt_error *err)
+{
+    app *a = &s->a;
+    s->router = http_router_new();
+    if (!s->router || routes_register_role(s->router, s->sampler, err) != GT_OK ||
+        (extra_routes && extra_routes(s->router, err) != GT_OK)) {
+        log_msg(LOG_ERROR, "startup", "error=\"routes: %s\"",
+                s->router ? err->message : "no memory");
+        return 0;
+    }
+    http_config hc = {
+        .host = s->host,
+        .port = s->port,
+        .threads = (unsigned)a->cfg.threads,
+        .max_body_bytes = (size_t)a->cfg.max_body_bytes,
+        .max_file_body_bytes = (size_t)a->cfg.max_model_bytes,
+        .max_connections = (unsigned)a->cfg.max_connections,
+        .per_ip_connections = (unsigned)a->cfg.per_ip_connections,
+        .connection_memory = (size_t)a->cfg.connection_memory,
+        .timeout_s = (unsigned)a->cfg.timeout,
+        .header_timeout_s = (unsigned)a->cfg.header_timeout,
+        .max_header_bytes = (size_t)a->cfg.max_header_bytes,
+        .max_streams_per_ip = (unsigned)streams_per_ip(&a->cfg),
+        .authorize = auth_http_check,
+        .authorize_ctx = s->guard,
+    };
+    if (http_server_start(&s->srv, &hc, s->router, a, err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err->message);
+        return 0;
+    }
+    if (a->cfg.admin_listen[0] &&
+        admin_start(a, &hc, &s->admin_router, &s->admin, err) != GT_OK) {
+        log_msg(LOG_ERROR, "startup", "error=\"admin: %s\"", err->message);
+        return 0;
+    }
+    a->srv = s->srv;
+    /* Tests and scripts read the bound port from this line (--listen :0). */
+    int v6 = strchr(s->host, ':') != NULL;
+    log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld role=%s",
+            v6 ? "[" : "", s->host, v6 ? "]" : "", http_server_port(s->srv), a->cfg.threads,
+            a->cfg.max_body_bytes, a->cfg.role);
+    if (!s->sampler && !a->slurm_why[0]) {
+        if (!a->cfg.slurm_report_url[0])
+            slurm_settings(a, s->host, http_server_port(s->srv), &s->sc);
+        if (slurm_start(&a->slurm, a->cfg.db, &s->sc, err) != GT_OK) {
+            log_msg(LOG_ERROR, "startup", "error=\"slurm: %s\"", err->message);
+            http_server_quiesce(s->srv);
+            return 0;
+        }
+        log_msg(LOG_INFO, "slurm", "available=1 report_url=%s job_dir=%s", s->sc.report_url,
+                s->sc.job_dir);
+    }
+    /* A replica loads its models while HTTP answers (/readyz: 503 and how
+     * far it is); a file that fails the checks stops it, as giant import
+     * would refuse it: a replica never serves part of what it was given. */
+    if (a->replica) {
+        if (replica_load(a->replica, a->db, (size_t)a->cfg.max_model_bytes, err) != GT_OK) {
+            log_msg(LOG_ERROR, "startup", "error=\"%s\"", err->message);
+            http_server_quiesce(s->srv);
+            return 0;
+        }
+        log_msg(LOG_INFO, "ready", "role=sampler models_dir=%s model_url=%s", a->cfg.models,
+                a->cfg.model_url);
+    }
+    return 1;
+}
+
+/* Serves until SIGTERM or SIGINT, then stops accepting, stops the workers
+ * that would start more work, and lets the requests in flight finish. */
+static void serve_until_stopped(serve *s, const sigset_t *sigs, int *stops_seen)
+{
+    app *a = &s->a;
+    int sig = stop_wait(sigs, stops_seen, -1);
+    /* Stop accepting first, then log: once this line is out, new
+     * connections are refused (tests rely on that order). */
+    http_server_quiesce(s->srv);
+    http_server_quiesce(s->admin);     /* /readyz says draining there too */
+    atomic_store(&a->stopping, 1);     /* event streams end at their next poll */
+    log_msg(LOG_INFO, "shutdown", "signal=%d in_flight=%d", sig,
+            http_server_in_flight(s->srv));
+    /* Training stops at its next step and the run goes back to the queue;
+     * queued sample requests still get their showers while draining. */
+    sched_stop(a->sched);
+    a->sched = NULL;
+    /* Slurm jobs go on on the cluster; the next start follows them. */
+    slurm_stop(a->slurm);
+    a->slurm = NULL;
+    /* An evaluation stops at its next chunk and goes back to the queue. */
+    evaluations_worker_stop(a->evaluations);
+    a->evaluations = NULL;
+    int left = drain(s->srv, sigs, stops_seen, a->cfg.shutdown_grace);
+    if (left)
+        log_msg(LOG_WARN, "shutdown", "abandoned=%d", left);
+}
+
+/* Lets go of everything in the order it must go, whatever was started;
+ * returns status, or 1 when the database does not close cleanly. */
+static int serve_free(serve *s, int status)
+{
+    app *a = &s->a;
+    gt_error err = {0};
+    /* Resumes every suspended request (failing the queued ones) before
+     * the daemon stops, as MHD requires. */
+    evaluations_worker_stop(a->evaluations);   /* it submits to the sampling worker */
+    sampling_stop(a->sampling);
+    a->sampling = NULL;
+    http_server_free(s->srv);      /* joins the pool: no handler runs past here */
+    http_server_free(s->admin);
+    sched_stop(a->sched);
+    slurm_stop(a->slurm);
+    ingest_close(a->ingest);
+    datasets_worker_stop(a->datasets);
+    http_router_free(s->router);
+    http_router_free(s->admin_router);
+    auth_guard_free(s->guard);
+    replica_free(a->replica);
+    if (store_close(a->db, &err) != GT_OK) {
+        log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);
+        status = 1;
+    }
+    if (status == 0)
+        log_msg(LOG_INFO, "stopped", "clean=1");
+    return status;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     static const char usage[] = "usage: giant serve [options]\n\n"
@@ -373,11 +579,11 @@ int cmd_serve(int argc, char **argv)
     }
     int stops_seen = 0;
 
-    app a;
-    memset(&a, 0, sizeof a);
+    serve s;
+    memset(&s, 0, sizeof s);
     gt_error err = { 0 };
     int help = 0;
-    if (settings_load(&a.cfg, argc - 1, argv + 1, &help, &err) != GT_OK) {
+    if (settings_load(&s.a.cfg, argc - 1, argv + 1, &help, &err) != GT_OK) {
         fprintf(stderr, "giant serve: %s\n", err.message);
         return 2;
     }
@@ -385,172 +591,16 @@ int cmd_serve(int argc, char **argv)
         settings_print_help(usage, stdout);
         return 0;
     }
-    log_set_level((log_level)log_parse_level(a.cfg.log_level));
-
-    int status = 1;
-    http_router *router = NULL, *admin_router = NULL;
-    http_server *srv = NULL, *admin = NULL;
-    auth_guard *guard = NULL;
-    int applied = 0;
-    int sampler = strcmp(a.cfg.role, "sampler") == 0;
-    /* A replica writes nothing that outlives it: its models go into an
-     * in-memory database, the same schema a trainer's file has. */
-    const char *db_path = sampler ? ":memory:" : a.cfg.db;
-    if ((sampler ? replica_new(&a.replica, a.cfg.models, a.cfg.model_url, a.cfg.model_token,
-                               &err)
-                 : ensure_dir(a.cfg.data_dir, &err)) != GT_OK ||
-        store_open_migrated(&a.db, db_path, &applied, &a.schema_latest, &err) != GT_OK) {
-        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
-        goto out;
-    }
-    /* A replica's tokens come from its --token-file, and with them every
-     * request needs one, loopback ones too (as --require-tokens 1). */
-    if (sampler && a.cfg.token_file[0]) {
-        long long ntok = 0;
-        if (replica_token_file(a.db, a.cfg.token_file, &ntok, &err) != GT_OK) {
-            log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
-            goto out;
-        }
-        a.cfg.require_tokens = 1;
-        log_msg(LOG_INFO, "auth", "token_file=%s tokens=%lld require_tokens=1",
-                a.cfg.token_file, ntok);
-    }
-    log_msg(LOG_INFO, "database", "path=%s schema_version=%d applied=%d role=%s", db_path,
-            a.schema_latest, applied, a.cfg.role);
-    char host[256];
-    int port;
-    settings_split_listen(a.cfg.listen, host, sizeof host, &port, NULL);
-    if (!token_policy(&a, host, &guard))
-        goto out;
-    engine_init(&a);
-    /* Workers before HTTP: a request may queue work at once.  Each worker
-     * that writes has its own connection (WAL: readers never wait). */
-    if ((!sampler &&
-         (datasets_ensure_default(a.db, a.cfg.default_dataset, &err) != GT_OK ||
-          datasets_worker_start(&a.datasets, a.cfg.db, a.cfg.data_dir, &err) != GT_OK ||
-          sched_start(&a.sched, a.cfg.db, a.cfg.data_dir, a.cfg.device,
-                      a.cfg.allow_bf16_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
-                      &err) != GT_OK)) ||
-        sampling_start(&a.sampling, a.db, a.cfg.device, (int)a.cfg.sampler_cache,
-                       (int)a.cfg.batch_delay_ms, &err) != GT_OK ||
-        (!sampler &&
-         evaluations_worker_start(&a.evaluations, a.cfg.db, a.cfg.data_dir, a.sampling, &err) != GT_OK) ||
-        (!sampler && (slurm_options_check(a.cfg.slurm_options, &err) != GT_OK ||
-                      ingest_open(&a.ingest, a.cfg.db, &err) != GT_OK))) {
-        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
-        goto out;
-    }
-    slurm_config sc;
-    if (!sampler) {
-        /* Whether runs may name executor slurm is known before HTTP
-         * starts; the thread itself needs the bound port (below). */
-        slurm_settings(&a, host, port, &sc);
-        if (!slurm_available(&sc, a.slurm_why, sizeof a.slurm_why))
-            log_msg(LOG_INFO, "slurm", "available=0 why=\"%s\"", a.slurm_why);
-    }
-
-    router = http_router_new();
-    if (!router || routes_register_role(router, sampler, &err) != GT_OK ||
-        (extra_routes && extra_routes(router, &err) != GT_OK)) {
-        log_msg(LOG_ERROR, "startup", "error=\"routes: %s\"", router ? err.message : "no memory");
-        goto out;
-    }
-    http_config hc = {
-        .host = host,
-        .port = port,
-        .threads = (unsigned)a.cfg.threads,
-        .max_body_bytes = (size_t)a.cfg.max_body_bytes,
-        .max_file_body_bytes = (size_t)a.cfg.max_model_bytes,
-        .max_connections = (unsigned)a.cfg.max_connections,
-        .per_ip_connections = (unsigned)a.cfg.per_ip_connections,
-        .connection_memory = (size_t)a.cfg.connection_memory,
-        .timeout_s = (unsigned)a.cfg.timeout,
-        .header_timeout_s = (unsigned)a.cfg.header_timeout,
-        .max_header_bytes = (size_t)a.cfg.max_header_bytes,
-        .max_streams_per_ip = (unsigned)streams_per_ip(&a.cfg),
-        .authorize = auth_http_check,
-        .authorize_ctx = guard,
-    };
-    if (http_server_start(&srv, &hc, router, &a, &err) != GT_OK) {
-        log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
-        goto out;
-    }
-    if (a.cfg.admin_listen[0] && admin_start(&a, &hc, &admin_router, &admin, &err) != GT_OK) {
-        log_msg(LOG_ERROR, "startup", "error=\"admin: %s\"", err.message);
-        goto out;
-    }
-    a.srv = srv;
-    /* Tests and scripts read the bound port from this line (--listen :0). */
-    int v6 = strchr(host, ':') != NULL;
-    log_msg(LOG_INFO, "listening", "addr=%s%s%s:%d threads=%ld max_body_bytes=%ld role=%s",
-            v6 ? "[" : "", host, v6 ? "]" : "", http_server_port(srv), a.cfg.threads,
-            a.cfg.max_body_bytes, a.cfg.role);
-    if (!sampler && !a.slurm_why[0]) {
-        if (!a.cfg.slurm_report_url[0])
-            slurm_settings(&a, host, http_server_port(srv), &sc);
-        if (slurm_start(&a.slurm, a.cfg.db, &sc, &err) != GT_OK) {
-            log_msg(LOG_ERROR, "startup", "error=\"slurm: %s\"", err.message);
-            http_server_quiesce(srv);
-            goto out;
-        }
-        log_msg(LOG_INFO, "slurm", "available=1 report_url=%s job_dir=%s", sc.report_url,
-                sc.job_dir);
-    }
-    /* A replica loads its models while HTTP answers (/readyz: 503 and how
-     * far it is); a file that fails the checks stops it, as giant import
-     * would refuse it: a replica never serves part of what it was given. */
-    if (a.replica) {
-        if (replica_load(a.replica, a.db, (size_t)a.cfg.max_model_bytes, &err) != GT_OK) {
-            log_msg(LOG_ERROR, "startup", "error=\"%s\"", err.message);
-            http_server_quiesce(srv);
-            goto out;
-        }
-        log_msg(LOG_INFO, "ready", "role=sampler models_dir=%s model_url=%s", a.cfg.models,
-                a.cfg.model_url);
-    }
-
-    int sig = stop_wait(&sigs, &stops_seen, -1);
-    /* Stop accepting first, then log: once this line is out, new
-     * connections are refused (tests rely on that order). */
-    http_server_quiesce(srv);
-    http_server_quiesce(admin);        /* /readyz says draining there too */
-    atomic_store(&a.stopping, 1);      /* event streams end at their next poll */
-    log_msg(LOG_INFO, "shutdown", "signal=%d in_flight=%d", sig, http_server_in_flight(srv));
-    /* Training stops at its next step and the run goes back to the queue;
-     * queued sample requests still get their showers while draining. */
-    sched_stop(a.sched);
-    a.sched = NULL;
-    /* Slurm jobs go on on the cluster; the next start follows them. */
-    slurm_stop(a.slurm);
-    a.slurm = NULL;
-    /* An evaluation stops at its next chunk and goes back to the queue. */
-    evaluations_worker_stop(a.evaluations);
-    a.evaluations = NULL;
-    int left = drain(srv, &sigs, &stops_seen, a.cfg.shutdown_grace);
-    if (left)
-        log_msg(LOG_WARN, "shutdown", "abandoned=%d", left);
-    status = 0;
-out:
-    /* Resumes every suspended request (failing the queued ones) before
-     * the daemon stops, as MHD requires. */
-    evaluations_worker_stop(a.evaluations);   /* it submits to the sampling worker */
-    sampling_stop(a.sampling);
-    a.sampling = NULL;
-    http_server_free(srv);         /* joins the pool: no handler runs past here */
-    http_server_free(admin);
-    sched_stop(a.sched);
-    slurm_stop(a.slurm);
-    ingest_close(a.ingest);
-    datasets_worker_stop(a.datasets);
-    http_router_free(router);
-    http_router_free(admin_router);
-    auth_guard_free(guard);
-    replica_free(a.replica);
-    if (store_close(a.db, &err) != GT_OK) {
-        log_msg(LOG_ERROR, "shutdown", "error=\"%s\"", err.message);
-        status = 1;
-    }
-    if (status == 0)
-        log_msg(LOG_INFO, "stopped", "clean=1");
-    return status;
+    log_set_level((log_level)log_parse_level(s.a.cfg.log_level));
+    s.sampler = strcmp(s.a.cfg.role, "sampler") == 0;
+    if (!open_database(&s, &err))
+        return serve_free(&s, 1);
+    settings_split_listen(s.a.cfg.listen, s.host, sizeof s.host, &s.port, NULL);
+    if (!token_policy(&s.a, s.host, &s.guard))
+        return serve_free(&s, 1);
+    engine_init(&s.a);
+    if (!start_workers(&s, &err) || !start_http(&s, &err))
+        return serve_free(&s, 1);
+    serve_until_stopped(&s, &sigs, &stops_seen);
+    return serve_free(&s, 0);
 }

@@ -151,18 +151,34 @@ static void usage(FILE *f)
             settings_default("db"), settings_default("data_dir"));
 }
 
-int cmd_train(int argc, char **argv)
+/* What `giant train` was asked, after its options. */
+typedef struct train_args {
+    const char *db_path, *data_dir, *device, *config_path;
+    long long resume, report_run;
+    const char *report_url, *token, *start_file, *dist_id;
+    int quiet, verbose, allow_emulation;
+    int ranks, gpus;
+} train_args;
+
+/* A positive count or id from optarg into *out; 0 when it is none. */
+static int parse_id(const char *text, long long *out)
 {
-    /* The service's settings table has the defaults and variable names. */
-    const char *db_path = settings_env_or_default("db");
-    const char *data_dir = settings_env_or_default("data_dir");
-    const char *device = NULL;
-    long long resume = 0, report_run = 0;
-    const char *report_url = NULL, *token = getenv("GIANT_REPORT_TOKEN"), *start_file = NULL;
-    int quiet = 0, verbose = 0;
-    int allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0;
-    int ranks = 0, gpus = 0;
-    const char *dist_id = getenv("GIANT_DIST_ID");
+    char *end;
+    *out = strtoll(text, &end, 10);
+    return !*end && *out > 0;
+}
+
+/* The options into t (the service's settings table has the defaults and
+ * variable names).  Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, train_args *t)
+{
+    *t = (train_args){
+        .db_path = settings_env_or_default("db"),
+        .data_dir = settings_env_or_default("data_dir"),
+        .token = getenv("GIANT_REPORT_TOKEN"),
+        .allow_emulation = strcmp(settings_env_or_default("allow_bf16_emulation"), "1") == 0,
+        .dist_id = getenv("GIANT_DIST_ID"),
+    };
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},     {"data-dir", required_argument, 0, 'D'},
         {"resume", required_argument, 0, 'r'}, {"device", required_argument, 0, 'x'},
@@ -178,25 +194,22 @@ int cmd_train(int argc, char **argv)
     int o;
     while ((o = getopt_long(argc, argv, "hqv", opts, NULL)) != -1) {
         switch (o) {
-        case 'd': db_path = optarg; break;
-        case 'D': data_dir = optarg; break;
-        case 'x': device = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'v': verbose = 1; break;
-        case 'E': allow_emulation = 1; break;
-        case 'R': report_url = optarg; break;
-        case 'T': token = optarg; break;
-        case 'n': {
-            char *end;
-            report_run = strtoll(optarg, &end, 10);
-            if (*end || report_run <= 0) {
+        case 'd': t->db_path = optarg; break;
+        case 'D': t->data_dir = optarg; break;
+        case 'x': t->device = optarg; break;
+        case 'q': t->quiet = 1; break;
+        case 'v': t->verbose = 1; break;
+        case 'E': t->allow_emulation = 1; break;
+        case 'R': t->report_url = optarg; break;
+        case 'T': t->token = optarg; break;
+        case 'n':
+            if (!parse_id(optarg, &t->report_run)) {
                 fprintf(stderr, "giant train: --run needs a run id\n");
                 return 2;
             }
             break;
-        }
-        case 'I': dist_id = optarg; break;
-        case 'S': start_file = optarg; break;
+        case 'I': t->dist_id = optarg; break;
+        case 'S': t->start_file = optarg; break;
         case 'K':
         case 'G': {
             char *end;
@@ -206,92 +219,91 @@ int cmd_train(int argc, char **argv)
                         o == 'K' ? "ranks" : "gpus", DIST_MAX_RANKS);
                 return 2;
             }
-            *(o == 'K' ? &ranks : &gpus) = (int)n;
+            *(o == 'K' ? &t->ranks : &t->gpus) = (int)n;
             break;
         }
-        case 'r': {
-            char *end;
-            resume = strtoll(optarg, &end, 10);
-            if (*end || resume <= 0) {
+        case 'r':
+            if (!parse_id(optarg, &t->resume)) {
                 fprintf(stderr, "giant train: --resume needs a run id\n");
                 return 2;
             }
             break;
-        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    const char *config_path = optind < argc ? argv[optind] : NULL;
-    if (report_url || report_run) {
-        if (!report_url || !report_run || config_path || resume) {
-            fprintf(stderr, "giant train: --report URL and --run ID go together, without a"
-                            " config or --resume\n");
-            return 2;
-        }
-        if (!token || !token[0]) {
-            fprintf(stderr, "giant train: --report needs the job's token (GIANT_REPORT_TOKEN"
-                            " or --token)\n");
-            return 2;
-        }
-        gt_error derr = {0};
-        dist_env re = {.size = 1, .from = "none"};
-        /* only a launcher's ranks (GIANT_RANK...): a batch step has a
-         * SLURM_PROCID without the rest, and a job's trainer is one task */
-        if (getenv("GIANT_RANK") && dist_env_read(&re, &derr)) {
-            fprintf(stderr, "giant train: %s\n", derr.message);
-            return 2;
-        }
-        int n = gpus > 1 ? gpus : ranks > 1 ? ranks : 1;
-        if (ranks > 1 && !device)
-            device = "cpu";   /* as for a local run: --ranks runs CPU processes */
-        if (n > 1 && (re.size > 1 || start_file)) {
-            fprintf(stderr, "giant train: this process is a rank already: --ranks/--gpus start "
-                            "ranks, they are not given to one\n");
-            return 2;
-        }
-        if (re.size > 1 && (re.rank != 0 || !start_file)) {
-            /* the launcher gives rank 0 the start reply and the others the
-             * config: a rank never asks the service itself */
-            fprintf(stderr, "giant train: --report in a group is rank 0's, with --start-file\n");
-            return 2;
-        }
-        if (gpus > 1 && (cmd_train_gpu_count() < gpus || !dist_nccl_available())) {
-            fprintf(stderr, "giant train: --gpus %d needs %d CUDA devices and NCCL; this node "
-                            "has %d devices%s\n", gpus, gpus, cmd_train_gpu_count(),
-                    dist_nccl_available() ? "" : " and this build no NCCL");
-            return 2;
-        }
-        if (progress_logs_muted(isatty(2), verbose))
-            log_set_level(LOG_WARN);
-        dist_spec rspec = {getenv("GIANT_DIST"), dist_id, re.rank, re.size, 300.0};
-        report_args ra = {report_url, token, report_run, data_dir, device,
-                          allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, quiet,
-                          start_file, re.size > 1 ? &rspec : NULL};
-        if (n > 1)
-            return report_launch(&ra, n, gpus > 1, verbose);
-        return report_train(&ra);
-    }
-    if (!config_path && !resume) {
-        usage(stderr);
+    t->config_path = optind < argc ? argv[optind] : NULL;
+    return -1;
+}
+
+/* --report URL --run ID: a Slurm job's trainer, with no database
+ * (report.c); alone, or the launcher of --ranks/--gpus, or rank 0 of them. */
+static int train_report(train_args *t)
+{
+    if (!t->report_url || !t->report_run || t->config_path || t->resume) {
+        fprintf(stderr, "giant train: --report URL and --run ID go together, without a"
+                        " config or --resume\n");
         return 2;
     }
-    /* Data parallel: this process may be a rank already (started by
-     * --ranks/--gpus below, or by srun), or be asked to start them. */
-    gt_error err = {0};
-    dist_env de;
-    if (dist_env_read(&de, &err)) {
-        fprintf(stderr, "giant train: %s\n", err.message);
+    if (!t->token || !t->token[0]) {
+        fprintf(stderr, "giant train: --report needs the job's token (GIANT_REPORT_TOKEN"
+                        " or --token)\n");
         return 2;
     }
+    gt_error derr = {0};
+    dist_env re = {.size = 1, .from = "none"};
+    /* only a launcher's ranks (GIANT_RANK...): a batch step has a
+     * SLURM_PROCID without the rest, and a job's trainer is one task */
+    if (getenv("GIANT_RANK") && dist_env_read(&re, &derr)) {
+        fprintf(stderr, "giant train: %s\n", derr.message);
+        return 2;
+    }
+    int gpus = t->gpus, ranks = t->ranks;
+    int n = gpus > 1 ? gpus : ranks > 1 ? ranks : 1;
+    if (ranks > 1 && !t->device)
+        t->device = "cpu";   /* as for a local run: --ranks runs CPU processes */
+    if (n > 1 && (re.size > 1 || t->start_file)) {
+        fprintf(stderr, "giant train: this process is a rank already: --ranks/--gpus start "
+                        "ranks, they are not given to one\n");
+        return 2;
+    }
+    if (re.size > 1 && (re.rank != 0 || !t->start_file)) {
+        /* the launcher gives rank 0 the start reply and the others the
+         * config: a rank never asks the service itself */
+        fprintf(stderr, "giant train: --report in a group is rank 0's, with --start-file\n");
+        return 2;
+    }
+    if (gpus > 1 && (cmd_train_gpu_count() < gpus || !dist_nccl_available())) {
+        fprintf(stderr, "giant train: --gpus %d needs %d CUDA devices and NCCL; this node "
+                        "has %d devices%s\n", gpus, gpus, cmd_train_gpu_count(),
+                dist_nccl_available() ? "" : " and this build no NCCL");
+        return 2;
+    }
+    if (progress_logs_muted(isatty(2), t->verbose))
+        log_set_level(LOG_WARN);
+    dist_spec rspec = {getenv("GIANT_DIST"), t->dist_id, re.rank, re.size, 300.0};
+    report_args ra = {t->report_url, t->token, t->report_run, t->data_dir, t->device,
+                      t->allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE, t->quiet,
+                      t->start_file, re.size > 1 ? &rspec : NULL};
+    if (n > 1)
+        return report_launch(&ra, n, gpus > 1, t->verbose);
+    return report_train(&ra);
+}
+
+/* What --ranks and --gpus may ask of this process and machine (de: the
+ * ranks this process is one of already); --gpus 1 and --ranks N pick the
+ * device they imply.  Returns -1 to go on, else 2 after saying why. */
+static int check_parallel(train_args *t, const dist_env *de)
+{
+    int ranks = t->ranks, gpus = t->gpus;
     if (ranks && gpus) {
         fprintf(stderr, "giant train: --ranks (CPU processes) or --gpus (one per GPU), not both\n");
         return 2;
     }
-    if ((ranks || gpus) && de.size > 1) {
+    if ((ranks || gpus) && de->size > 1) {
         fprintf(stderr, "giant train: this process is rank %d of %d already (%s variables): "
                 "--ranks/--gpus start ranks, they are not given to one\n",
-                de.rank, de.size, de.from);
+                de->rank, de->size, de->from);
         return 2;
     }
     if (gpus) {
@@ -312,125 +324,120 @@ int cmd_train(int argc, char **argv)
                     "(a CUDA build that finds nccl.h and libnccl: engine/dist/README.md)\n", gpus);
             return 2;
         }
-        if (device && strncmp(device, "cuda", 4) != 0) {
+        if (t->device && strncmp(t->device, "cuda", 4) != 0) {
             fprintf(stderr, "giant train: --gpus trains on cuda:0 .. cuda:%d, not --device %s\n",
-                    gpus - 1, device);
+                    gpus - 1, t->device);
             return 2;
         }
-        if (gpus == 1 && !device)
-            device = "cuda:0";
+        if (gpus == 1 && !t->device)
+            t->device = "cuda:0";
     }
-    if (ranks && device && strcmp(device, "cpu") != 0) {
+    if (ranks && t->device && strcmp(t->device, "cpu") != 0) {
         fprintf(stderr, "giant train: --ranks runs CPU processes; use --gpus for GPUs\n");
         return 2;
     }
-    int launch = gpus > 1 || ranks > 1;
-    int nranks = gpus > 1 ? gpus : ranks > 1 ? ranks : 1;
-    if (ranks > 1 && !device)
-        device = "cpu";
-    /* Slurm's tasks may be on several nodes: only NCCL reaches them (the
-     * shared-memory group is for the ranks --ranks starts on one machine) */
-    dist_spec spec = {strcmp(de.from, "slurm") == 0 ? "nccl" : getenv("GIANT_DIST"), dist_id,
-                      de.rank, de.size, 300.0};
-    char rank_dev[32] = "";
-    if (de.size > 1 && de.rank > 0) {
-        model_config wcfg;
-        char wfield[128];
-        /* the device of this rank: --device, else from the local rank */
-        if (!device && config_path &&
-            model_config_load(config_path, &wcfg, wfield, sizeof wfield, &err) == GT_OK) {
-            cmd_train_rank_device(&wcfg, &de, rank_dev, sizeof rank_dev);
-            device = rank_dev[0] ? rank_dev : NULL;
-        }
-        cmd_train_worker_args wa = {config_path, resume, db_path, data_dir, device,
-                                    allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
-                                    &spec};
-        return cmd_train_worker(&wa);
-    }
+    if (ranks > 1 && !t->device)
+        t->device = "cpu";
+    return -1;
+}
 
-    /* Log records (migrations, the run's status) go to stderr too: on a
-     * terminal they are muted under the bar unless --verbose. */
-    if (progress_logs_muted(isatty(2), verbose))
-        log_set_level(LOG_WARN);
+/* A rank other than 0 of a group this process is in: trains with the
+ * group and records nothing (cmd_train_dist.c). */
+static int train_other_rank(train_args *t, const dist_env *de, const dist_spec *spec)
+{
+    char rank_dev[32] = "";
+    model_config wcfg;
+    char wfield[128];
+    gt_error err = {0};
+    /* the device of this rank: --device, else from the local rank */
+    if (!t->device && t->config_path &&
+        model_config_load(t->config_path, &wcfg, wfield, sizeof wfield, &err) == GT_OK) {
+        cmd_train_rank_device(&wcfg, de, rank_dev, sizeof rank_dev);
+        t->device = rank_dev[0] ? rank_dev : NULL;
+    }
+    cmd_train_worker_args wa = {t->config_path, t->resume, t->db_path, t->data_dir, t->device,
+                                t->allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
+                                spec};
+    return cmd_train_worker(&wa);
+}
+
+/* The run this process trains as rank 0 or alone: its config (the stored
+ * one for --resume, else the file's) with the device of --device or of
+ * this rank (*device: the one to train on, NULL for the config's), checked
+ * against the group's size and the device, and for a new run recorded
+ * queued.  Returns -1 to go on with *run and *cfg set, else the exit
+ * status (1 with err set). */
+static int prepare_run(const train_args *t, store *db, const dist_env *de, int nranks,
+                       model_config *cfg, char *rank_dev, size_t rank_cap,
+                       const char **device, int64_t *run, gt_error *err)
+{
     char field[128] = "";
-    model_config cfg;
-    store *db = NULL;
     char *config_text = NULL;
-    int64_t run = resume;
-    int status = 1;
-    if (store_open_migrated(&db, db_path, NULL, NULL, &err))
-        goto out;
-    if (resume) {
+    int status = -1;
+    *run = t->resume;
+    if (t->resume) {
         char st[16];
-        if (runs_config(db, run, &config_text, &err) || runs_status(db, run, st, &err) ||
-            model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field, &err))
-            goto out;
-        if (strcmp(st, "succeeded") == 0) {
-            fprintf(stderr, "giant train: run %lld already succeeded\n", (long long)run);
+        if (runs_config(db, *run, &config_text, err) || runs_status(db, *run, st, err) ||
+            model_config_parse(config_text, strlen(config_text), cfg, field, sizeof field,
+                               err)) {
+            status = 1;
+        } else if (strcmp(st, "succeeded") == 0) {
+            fprintf(stderr, "giant train: run %lld already succeeded\n", (long long)*run);
             status = 0;
-            goto out;
         }
-    } else if (model_config_load(config_path, &cfg, field, sizeof field, &err)) {
-        goto out;
+        free(config_text);
+        if (status != -1)
+            return status;
+    } else if (model_config_load(t->config_path, cfg, field, sizeof field, err)) {
+        return 1;
     }
-    if (de.size > 1 && !device) {
-        cmd_train_rank_device(&cfg, &de, rank_dev, sizeof rank_dev);
-        device = rank_dev[0] ? rank_dev : NULL;
+    *device = t->device;
+    if (de->size > 1 && !*device) {
+        cmd_train_rank_device(cfg, de, rank_dev, rank_cap);
+        *device = rank_dev[0] ? rank_dev : NULL;
     }
-    if (device)
-        snprintf(cfg.device, sizeof cfg.device, "%s", device);
-    if (launch || de.size > 1) {
-        int lo, n;
-        if (dist_shard(cfg.batch, 0, launch ? nranks : de.size, &lo, &n, &err)) {
-            status = 2;
-            fprintf(stderr, "giant train: %s\n", err.message);
-            goto out;
-        }
+    if (*device)
+        snprintf(cfg->device, sizeof cfg->device, "%s", *device);
+    int lo, n;
+    if (nranks > 1 && dist_shard(cfg->batch, 0, nranks, &lo, &n, err)) {
+        fprintf(stderr, "giant train: %s\n", err->message);
+        return 2;
     }
-    const char *precision = cfg.bf16 ? "bf16" : "fp32";
-    model_bf16_policy bf16 = allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE;
-    {
-        /* refuse before a run is recorded: a device that cannot train this
-         * precision is the user's mistake to fix, not a failed run */
-        nn_backend *probe = NULL;
-        if (model_open_backend(&cfg, bf16, &probe, &err))
-            goto out;
-        nn_backend_close(probe);
-    }
-    if (!resume) {
-        json_t *j = model_config_to_json(&cfg);
+    /* refuse before a run is recorded: a device that cannot train this
+     * precision is the user's mistake to fix, not a failed run */
+    nn_backend *probe = NULL;
+    if (model_open_backend(cfg, t->allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
+                           &probe, err))
+        return 1;
+    nn_backend_close(probe);
+    if (!t->resume) {
+        json_t *j = model_config_to_json(cfg);
         char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(j);
         if (!text) {
-            gt_error_set(&err, GT_ENOMEM, "out of memory");
-            goto out;
+            gt_error_set(err, GT_ENOMEM, "out of memory");
+            return 1;
         }
-        int rc = runs_create(db, cfg.name, text, precision, NULL, cfg.steps1 + cfg.steps2, &run,
-                             &err);
+        int rc = runs_create(db, cfg->name, text, cfg->bf16 ? "bf16" : "fp32", NULL,
+                             cfg->steps1 + cfg->steps2, run, err);
         free(text);
         if (rc)
-            goto out;
+            return 1;
     }
-    if (!quiet)
+    if (!t->quiet)
         fprintf(stderr, "run %lld: %s, %s, stage 1 %lld steps, stage 2 %lld steps\n",
-                (long long)run, cfg.name, precision, (long long)cfg.steps1,
-                (long long)cfg.steps2);
-    if (launch) {
-        /* the ranks open the database themselves: no connection crosses
-         * the fork */
-        store_close(db, NULL);
-        db = NULL;
-        cmd_train_spawn sp = {.run = run, .n = nranks, .gpus = gpus > 1, .db_path = db_path,
-                              .data_dir = data_dir, .device = gpus > 1 ? NULL : device,
-                              .allow_emulation = allow_emulation, .quiet = quiet,
-                              .verbose = verbose};
-        status = cmd_train_spawn_ranks(&sp); /* rank 0 prints the run id */
-        free(config_text);
-        return status; /* the ranks said why */
-    }
+                (long long)*run, cfg->name, cfg->bf16 ? "bf16" : "fp32", (long long)cfg->steps1,
+                (long long)cfg->steps2);
+    return -1;
+}
 
-    /* The same training loop as the service's scheduler. */
-    train_view view = {.cfg = &cfg, .tty = isatty(2), .quiet = quiet};
+/* Trains run here, on the scheduler's loop, with the bar and Ctrl-C, and
+ * says how it ended: 0 succeeded, 130 interrupted, else 1 (err set). */
+static int train_here(const train_args *t, store *db, int64_t run, const model_config *cfg,
+                      const char *device, const dist_env *de, const dist_spec *spec,
+                      gt_error *err)
+{
+    train_view view = {.cfg = cfg, .tty = isatty(2), .quiet = t->quiet};
     /* and never written into the bar's line */
     log_set_hook(view_before_log, &view);
     sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase};
@@ -440,8 +447,9 @@ int cmd_train(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    int rc = sched_train_run_dist(db, run, data_dir, device, bf16, &obs,
-                                  de.size > 1 ? &spec : NULL, &err);
+    int rc = sched_train_run_dist(db, run, t->data_dir, device,
+                                  t->allow_emulation ? MODEL_BF16_EMULATE : MODEL_BF16_NATIVE,
+                                  &obs, de->size > 1 ? spec : NULL, err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     log_set_hook(NULL, NULL);
@@ -450,28 +458,88 @@ int cmd_train(int argc, char **argv)
     if (rc == GT_OK) {
         fprintf(stderr, "run %lld succeeded in %.1f s\n", (long long)run, gt_clock_s() - t0);
         printf("%lld\n", (long long)run);
-        status = 0;
-    } else if (rc == GT_ECANCELLED && stop_requested) {
+        return 0;
+    }
+    if (rc == GT_ECANCELLED && stop_requested) {
         runs_set_status(db, run, "cancelled", "interrupted", NULL, NULL);
         fprintf(stderr, "run %lld interrupted; continue it with: giant train --resume %lld\n",
                 (long long)run, (long long)run);
-        status = 130;
-    } else if (rc == GT_ECANCELLED && de.size > 1) {
+        return 130;
+    }
+    if (rc == GT_ECANCELLED && de->size > 1) {
         /* the group stopped because another rank asked (its signal), or
          * was aborted because another rank failed */
-        int aborted = strstr(err.message, "another rank failed") ||
-                      strstr(err.message, "process is gone");
+        int aborted = strstr(err->message, "another rank failed") ||
+                      strstr(err->message, "process is gone");
         runs_set_status(db, run, aborted ? "failed" : "cancelled",
-                        aborted ? err.message : "interrupted", NULL, NULL);
+                        aborted ? err->message : "interrupted", NULL, NULL);
         if (!aborted) {
             fprintf(stderr, "run %lld interrupted by another rank\n", (long long)run);
-            status = 130;
+            return 130;
         }
     }
-out:
+    return 1;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_args t;
+    int status = parse_args(argc, argv, &t);
+    if (status != -1)
+        return status;
+    if (t.report_url || t.report_run)
+        return train_report(&t);
+    if (!t.config_path && !t.resume) {
+        usage(stderr);
+        return 2;
+    }
+    /* Data parallel: this process may be a rank already (started by
+     * --ranks/--gpus below, or by srun), or be asked to start them. */
+    gt_error err = {0};
+    dist_env de;
+    if (dist_env_read(&de, &err)) {
+        fprintf(stderr, "giant train: %s\n", err.message);
+        return 2;
+    }
+    if ((status = check_parallel(&t, &de)) != -1)
+        return status;
+    int launch = t.gpus > 1 || t.ranks > 1;
+    int nranks = t.gpus > 1 ? t.gpus : t.ranks > 1 ? t.ranks : 1;
+    /* Slurm's tasks may be on several nodes: only NCCL reaches them (the
+     * shared-memory group is for the ranks --ranks starts on one machine) */
+    dist_spec spec = {strcmp(de.from, "slurm") == 0 ? "nccl" : getenv("GIANT_DIST"), t.dist_id,
+                      de.rank, de.size, 300.0};
+    if (de.size > 1 && de.rank > 0)
+        return train_other_rank(&t, &de, &spec);
+
+    /* Log records (migrations, the run's status) go to stderr too: on a
+     * terminal they are muted under the bar unless --verbose. */
+    if (progress_logs_muted(isatty(2), t.verbose))
+        log_set_level(LOG_WARN);
+    model_config cfg;
+    char rank_dev[32] = "";
+    const char *device = NULL;
+    store *db = NULL;
+    int64_t run = 0;
+    status = store_open_migrated(&db, t.db_path, NULL, NULL, &err) ? 1
+             : prepare_run(&t, db, &de, launch ? nranks : de.size, &cfg, rank_dev,
+                           sizeof rank_dev, &device, &run, &err);
+    if (status == -1 && launch) {
+        /* the ranks open the database themselves: no connection crosses
+         * the fork */
+        store_close(db, NULL);
+        db = NULL;
+        cmd_train_spawn sp = {.run = run, .n = nranks, .gpus = t.gpus > 1,
+                              .db_path = t.db_path, .data_dir = t.data_dir,
+                              .device = t.gpus > 1 ? NULL : t.device,
+                              .allow_emulation = t.allow_emulation, .quiet = t.quiet,
+                              .verbose = t.verbose};
+        return cmd_train_spawn_ranks(&sp); /* rank 0 prints the run id; the ranks said why */
+    }
+    if (status == -1)
+        status = train_here(&t, db, run, &cfg, device, &de, &spec, &err);
     if (status == 1)
         fprintf(stderr, "giant train: %s\n", err.message);
-    free(config_text);
     store_close(db, NULL);
     return status;
 }
