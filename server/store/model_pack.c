@@ -353,43 +353,17 @@ static int check_contents(model_pack *p, model_pack_fault *fault, char *part, gt
     return GT_OK;
 }
 
-int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault *fault,
-                    char part[64], gt_error *err)
+/* The frame of a model file after its checked header (format `version`):
+ * each part's name and size in their order, then the trailer with the
+ * manifest's sha256, checked.  pv gets the parts, the manifest first. */
+static int read_frame(const uint8_t *b, size_t len, uint32_t version, part_view pv[1 + P_COUNT],
+                      model_pack_fault *fault, char part[64], gt_error *err)
 {
-    const uint8_t *b = buf;
-    model_pack_fault dummy;
-    if (!fault)
-        fault = &dummy;
-    *fault = MODEL_PACK_FAULT_NONE;
-    if (part)
-        part[0] = '\0';
-    memset(p, 0, sizeof *p);
-    if (len < 8 && (len == 0 || memcmp(b, MAGIC, len) == 0))
-        return refuse(fault, MODEL_PACK_FAULT_TRUNCATED, part, "", err,
-                      "the file ends after %zu bytes, inside its header", len);
-    if (len < 8 || memcmp(b, MAGIC, 8) != 0)
-        return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
-                      "not a giant model file (it does not start with \"" MAGIC "\")");
-    if (len < HEADER)
-        return refuse(fault, MODEL_PACK_FAULT_TRUNCATED, part, "", err,
-                      "the file ends after %zu bytes, inside its header", len);
-    /* the version first: a newer format may lay out everything after it
-     * otherwise, and is then no fault of the file's */
-    uint32_t version = gt_le_get_u32(b + 8);
-    if (version > MODEL_PACK_VERSION)
-        return refuse(fault, MODEL_PACK_FAULT_VERSION, part, "", err,
-                      "model file format %u is newer than this giant reads (%d): import it "
-                      "with a newer giant",
-                      version, MODEL_PACK_VERSION);
-    if (version < 1)
-        return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
-                      "model file format 0 does not exist");
     const int nparts = parts_of(version);
     uint32_t n = gt_le_get_u32(b + 12);
     if (n != (uint32_t)(1 + nparts))
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
                       "the header says %u parts, format %u has %d", n, version, 1 + nparts);
-    part_view pv[1 + P_COUNT];
     size_t off = HEADER;
     for (uint32_t i = 0; i < n; i++) {
         const char *want = i == 0 ? "manifest.json" : part_names[i - 1];
@@ -432,6 +406,16 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
     if (memcmp(md, b + off + 8, 32) != 0)
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "manifest.json", err,
                       "manifest.json does not hash to the sha256 in the trailer");
+    return GT_OK;
+}
+
+/* The manifest (parsed into p->manifest) against the parts it lists: the
+ * same format version, each part with its size and sha256, and the content
+ * hash of them all (p->content_sha256).  On a refusal p is freed. */
+static int read_manifest(const part_view *pv, uint32_t version, model_pack *p,
+                         model_pack_fault *fault, char part[64], gt_error *err)
+{
+    const int nparts = parts_of(version);
     json_error_t je;
     p->manifest = json_loadb((const char *)pv[0].data, pv[0].size, JSON_REJECT_DUPLICATES, &je);
     json_t *m = p->manifest;
@@ -499,7 +483,48 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
         return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "manifest.json", err,
                       "the manifest's content_sha256 is not the parts' hash");
     }
-    p->run_id = (int64_t)json_integer_value(json_object_get(json_object_get(m, "run"), "id"));
+    return GT_OK;
+}
+
+int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault *fault,
+                    char part[64], gt_error *err)
+{
+    const uint8_t *b = buf;
+    model_pack_fault dummy;
+    if (!fault)
+        fault = &dummy;
+    *fault = MODEL_PACK_FAULT_NONE;
+    if (part)
+        part[0] = '\0';
+    memset(p, 0, sizeof *p);
+    if (len < 8 && (len == 0 || memcmp(b, MAGIC, len) == 0))
+        return refuse(fault, MODEL_PACK_FAULT_TRUNCATED, part, "", err,
+                      "the file ends after %zu bytes, inside its header", len);
+    if (len < 8 || memcmp(b, MAGIC, 8) != 0)
+        return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
+                      "not a giant model file (it does not start with \"" MAGIC "\")");
+    if (len < HEADER)
+        return refuse(fault, MODEL_PACK_FAULT_TRUNCATED, part, "", err,
+                      "the file ends after %zu bytes, inside its header", len);
+    /* the version first: a newer format may lay out everything after it
+     * otherwise, and is then no fault of the file's */
+    uint32_t version = gt_le_get_u32(b + 8);
+    if (version > MODEL_PACK_VERSION)
+        return refuse(fault, MODEL_PACK_FAULT_VERSION, part, "", err,
+                      "model file format %u is newer than this giant reads (%d): import it "
+                      "with a newer giant",
+                      version, MODEL_PACK_VERSION);
+    if (version < 1)
+        return refuse(fault, MODEL_PACK_FAULT_CORRUPT, part, "", err,
+                      "model file format 0 does not exist");
+    part_view pv[1 + P_COUNT];
+    int rc;
+    if ((rc = read_frame(b, len, version, pv, fault, part, err)) != GT_OK ||
+        (rc = read_manifest(pv, version, p, fault, part, err)) != GT_OK)
+        return rc;
+    const int nparts = parts_of(version);
+    p->run_id = (int64_t)json_integer_value(
+        json_object_get(json_object_get(p->manifest, "run"), "id"));
     p->config_json = (const char *)pv[1 + P_CONFIG].data;
     p->config_len = pv[1 + P_CONFIG].size;
     p->geometry_xml = pv[1 + P_GEOMETRY].data;
@@ -515,7 +540,7 @@ int model_pack_read(const void *buf, size_t len, model_pack *p, model_pack_fault
         p->accept = pv[1 + P_ACCEPT].data;
         p->accept_len = pv[1 + P_ACCEPT].size;
     }
-    int rc = check_contents(p, fault, part, err);
+    rc = check_contents(p, fault, part, err);
     if (rc)
         model_pack_free(p);
     return rc;
