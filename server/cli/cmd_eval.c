@@ -165,16 +165,93 @@ static int parse_int(const char *opt, const char *val, long lo, long hi, int *ou
     return 1;
 }
 
-int cmd_eval(int argc, char **argv)
-{
-    const char *files[2] = {NULL, NULL}, *geometry = NULL, *json = NULL, *ref2 = NULL;
-    int nfiles = 0;
-    int64_t max_rows = INT64_MAX;
-    double threshold = -1;
+/* What `giant eval` was asked, after its options. */
+typedef struct eval_args {
+    const char *files[2], *geometry, *json, *ref2;
+    int nfiles;
+    int64_t max_rows;
+    double threshold;          /* < 0: the detector's */
     eval_core_options o;
-    eval_core_options_default(&o);
-    int *want_cls = o.classifier;
-    model_classify_config *cc = &o.cls;
+} eval_args;
+
+/* --classifier high, low, high,low or none into want[2].  1, or 0 after
+ * saying why. */
+static int parse_classifier(const char *val, int want[2])
+{
+    want[0] = want[1] = 0;
+    if (strcmp(val, "none") == 0)
+        return 1;
+    char list[64];
+    snprintf(list, sizeof list, "%s", val);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "high"))
+            want[0] = 1;
+        else if (!strcmp(tok, "low"))
+            want[1] = 1;
+        else {
+            fprintf(stderr, "giant eval: --classifier takes high, low, high,low or "
+                            "none, not \"%s\"\n",
+                    val);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Option a with its value val into e.  1, or 0 after saying why. */
+static int parse_option(eval_args *e, const char *a, const char *val)
+{
+    model_classify_config *cc = &e->o.cls;
+    char *end = NULL;
+    errno = 0;
+    if (!strcmp(a, "--geometry")) {
+        e->geometry = val;
+    } else if (!strcmp(a, "--json")) {
+        e->json = val;
+    } else if (!strcmp(a, "--ref2")) {
+        e->ref2 = val;
+    } else if (!strcmp(a, "--classifier")) {
+        return parse_classifier(val, e->o.classifier);
+    } else if (!strcmp(a, "--cls-hidden")) {
+        return parse_int(a, val, 1, 65536, &cc->hidden);
+    } else if (!strcmp(a, "--cls-depth")) {
+        return parse_int(a, val, 1, 64, &cc->depth);
+    } else if (!strcmp(a, "--cls-epochs")) {
+        return parse_int(a, val, 1, 100000, &cc->epochs);
+    } else if (!strcmp(a, "--cls-repeats")) {
+        return parse_int(a, val, 1, MODEL_CLASSIFY_MAX_REPEATS, &cc->repeats);
+    } else if (!strcmp(a, "--max-showers")) {
+        long long v = strtoll(val, &end, 10);
+        if (errno || *end || end == val || v < 1) {
+            fprintf(stderr, "giant eval: bad --max-showers \"%s\"\n", val);
+            return 0;
+        }
+        e->max_rows = v;
+    } else if (!strcmp(a, "--threshold")) {
+        e->threshold = strtod(val, &end);
+        if (errno || *end || end == val || !(e->threshold >= 0)) {
+            fprintf(stderr, "giant eval: bad --threshold \"%s\"\n", val);
+            return 0;
+        }
+    } else if (!strcmp(a, "--seed")) {
+        unsigned long long v = strtoull(val, &end, 10);
+        if (errno || *end || end == val) {
+            fprintf(stderr, "giant eval: bad --seed \"%s\"\n", val);
+            return 0;
+        }
+        e->o.seed = v;
+    } else {
+        fprintf(stderr, "giant eval: unknown option %s (see --help)\n", a);
+        return 0;
+    }
+    return 1;
+}
+
+/* The options into e.  Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, eval_args *e)
+{
+    *e = (eval_args){.max_rows = INT64_MAX, .threshold = -1};
+    eval_core_options_default(&e->o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -182,91 +259,44 @@ int cmd_eval(int argc, char **argv)
             return 0;
         }
         if (!strcmp(a, "--no-distances")) {
-            o.distances = 0;
+            e->o.distances = 0;
             continue;
         }
         if (a[0] != '-') {
-            if (nfiles == 2) {
+            if (e->nfiles == 2) {
                 fprintf(stderr, "giant eval: more than two input files (a second reference "
                                 "goes with --ref2)\n");
                 return 2;
             }
-            files[nfiles++] = a;
+            e->files[e->nfiles++] = a;
             continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "giant eval: %s needs a value (or is unknown)\n", a);
             return 2;
         }
-        const char *val = argv[++i];
-        char *end = NULL;
-        errno = 0;
-        if (!strcmp(a, "--geometry")) {
-            geometry = val;
-        } else if (!strcmp(a, "--json")) {
-            json = val;
-        } else if (!strcmp(a, "--ref2")) {
-            ref2 = val;
-        } else if (!strcmp(a, "--classifier")) {
-            want_cls[0] = want_cls[1] = 0;
-            if (strcmp(val, "none") != 0) {
-                char list[64];
-                snprintf(list, sizeof list, "%s", val);
-                for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-                    if (!strcmp(tok, "high"))
-                        want_cls[0] = 1;
-                    else if (!strcmp(tok, "low"))
-                        want_cls[1] = 1;
-                    else {
-                        fprintf(stderr, "giant eval: --classifier takes high, low, high,low or "
-                                        "none, not \"%s\"\n",
-                                val);
-                        return 2;
-                    }
-                }
-            }
-        } else if (!strcmp(a, "--cls-hidden")) {
-            if (!parse_int(a, val, 1, 65536, &cc->hidden))
-                return 2;
-        } else if (!strcmp(a, "--cls-depth")) {
-            if (!parse_int(a, val, 1, 64, &cc->depth))
-                return 2;
-        } else if (!strcmp(a, "--cls-epochs")) {
-            if (!parse_int(a, val, 1, 100000, &cc->epochs))
-                return 2;
-        } else if (!strcmp(a, "--cls-repeats")) {
-            if (!parse_int(a, val, 1, MODEL_CLASSIFY_MAX_REPEATS, &cc->repeats))
-                return 2;
-        } else if (!strcmp(a, "--max-showers")) {
-            long long v = strtoll(val, &end, 10);
-            if (errno || *end || end == val || v < 1) {
-                fprintf(stderr, "giant eval: bad --max-showers \"%s\"\n", val);
-                return 2;
-            }
-            max_rows = v;
-        } else if (!strcmp(a, "--threshold")) {
-            threshold = strtod(val, &end);
-            if (errno || *end || end == val || !(threshold >= 0)) {
-                fprintf(stderr, "giant eval: bad --threshold \"%s\"\n", val);
-                return 2;
-            }
-        } else if (!strcmp(a, "--seed")) {
-            unsigned long long v = strtoull(val, &end, 10);
-            if (errno || *end || end == val) {
-                fprintf(stderr, "giant eval: bad --seed \"%s\"\n", val);
-                return 2;
-            }
-            o.seed = v;
-        } else {
-            fprintf(stderr, "giant eval: unknown option %s (see --help)\n", a);
+        if (!parse_option(e, a, argv[++i]))
             return 2;
-        }
     }
-    if (nfiles != 2 || !geometry) {
+    if (e->nfiles != 2 || !e->geometry) {
         fprintf(stderr, "giant eval: two files and --geometry are required (see --help)\n");
         return 2;
     }
-    cc->seed = o.seed;
+    e->o.cls.seed = e->o.seed;
+    return -1;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    eval_args e;
+    int status = parse_args(argc, argv, &e);
+    if (status != -1)
+        return status;
+    const char *const *files = e.files, *geometry = e.geometry, *json = e.json, *ref2 = e.ref2;
+    const int64_t max_rows = e.max_rows;
+    double threshold = e.threshold;
+    eval_core_options o = e.o;
+    const int *want_cls = o.classifier;
 
     /* The JSON file is opened before the work, so a path that cannot be
      * written fails at once instead of after the classifiers have trained. */
