@@ -17,14 +17,20 @@
 #include "runs.h"
 #include "slurm.h"
 
-static int stage_param(http_request *req)
+/* The run of the path's {id} and its {stage} (1 energy, 2 shower), or 0
+ * after the reply (404 for the run, 422 for the stage). */
+static int64_t path_run_stage(http_request *req, store *db, int *stage)
 {
+    int64_t id = routes_path_run(req, db);
+    if (!id)
+        return 0;
     const char *s = http_param(req, "stage");
-    int stage = s && strcmp(s, "energy") == 0 ? 1 : s && strcmp(s, "shower") == 0 ? 2 : 0;
-    if (!stage)
-        http_reply_error(req, 422, HTTP_E_VALIDATION, "stage",
-                         "stage must be energy or shower, not '%s'", s ? s : "");
-    return stage;
+    *stage = s && strcmp(s, "energy") == 0 ? 1 : s && strcmp(s, "shower") == 0 ? 2 : 0;
+    if (*stage)
+        return id;
+    http_reply_error(req, 422, HTTP_E_VALIDATION, "stage",
+                     "stage must be energy or shower, not '%s'", s ? s : "");
+    return 0;
 }
 
 static void reply_conflict_or_internal(http_request *req, int rc, const char *conflict,
@@ -122,11 +128,9 @@ void route_ingest_start(http_request *req, void *ctx)
 void route_ingest_checkpoint_get(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = routes_path_run(req, a->db);
+    int stage = 0;
+    int64_t id = path_run_stage(req, a->db, &stage);
     if (!id)
-        return;
-    int stage = stage_param(req);
-    if (!stage)
         return;
     const char *bp = http_query(req, "best");
     if (bp && strcmp(bp, "0") != 0 && strcmp(bp, "1") != 0) {
@@ -225,11 +229,9 @@ static const char *checked_body(http_request *req, const char *what, size_t *len
 void route_ingest_checkpoint_put(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = routes_path_run(req, a->db);
+    int stage = 0;
+    int64_t id = path_run_stage(req, a->db, &stage);
     if (!id)
-        return;
-    int stage = stage_param(req);
-    if (!stage)
         return;
     const char *sp = http_param(req, "step");
     char *end = NULL;
