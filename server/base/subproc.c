@@ -12,9 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* argv[0] as a path: itself when it has a '/', else the first executable
- * of that name in PATH (resolved before fork: the child only execs). */
-static int resolve(const char *name, char *out, size_t cap)
+int subproc_which(const char *name, char *out, size_t cap)
 {
     if (strchr(name, '/')) {
         snprintf(out, cap, "%s", name);
@@ -91,7 +89,8 @@ int subproc_run(char *const argv[], long timeout_ms, subproc_result *r)
         goto fail;
     }
     char exe[4096];
-    if (resolve(argv[0], exe, sizeof exe)) {
+    /* resolved before fork: the child only execs */
+    if (subproc_which(argv[0], exe, sizeof exe)) {
         char msg[1200];
         snprintf(msg, sizeof msg, "cannot run %s: not found in PATH", argv[0]);
         sink_add(&se, msg, strlen(msg));

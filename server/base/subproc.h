@@ -25,4 +25,9 @@ typedef struct subproc_result {
 int subproc_run(char *const argv[], long timeout_ms, subproc_result *r);
 void subproc_result_free(subproc_result *r);
 
+/* A program as subproc_run finds it: name itself when it has a '/', else
+ * the first executable of that name in PATH (/usr/bin:/bin without one),
+ * into out.  0, or -1 when there is none. */
+int subproc_which(const char *name, char *out, size_t cap);
+
 #endif

@@ -51,20 +51,7 @@ static int findable(const slurm_config *cfg, const char *name)
         program(cfg, name, p, sizeof p);
         return access(p, X_OK) == 0;
     }
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/bin:/bin";
-    while (*path) {
-        const char *end = strchr(path, ':');
-        size_t n = end ? (size_t)(end - path) : strlen(path);
-        if (n > 0 && n < 1024) {
-            snprintf(p, sizeof p, "%.*s/%s", (int)n, path, name);
-            if (access(p, X_OK) == 0)
-                return 1;
-        }
-        path += n + (end ? 1 : 0);
-    }
-    return 0;
+    return subproc_which(name, p, sizeof p) == 0;
 }
 
 int slurm_available(const slurm_config *cfg, char *why, size_t cap)
