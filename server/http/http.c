@@ -213,6 +213,15 @@ static size_t body_cap(const http_request *req)
     return req->srv->max_body;
 }
 
+/* Runs a handler, or a resumed request's continuation: one that neither
+ * replied nor suspended the request gets a 500. */
+static void run_handler(http_request *req, void (*fn)(http_request *, void *), void *app)
+{
+    fn(req, app);
+    if (!req->replied && !req->suspended)
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+}
+
 /* First call for a request: route it.  What can be refused before the body
  * is read (no route, a refused token, declared length over the cap) is
  * answered now when a body is coming, so it is never read: MHD then closes
@@ -253,9 +262,7 @@ static void request_begin(http_request *req)
     if (!authorized(req))
         return;
     if (req->route->flags & HTTP_NO_BODY) {
-        req->route->handler(req, req->srv->app);
-        if (!req->replied && !req->suspended)
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+        run_handler(req, req->route->handler, req->srv->app);
         return;
     }
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -318,9 +325,7 @@ static void request_finish(http_request *req, void *app)
     if (!authorized(req))
         return;
     if (req->route->flags & HTTP_NO_BODY) {
-        req->route->handler(req, app);
-        if (!req->replied && !req->suspended)
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+        run_handler(req, req->route->handler, app);
         return;
     }
     if (!media_type_ok(req))
@@ -341,9 +346,7 @@ static void request_finish(http_request *req, void *app)
             return;
         }
     }
-    req->route->handler(req, app);
-    if (!req->replied && !req->suspended)
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+    run_handler(req, req->route->handler, app);
 }
 
 /* The markers http_on_uri leaves for a request whose query or path it
@@ -427,9 +430,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
         req->suspended = 0;
         http_resume_fn fn = req->resume_fn;
         req->resume_fn = NULL;
-        fn(req, srv->app);
-        if (!req->replied && !req->suspended)
-            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
+        run_handler(req, fn, srv->app);
         return MHD_YES;
     }
     if (!req->replied)
