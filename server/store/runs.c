@@ -395,43 +395,43 @@ int runs_append_event(store *s, int64_t id, const char *kind, const char *data, 
     return event(s, id, kind, data, err);
 }
 
-int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err)
+/* A conditional update of run id on the shared connection, without a
+ * transaction (sql: `... WHERE id = ? AND <condition> RETURNING id`):
+ * *done is 1 when it changed the run, whose status event (data) is then
+ * written; the update stands even if the event could not be.  GT_OK when
+ * the condition held or not. */
+static int update_if(store *s, const char *what, const char *sql, int64_t id, const char *data,
+                     int *done, gt_error *err)
 {
-    /* Conditional: a run the worker took meanwhile is left to the worker. */
     int64_t changed;
-    *cancelled = 0;
-    int rc = store_int64(s, "cancelling a run",
-                         "UPDATE runs SET status = 'cancelled', error = 'cancelled on request',"
-                         " finished_at = " NOW ", updated_at = " NOW
-                         " WHERE id = ? AND status = 'queued' RETURNING id",
-                         STORE_ARGS(STORE_INT(id)), &changed, err);
+    *done = 0;
+    int rc = store_int64(s, what, sql, STORE_ARGS(STORE_INT(id)), &changed, err);
     if (rc == GT_ENOTFOUND)
         return GT_OK;
     if (rc)
         return rc;
-    *cancelled = 1;
-    /* The run is cancelled even if its event could not be written. */
-    event(s, id, "status", "{\"status\":\"cancelled\"}", NULL);
+    *done = 1;
+    event(s, id, "status", data, NULL);
     return GT_OK;
+}
+
+int runs_cancel_queued(store *s, int64_t id, int *cancelled, gt_error *err)
+{
+    /* Conditional: a run the worker took meanwhile is left to the worker. */
+    return update_if(s, "cancelling a run",
+                     "UPDATE runs SET status = 'cancelled', error = 'cancelled on request',"
+                     " finished_at = " NOW ", updated_at = " NOW
+                     " WHERE id = ? AND status = 'queued' RETURNING id",
+                     id, "{\"status\":\"cancelled\"}", cancelled, err);
 }
 
 int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err)
 {
     /* Conditional and without a transaction, as runs_cancel_queued: this
      * runs on the HTTP threads' shared connection. */
-    int64_t changed;
-    *requeued = 0;
-    int rc = store_int64(s, "resuming a run",
-                         "UPDATE runs SET status = 'queued', error = NULL, cancel_requested = 0,"
-                         " finished_at = NULL, updated_at = " NOW
-                         " WHERE id = ? AND status IN ('cancelled', 'failed') RETURNING id",
-                         STORE_ARGS(STORE_INT(id)), &changed, err);
-    if (rc == GT_ENOTFOUND)
-        return GT_OK;
-    if (rc)
-        return rc;
-    *requeued = 1;
-    /* The run is queued even if its event could not be written. */
-    event(s, id, "status", "{\"status\":\"queued\"}", NULL);
-    return GT_OK;
+    return update_if(s, "resuming a run",
+                     "UPDATE runs SET status = 'queued', error = NULL, cancel_requested = 0,"
+                     " finished_at = NULL, updated_at = " NOW
+                     " WHERE id = ? AND status IN ('cancelled', 'failed') RETURNING id",
+                     id, "{\"status\":\"queued\"}", requeued, err);
 }
