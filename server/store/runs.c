@@ -13,6 +13,18 @@
 /* The ISO-8601 UTC time SQLite writes into the *_at columns. */
 #define NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
+/* A run's new status (?1), error (?2) and device (?3, kept when NULL), with
+ * its attempts and times: runs_set_status and runs_transition add which
+ * run (?4) and when. */
+#define SET_STATUS_SQL                                                                     \
+    "UPDATE runs SET status = ?1, error = ?2, device = COALESCE(?3, device),"                \
+    " attempts = attempts + (?1 = 'running'),"                                              \
+    " started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL"                         \
+    "   THEN " NOW " ELSE started_at END,"                                                  \
+    " finished_at = CASE WHEN ?1 IN ('succeeded', 'failed', 'cancelled')"                   \
+    "   THEN " NOW " ELSE NULL END,"                                                        \
+    " updated_at = " NOW
+
 const char *runs_stage_name(int stage) { return stage == 1 ? "energy" : "shower"; }
 
 static double unix_now(void)
@@ -79,13 +91,7 @@ int runs_set_status(store *s, int64_t id, const char *status, const char *error,
         return rc;
     rc = store_int64(
         s, "updating a run",
-        "UPDATE runs SET status = ?1, error = ?2, device = COALESCE(?3, device),"
-        " attempts = attempts + (?1 = 'running'),"
-        " started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL"
-        "   THEN " NOW " ELSE started_at END,"
-        " finished_at = CASE WHEN ?1 IN ('succeeded', 'failed', 'cancelled')"
-        "   THEN " NOW " ELSE NULL END,"
-        " updated_at = " NOW " WHERE id = ?4 RETURNING id",
+        SET_STATUS_SQL " WHERE id = ?4 RETURNING id",
         STORE_ARGS(STORE_TEXT(status), STORE_TEXT(error), STORE_TEXT(device), STORE_INT(id)),
         &changed, err);
     if (rc) {
@@ -121,13 +127,7 @@ int runs_transition(store *s, int64_t id, const char *from, const char *status,
     *changed = 0;
     int rc = store_int64(
         s, "updating a run",
-        "UPDATE runs SET status = ?1, error = ?2, device = COALESCE(?3, device),"
-        " attempts = attempts + (?1 = 'running'),"
-        " started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL"
-        "   THEN " NOW " ELSE started_at END,"
-        " finished_at = CASE WHEN ?1 IN ('succeeded', 'failed', 'cancelled')"
-        "   THEN " NOW " ELSE NULL END,"
-        " updated_at = " NOW " WHERE id = ?4 AND status != ?1"
+        SET_STATUS_SQL " WHERE id = ?4 AND status != ?1"
         " AND (?5 IS NULL AND status IN ('queued', 'running') OR status = ?5) RETURNING id",
         STORE_ARGS(STORE_TEXT(status), STORE_TEXT(error), STORE_TEXT(device), STORE_INT(id),
                    STORE_TEXT(from)),
