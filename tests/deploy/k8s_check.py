@@ -7,9 +7,9 @@ interface, read from its sources (no cluster, no image build):
 
 manifests:
   - every GIANT_* variable the manifests set (ConfigMaps, env) is a setting
-    of server/settings.c (or a variable server/*.c reads with getenv), with
+    of server/base/settings.c (or a variable server/**/*.c reads with getenv), with
     an integer in the setting's range where it is one;
-  - every probe path is a GET route of server/routes.c that needs no token,
+  - every probe path is a GET route of server/routes/routes.c that needs no token,
     readiness is /readyz and liveness /healthz; the model-pull script's URL
     is a GET route too;
   - the port: GIANT_LISTEN's is the default of settings.c's listen, and
@@ -81,7 +81,7 @@ def int_expr(text):
 
 
 def load_settings(src):
-    text = read(os.path.join(src, "server", "settings.c"))
+    text = read(os.path.join(src, "server", "base", "settings.c"))
     settings = {}
     for m in re.finditer(r'^\s*STR\((\w+),\s*"[^"]*",\s*"([^"]*)"', text, re.M):
         settings["GIANT_" + m.group(1).upper()] = {"type": "str", "default": m.group(2)}
@@ -90,24 +90,25 @@ def load_settings(src):
             "type": "int", "min": int_expr(m.group(2)), "max": int_expr(m.group(3)),
             "default": m.group(4)}
     if "GIANT_LISTEN" not in settings or "GIANT_DB" not in settings:
-        fail("server/settings.c: its table was not understood (no listen or db setting found)")
+        fail("server/base/settings.c: its table was not understood (no listen or db setting found)")
     others = set()
-    for name in sorted(os.listdir(os.path.join(src, "server"))):
-        if name.endswith(".c"):
-            others |= set(re.findall(r'getenv\("(GIANT_\w+)"\)',
-                                     read(os.path.join(src, "server", name))))
+    for folder, _, names in sorted(os.walk(os.path.join(src, "server"))):
+        for name in sorted(names):
+            if name.endswith(".c"):
+                others |= set(re.findall(r'getenv\("(GIANT_\w+)"\)',
+                                         read(os.path.join(folder, name))))
     return settings, others
 
 
 def load_routes(src):
-    text = read(os.path.join(src, "server", "routes.c"))
+    text = read(os.path.join(src, "server", "routes", "routes.c"))
     routes = []
     for m in re.finditer(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)",\s*(\w+),\s*([^}]*)\}', text):
         routes.append({"method": m.group(1), "pattern": m.group(2),
                        # the flags, before the sampler's handler column
                        "flags": {f.strip() for f in m.group(4).split(",")[0].split("|")}})
     if not any(r["pattern"] == "/healthz" for r in routes):
-        fail("server/routes.c: its route table was not understood (no /healthz)")
+        fail("server/routes/routes.c: its route table was not understood (no /healthz)")
     return routes, text
 
 
@@ -115,7 +116,7 @@ def admin_paths(text):
     """The paths routes_register_admin copies to the admin listener."""
     m = re.search(r"routes_register_admin\(.*?admin\[\]\s*=\s*\{([^}]*)\}", text, re.S)
     if not m:
-        fail("server/routes.c: routes_register_admin's path list was not understood")
+        fail("server/routes/routes.c: routes_register_admin's path list was not understood")
         return set()
     return set(re.findall(r'"(/[^"]*)"', m.group(1)))
 
@@ -156,7 +157,7 @@ def check_manifests(src):
     def known_var(name, where):
         if name in known:
             return True
-        fail(f"{where}: {name} is not a setting of server/settings.c (flags --NAME are GIANT_NAME)")
+        fail(f"{where}: {name} is not a setting of server/base/settings.c (flags --NAME are GIANT_NAME)")
         return False
 
     def check_value(name, value, where):
@@ -335,7 +336,7 @@ def check_manifests(src):
                     fail(f"{cname}: {kind} is {g['path']}, expected {want}")
                 r = route_for(routes, "GET", g["path"])
                 if r is None:
-                    fail(f"{cname}: {kind} path {g['path']} is not a GET route of server/routes.c")
+                    fail(f"{cname}: {kind} path {g['path']} is not a GET route of server/routes/routes.c")
                 elif "AUTH_OPEN" not in r["flags"]:
                     fail(f"{cname}: {kind} path {g['path']} needs a token (routes.c: {' | '.join(sorted(r['flags']))}); probes send none")
                 if g["port"] not in probe_ports:
@@ -416,11 +417,12 @@ def check_manifests(src):
     if not hpa_metrics:
         fail("no HorizontalPodAutoscaler on a Pods metric")
     readme = read(os.path.join(src, "deploy", "README.md"))
+    metrics_text = read(os.path.join(src, "server", "routes", "routes_metrics.c"))
     for metric in hpa_metrics:
-        if re.search(r'"' + re.escape(metric) + r'\b', routes_text):
-            note(f"HPA metric {metric}: exported by /metrics (server/routes.c)")
+        if re.search(r'"' + re.escape(metric) + r'\b', metrics_text):
+            note(f"HPA metric {metric}: exported by /metrics (server/routes/routes_metrics.c)")
         else:
-            note(f"HPA metric {metric}: not (yet) exported by /metrics in server/routes.c;"
+            note(f"HPA metric {metric}: not (yet) exported by /metrics in server/routes/routes_metrics.c;"
                  " the metrics adapter must map it (deploy/README.md)")
             if metric not in readme:
                 fail(f"HPA metric {metric} is not in /metrics and deploy/README.md does not say how the adapter maps it")
@@ -438,9 +440,9 @@ def check_manifests(src):
             for path in re.findall(r'/v1/[A-Za-z0-9_/${}]+', text):
                 path = re.sub(r"\$\{?\w+\}?", "x", path)
                 if route_for(routes, "GET", path) is None:
-                    fail(f"deploy/k8s/{fname}: {path} is not a GET route of server/routes.c")
+                    fail(f"deploy/k8s/{fname}: {path} is not a GET route of server/routes/routes.c")
             if "X-Checksum-SHA256" not in routes_text and \
-                    "X-Checksum-SHA256" not in read(os.path.join(src, "server", "routes_models.c")):
+                    "X-Checksum-SHA256" not in read(os.path.join(src, "server", "routes", "routes_models.c")):
                 fail("the model-pull script checks X-Checksum-SHA256, which the service does not send")
     pull = cms.get("giant-model-pull", {}).get("data", {})
     url = pull.get("TRAINER_URL", "")
@@ -457,7 +459,7 @@ def check_manifests(src):
             fail(f"TRAINER_URL host {host} is not the trainer's headless Service")
 
     print(f"manifests: {len(objs)} objects in {len(files)} files; {n_vars} GIANT_* variables,"
-          f" {n_probes} probes checked against server/settings.c and server/routes.c; port {port}")
+          f" {n_probes} probes checked against server/base/settings.c and server/routes/routes.c; port {port}")
 
 
 # ---------------------------------------------------------------------------
@@ -552,7 +554,7 @@ def check_containerfile(src, binary):
         if i == "ENV":
             for k in re.findall(r"(GIANT_\w+)=", v):
                 if k not in settings and k not in other_env:
-                    fail(f"Containerfile: ENV {k} is not a setting of server/settings.c")
+                    fail(f"Containerfile: ENV {k} is not a setting of server/base/settings.c")
         if i == "COPY" and "--from=" in v and names[0] and f"--from={names[0]}" not in v:
             fail(f"Containerfile: runtime COPY {v} is not from the build stage")
     build_text = " ".join(v for i, v in build["ins"] if i == "RUN")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # deploy/k8s against the service's real interface, read from its sources:
-# every GIANT_* variable is a setting of server/settings.c, every probe a
-# tokenless GET route of server/routes.c, the port the default, selectors
+# every GIANT_* variable is a setting of server/base/settings.c, every probe a
+# tokenless GET route of server/routes/routes.c, the port the default, selectors
 # and references resolve, the trainer holds its state on a volume with one
 # GPU, pods are non-root, the Secret holds placeholders (k8s_check.py says
 # each check). Needs python3 with yaml only.

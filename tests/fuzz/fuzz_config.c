@@ -6,14 +6,12 @@
 
 #include <jansson.h>
 
+#include "fuzz_json.h"
 #include "model_config.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void check(json_t *root, void *ctx)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return 0;
+    (void)ctx;
     model_config cfg;
     char field[128];
     gt_error err = {0};
@@ -26,6 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         json_decref(full);
     }
-    json_decref(root);
-    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_json_run(data, size, check, NULL);
 }

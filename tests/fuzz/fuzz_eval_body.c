@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "eval_body.h"
+#include "fuzz_json.h"
 
 static long long integer(json_t *o, const char *k)
 {
@@ -21,13 +22,10 @@ static long long integer(json_t *o, const char *k)
     return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void check(json_t *body, void *ctx)
 {
-    json_error_t jerr;
-    json_t *body = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body)
-        return 0;
-    const long max_showers = 10000;   /* server/settings.c's default */
+    (void)ctx;
+    const long max_showers = 10000;   /* server/base/settings.c's default */
     eval_body_fault f;
     json_t *n = eval_body_normalise(body, max_showers, &f);
     if (n) {
@@ -62,17 +60,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * size): the key itself, a member ("classifier.depth") or an element
          * ("metrics[2]") */
         if (f.field[0]) {
-            size_t base = strcspn(f.field, "[.");
-            const char *key;
-            json_t *v;
-            int found = 0;
-            json_object_foreach(body, key, v) found |= strncmp(key, f.field, base) == 0;
+            int found = fuzz_json_names_key(body, f.field, "[.");
             /* or the one required key, when it is missing */
             found |= !strcmp(f.field, "dataset_id") && !json_object_get(body, "dataset_id");
             if (!found)
                 abort();
         }
     }
-    json_decref(body);
-    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_json_run(data, size, check, NULL);
 }

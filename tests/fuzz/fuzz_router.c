@@ -1,14 +1,18 @@
 /* fuzz_router: the HTTP router's path matcher with {name} captures and the
  * query-length check, as every request reaches them, with no server
- * running.  Both are static in http.c, so the file is compiled into this
- * target (and http.c is left out of the fuzz library).
+ * running.  Both are internal to the HTTP layer (http_internal.h), which
+ * this target includes to reach them and the router's table.
  *
- * The input is a request target ("/v1/runs/7?limit=3"): on_uri sees it
+ * The input is a request target ("/v1/runs/7?limit=3"): http_on_uri sees it
  * first, as libmicrohttpd hands it over, then each route of the service's
  * table is matched against its path the way request_begin does. */
-#include "http.c"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* The service's route patterns (server/routes.c), with the method of each. */
+#include "http_internal.h"
+
+/* The service's route patterns (server/routes/routes.c), with the method of each. */
 static const char *const route_table[][2] = {
     {"GET", "/healthz"},
     {"GET", "/readyz"},
@@ -85,13 +89,13 @@ static void check_captures(const http_request *req)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const http_router *r = router_once();
-    /* on_uri cuts the string it is given in place, as it does MHD's buffer */
+    /* http_on_uri cuts the string it is given in place, as it does MHD's buffer */
     char *uri = malloc(size + 1);
     if (!uri)
         return 0;
     memcpy(uri, data, size);
     uri[size] = '\0';
-    int refused = on_uri(NULL, uri, NULL) == &query_refused_mark;
+    int refused = http_on_uri(NULL, uri, NULL) == &http_query_refused_mark;
     if (refused && uri[strcspn(uri, "?") + 1] != '\0')
         abort();
     /* MHD passes the path without its query */
@@ -100,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&req, 0, sizeof req);
     for (int i = 0; i < r->n; i++) {
         int ncaps = 0;
-        if (!route_match(r->routes[i].pattern, uri, req.caps, &ncaps))
+        if (!http_route_match(r->routes[i].pattern, uri, req.caps, &ncaps))
             continue;
         req.ncaps = ncaps;
         check_captures(&req);

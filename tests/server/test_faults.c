@@ -33,6 +33,7 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "gt_sha256.h"
 #include "runs.h"
 #include "svc_harness.h"
 
@@ -164,7 +165,7 @@ static long long check_run_rows(sqlite3 *h, long long run, const char *status)
     sqlite3_bind_int64(st, 1, run);
     while (sqlite3_step(st) == SQLITE_ROW) {
         char got[65];
-        runs_sha256_hex(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), got);
+        gt_sha256_hex(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), got);
         CHECK_MSG(strcmp(got, (const char *)sqlite3_column_text(st, 0)) == 0,
                   "run %lld: a checkpoint's sha256 is not its blob's", run);
     }

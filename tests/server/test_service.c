@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "giant_client.h"
+#include "gt_sha256.h"
 #include "runs.h"
 #include "svc_harness.h"
 
@@ -272,7 +273,7 @@ static void test_metrics_and_checkpoints(gc_client *c, long long id)
     CHECK_EQ_INT(gc_request(c, "GET", path, NULL, NULL, 0, NULL, &r, &err), GT_OK);
     CHECK_EQ_INT(r.status, 200);
     char sum[65];
-    runs_sha256_hex(r.body, r.len, sum);
+    gt_sha256_hex(r.body, r.len, sum);
     CHECK(strcmp(sum, r.checksum) == 0);
     CHECK(strcmp(sum, best_sum) == 0);
     CHECK(r.len > 100);

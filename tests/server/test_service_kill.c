@@ -25,6 +25,7 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "gt_sha256.h"
 #include "runs.h"
 #include "svc_harness.h"
 
@@ -128,7 +129,7 @@ static void check_run(sqlite3 *h, long long run)
     int n = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         char got[65];
-        runs_sha256_hex(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), got);
+        gt_sha256_hex(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), got);
         CHECK_MSG(strcmp(got, (const char *)sqlite3_column_text(st, 0)) == 0,
                   "run %lld: a checkpoint's sha256 is not its blob's", run);
         n++;
