@@ -23,7 +23,7 @@ chromium haproxy
 clang libclang-rt-14-dev
 slurmctld slurmd slurm-client munge"
 
-# the deploy tests' tools from PyPI, pinned (tests/deploy/README.md)
+# the deploy tests' tools from PyPI, pinned (deploy/README.md, the Kubernetes checks)
 VENV_PKGS="kubernetes-validate==1.37.0 dockerfile-parse==2.0.1"
 
 missing=""

@@ -12,7 +12,7 @@
  * (model_critic, the same piecewise-linear MLP) and AdamW with no weight
  * decay, seeded.
  *
- * Protocol (documented in engine/model/README.md, "Fidelity"):
+ * Protocol (this list is its reference; docs/evaluations.md shows the result):
  *  - each sample is shuffled (seed) and cut 60 / 20 / 20 into train,
  *    select and test rows, the two samples alike, with equal counts of A
  *    and B (the larger is truncated to the smaller);

@@ -123,7 +123,7 @@ static void metrics_device_memory(metrics_buf *b, app *a)
 
 /* Gauges read at scrape time from their owners (the database's counts, the
  * sampling worker, the HTTP layer); histograms kept by the HTTP layer, the
- * sampling worker and the scheduler.  README.md, "Metrics", documents each
+ * sampling worker and the scheduler.  docs/metrics.md documents each
  * with the alert it supports. */
 static void metrics_gauges(metrics_buf *b, app *a)
 {

@@ -17,10 +17,7 @@ import sys
 
 # Known broken references in files this check does not own, left as they are: each is
 # (file, target). Empty the list as they are fixed.
-KNOWN_BROKEN = {
-    # a shared physics note that is not part of this repository
-    ("engine/data/README.md", "CALO.md"),
-}
+KNOWN_BROKEN = set()   # (file, target) pairs allowed to dangle; keep it empty
 
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
