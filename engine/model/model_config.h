@@ -82,7 +82,7 @@ typedef enum model_trunk_skip {
 } model_trunk_skip;
 
 /* Where a run trains: on the service's own scheduler, or as a Slurm batch
- * job that reports back over the API (server/slurm.c).  The engine only
+ * job that reports back over the API (server/jobs/slurm.c).  The engine only
  * carries and validates the section; what it means is the service's. */
 typedef enum model_executor_kind {
     MODEL_EXEC_LOCAL = 0,

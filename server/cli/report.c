@@ -282,7 +282,7 @@ static int fetch_checkpoint(reporter *r, const char *stage, const json_t *want, 
 }
 
 /* model.accept in a job: the test trained here, as the service's own
- * worker trains it (server/scheduler.c), against the run's best
+ * worker trains it (server/jobs/scheduler.c), against the run's best
  * checkpoints as the service holds them, then uploaded with the sha256 of
  * both, which the service checks against its best pair (a 409 when they
  * are not: the run ended or was cancelled meanwhile).  The job trains it

@@ -85,7 +85,7 @@ int runs_record_checkpoint(store *s, int64_t id, int stage, long long step, floa
                            const char *precision, const void *blob, size_t len, int keep,
                            int *is_best, gt_error *err);
 
-/* Append-only writes for what a remote trainer reports (server/ingest.c):
+/* Append-only writes for what a remote trainer reports (server/store/ingest.c):
  * a row already recorded for the key (run, stage, name, step) or (run,
  * stage, step) is kept as it is and *inserted is 0, so a retried batch
  * never duplicates nor rewrites anything.  time <= 0: now.  No
@@ -142,7 +142,7 @@ int runs_status(store *s, int64_t id, char status[16], gt_error *err);
 int runs_cancel_requested(store *s, int64_t id);
 
 /* The oldest local run (executor 'local') with this status: the local
- * scheduler's queue, FIFO by id; Slurm runs are server/slurm.c's. */
+ * scheduler's queue, FIFO by id; Slurm runs are server/jobs/slurm.c's. */
 int runs_oldest(store *s, const char *status, int64_t *id, gt_error *err);
 
 /* The newest run that succeeded. */

@@ -1,7 +1,7 @@
 /* slurm_jobs: owner of the slurm_jobs table (migrations/0011_slurm.sql),
  * the Slurm job of each run whose executor is "slurm".  Every SQL
- * statement on it is here; server/slurm.c (the thread that submits and
- * follows jobs), server/ingest.c (what the job reports) and the routes
+ * statement on it is here; server/jobs/slurm.c (the thread that submits and
+ * follows jobs), server/store/ingest.c (what the job reports) and the routes
  * call these.  Writes are single statements: safe on the shared connection
  * as on a private one.
  * Depends on store and Jansson. */

@@ -483,7 +483,7 @@ int main(void)
     expect_bad("{\"model\":{\"accept\":{\"depth\":\"deep\"}}}", "model.accept.depth");
     expect_bad("{\"model\":{\"accept\":{\"strict\":true}}}", "model.accept.strict");
     expect_bad("{\"model\":{\"accept\":true}}", "model.accept");
-    /* a Slurm job trains the test too, and uploads it (server/report.c) */
+    /* a Slurm job trains the test too, and uploads it (server/cli/report.c) */
     CHECK_EQ_INT(parse("{\"model\":{\"accept\":{}},\"executor\":{\"kind\":\"slurm\"}}", &cfg,
                        field, &err), GT_OK);
     CHECK(cfg.accept.enabled && cfg.executor.kind == MODEL_EXEC_SLURM);
