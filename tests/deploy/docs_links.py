@@ -5,8 +5,10 @@ Checks each *.md file of the source tree (build folders and hidden folders left 
 - a Markdown link [text](target) or image ![alt](target) that is not a URL names a file or
   folder that exists, relative to the linking file; with #anchor on a .md file, or a bare
   #anchor, a heading of that file whose GitHub anchor it is;
-- an inline code span that is a path to a .md file (`docs/sampling.md`, `../README.md`)
-  names one that exists, relative to the source root or to the linking file.
+- an inline code span that is a path to a .md file (`docs/sampling.md`, `../README.md`), or
+  a path into one of the project's top folders (`server/http/http.c`, `engine/nn/`), names
+  one that exists, relative to the source root or to the linking file (so a moved file
+  cannot leave a README naming where it was).
 Fenced code blocks are skipped. Prints every broken link as FILE:LINE and exits 1 if any.
 
 Usage: docs_links.py [SOURCE_DIR]   (default: GIANT_SOURCE_DIR, else two folders up)
@@ -21,7 +23,9 @@ KNOWN_BROKEN = set()   # (file, target) pairs allowed to dangle; keep it empty
 
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
-MD_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+\.md$")
+MD_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+\.md$"
+                     r"|^(?:server|engine|api|tests|deploy|bench|configs|migrations|docs|cmake)"
+                     r"/[A-Za-z0-9_.\-/]*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -101,8 +105,9 @@ def main():
                 if not MD_PATH.match(s) or (rel, s) in KNOWN_BROKEN:
                     continue
                 links += 1
-                if not (os.path.exists(os.path.join(root, s))
-                        or os.path.exists(os.path.join(here, s))):
+                # a program is named by its source's name (`tests/server/test_store`)
+                if not any(os.path.exists(os.path.join(base, s + ext))
+                           for base in (root, here) for ext in ("", ".c", ".py", ".sh")):
                     broken.append(f"{rel}:{n}: `{s}`: no such file")
     for b in broken:
         print(b)
