@@ -1,19 +1,20 @@
 /* cuda_backend: the nn_backend vtable on an NVIDIA GPU.
  *
- * The op families, one header each, kernels first and launchers after: */
+ * The op families, one header each (kernels first, launchers after), in
+ * the order of nn_backend_ops; each includes what it builds on: */
 #include "cuda_common.cuh"     /* state, error macros, launch shapes, vectors */
-#include "cuda_act.cuh"        /* silu, leaky, add, bias broadcast, bf16 cast */
-#include "cuda_reduce.cuh"     /* full sums, column sums, mse, mean, sumsq */
+#include "cuda_copy.cuh"       /* concat / split, zero_outside */
 #include "cuda_matmul.cuh"     /* cuBLASLt products with cached plans */
-#include "cuda_fixed.cuh"      /* the sampler's fixed-order product, one pinned algorithm per shape */
-#include "cuda_layernorm.cuh"  /* LayerNorm forward and backward */
+#include "cuda_act.cuh"        /* silu, leaky, add, mul, bf16 cast, axpby, affine */
 #include "cuda_embed.cuh"      /* sinusoidal condition embedding */
+#include "cuda_layernorm.cuh"  /* LayerNorm forward and backward */
+#include "cuda_reduce.cuh"     /* full sums, column sums, mse, mean, sumsq */
 #include "cuda_softmax.cuh"    /* row softmax */
 #include "cuda_route.cuh"      /* top-k, gather/scatter, router losses */
 #include "cuda_stick.cuh"      /* stick-breaking */
-#include "cuda_copy.cuh"       /* concat / split */
 #include "cuda_adamw.cuh"      /* fused AdamW with the bf16 working copy */
 #include "cuda_rng.cuh"        /* Philox fills, the CPU's counter layout */
+#include "cuda_fixed.cuh"      /* the sampler's fixed-order product, one pinned algorithm per shape */
 
 #include "cuda_backend.h"
 
@@ -444,19 +445,20 @@ static void cuda_ops_fill(nn_backend_ops *o)
     o->synchronize = ON_DEV(cuda_synchronize);
     o->host_alloc = ON_DEV(cuda_host_alloc);
     o->host_free = cuda_host_free;
-    /* each op family registers its own entries */
+    /* each op family registers its own entries, in the order of
+     * nn_backend_ops */
+    cuda_copy_ops(o);
     cuda_matmul_ops(o);
-    cuda_fixed_ops(o);
     cuda_act_ops(o);
-    cuda_reduce_ops(o);
-    cuda_layernorm_ops(o);
     cuda_embed_ops(o);
+    cuda_layernorm_ops(o);
+    cuda_reduce_ops(o);
     cuda_softmax_ops(o);
     cuda_route_ops(o);
     cuda_stick_ops(o);
-    cuda_copy_ops(o);
     cuda_adamw_ops(o);
     cuda_rng_ops(o);
+    cuda_fixed_ops(o);
 }
 
 /* Filled on first use (C++ before C++20 has no designated initialisers);

@@ -107,8 +107,16 @@ static int need_ptr(const void *p, int nonempty, const char *op, const char *wha
     return GT_OK;
 }
 
+static int unary_check(nn_backend *b, nn_tensor y, nn_tensor x, const char *op, gt_error *err)
+{
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, "y", err));
+    GT_TRY(need_f32(x, op, "x", err));
+    return same_shape(y, x, op, "y", "x", err);
+}
+
 /* ------------------------------------------------------------------------ */
-/* memory                                                                   */
+/* memory and copies                                                        */
 /* ------------------------------------------------------------------------ */
 
 int nn_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
@@ -160,6 +168,17 @@ int nn_copy_d2h(nn_backend *b, void *dst, const void *src, size_t bytes, gt_erro
     return copy_checked(b, COPY_D2H, dst, src, bytes, err);
 }
 
+int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+{
+    return copy_checked(b, COPY_D2D, dst, src, bytes, err);
+}
+
+int nn_sync(nn_backend *b, gt_error *err)
+{
+    GT_TRY(need_backend(b, "synchronize", err));
+    return b->ops->synchronize(b, err);
+}
+
 int nn_host_alloc(nn_backend *b, size_t bytes, void **out, gt_error *err)
 {
     *out = NULL;
@@ -182,19 +201,92 @@ void nn_host_free(nn_backend *b, void *p)
         free(p);
 }
 
-int nn_copy_d2d(nn_backend *b, void *dst, const void *src, size_t bytes, gt_error *err)
+/* ------------------------------------------------------------------------ */
+/* column blocks and padding                                                */
+/* ------------------------------------------------------------------------ */
+
+static int blocks_check(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
+                        const char *op, gt_error *err)
 {
-    return copy_checked(b, COPY_D2D, dst, src, bytes, err);
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, "y", err));
+    if (nparts < 1 || !parts)
+        return gt_error_set(err, GT_EINVAL, "%s: no parts", op);
+    int cols = 0;
+    for (int i = 0; i < nparts; i++) {
+        nn_tensor p = parts[i];
+        if (p.dtype != NN_F32)
+            return gt_error_set(err, GT_EINVAL, "%s: part %d must be f32", op, i);
+        if (p.rows != y.rows)
+            return gt_error_set(err, GT_EINVAL, "%s: part %d has %d rows, y has %d", op, i,
+                                p.rows, y.rows);
+        if (p.data) {
+            nn_tensor q = p;
+            GT_TRY(nn_tensor_check(q, op, err));
+        } else if (p.cols < 0) {
+            return gt_error_set(err, GT_EINVAL, "%s: part %d has negative cols", op, i);
+        }
+        cols += p.cols;
+    }
+    if (cols != y.cols)
+        return gt_error_set(err, GT_EINVAL, "%s: parts have %d columns in all, y has %d", op,
+                            cols, y.cols);
+    return GT_OK;
 }
 
-int nn_sync(nn_backend *b, gt_error *err)
+int nn_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts, gt_error *err)
 {
-    GT_TRY(need_backend(b, "synchronize", err));
-    return b->ops->synchronize(b, err);
+    GT_TRY(blocks_check(b, y, parts, nparts, "concat", err));
+    return b->ops->concat(b, y, parts, nparts, err);
+}
+
+int nn_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
+             gt_error *err)
+{
+    GT_TRY(blocks_check(b, y, parts, nparts, "split", err));
+    return b->ops->split(b, parts, nparts, y, accumulate, err);
+}
+
+int nn_zero_outside(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
+                    const int32_t *idx, gt_error *err)
+{
+    GT_TRY(need_backend(b, "zero_outside", err));
+    GT_TRY(need_f32(x, "zero_outside", "x", err));
+    if (n_valid < 0)
+        return gt_error_set(err, GT_EINVAL, "zero_outside: n_valid %d is negative", n_valid);
+    GT_TRY(need_ptr(valid, n_valid > 0, "zero_outside", "valid", err));
+    if (x.rows == 0 || x.cols == 0 || n_valid == 0)
+        return GT_OK;
+    if (b->ops->zero_outside)
+        return b->ops->zero_outside(b, x, valid, n_valid, idx, err);
+    /* the fallback: the bounds to the host, then a memset per range */
+    int32_t *v = malloc((size_t)n_valid * 2 * sizeof *v);
+    int32_t *ix = idx ? malloc((size_t)x.rows * sizeof *ix) : NULL;
+    int rc = !v || (idx && !ix) ? gt_error_set(err, GT_ENOMEM, "zero_outside: out of memory")
+                                : GT_OK;
+    if (!rc)
+        rc = nn_copy_d2h(b, v, valid, (size_t)n_valid * 2 * sizeof *v, err);
+    if (!rc && idx)
+        rc = nn_copy_d2h(b, ix, idx, (size_t)x.rows * sizeof *ix, err);
+    for (int r = 0; !rc && r < x.rows; r++) {
+        int k = ix ? ix[r] : r;
+        if (k < 0 || k >= n_valid)
+            continue;
+        int lo = v[2 * k] < 0 ? 0 : v[2 * k] > x.cols ? x.cols : v[2 * k];
+        int hi = v[2 * k + 1] < lo ? lo : v[2 * k + 1] > x.cols ? x.cols : v[2 * k + 1];
+        float *row = (float *)x.data + (size_t)r * x.ld;
+        if (lo > 0)
+            rc = nn_memset(b, row, 0, (size_t)lo * sizeof(float), err);
+        if (!rc && hi < x.cols)
+            rc = nn_memset(b, row + hi, 0, (size_t)(x.cols - hi) * sizeof(float), err);
+    }
+    free(v);
+    free(ix);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
-/* ops                                                                      */
+/* matrix product                                                           */
 /* ------------------------------------------------------------------------ */
 
 int nn_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_tensor bm,
@@ -229,21 +321,9 @@ int nn_matmul(nn_backend *b, nn_tensor c, nn_tensor a, int trans_a, nn_tensor bm
     return b->ops->matmul(b, c, a, trans_a, bm, trans_b, bias, act, accumulate, err);
 }
 
-int nn_bias_grad(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err)
-{
-    GT_TRY(need_backend(b, "bias_grad", err));
-    GT_TRY(need_f32(dy, "bias_grad", "dy", err));
-    GT_TRY(need_ptr(db, dy.cols > 0, "bias_grad", "db", err));
-    return b->ops->bias_grad(b, db, dy, accumulate, err);
-}
-
-static int unary_check(nn_backend *b, nn_tensor y, nn_tensor x, const char *op, gt_error *err)
-{
-    GT_TRY(need_backend(b, op, err));
-    GT_TRY(need_f32(y, op, "y", err));
-    GT_TRY(need_f32(x, op, "x", err));
-    return same_shape(y, x, op, "y", "x", err);
-}
+/* ------------------------------------------------------------------------ */
+/* elementwise and activations                                              */
+/* ------------------------------------------------------------------------ */
 
 /* A unary op whose output may also be bf16: the fp32 result rounded as
  * cast_bf16 rounds it (the trunk's LayerNorm and SiLU outputs under bf16
@@ -290,37 +370,6 @@ int nn_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float s
     return b->ops->leaky_bwd(b, dx, dy, x, slope, err);
 }
 
-int nn_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
-              const float *gamma, const float *beta, float eps, gt_error *err)
-{
-    GT_TRY(unary_check_out_bf16(b, y, x, "ln_fwd", err));
-    GT_TRY(need_ptr(mean, x.rows > 0, "ln_fwd", "mean", err));
-    GT_TRY(need_ptr(rstd, x.rows > 0, "ln_fwd", "rstd", err));
-    GT_TRY(need_ptr(gamma, x.cols > 0, "ln_fwd", "gamma", err));
-    GT_TRY(need_ptr(beta, x.cols > 0, "ln_fwd", "beta", err));
-    if (!(eps > 0.0f) || !isfinite(eps))
-        return gt_error_set(err, GT_EINVAL, "ln_fwd: eps must be positive, got %g", eps);
-    if (x.cols == 0 && x.rows > 0)
-        return gt_error_set(err, GT_EINVAL, "ln_fwd: rows with zero features");
-    return b->ops->ln_fwd(b, y, mean, rstd, x, gamma, beta, eps, err);
-}
-
-int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tensor dy,
-              nn_tensor x, const float *mean, const float *rstd, const float *gamma,
-              int accumulate_dx, gt_error *err)
-{
-    GT_TRY(unary_check(b, dx, x, "ln_bwd", err));
-    GT_TRY(unary_check(b, dy, x, "ln_bwd", err));
-    GT_TRY(need_ptr(mean, x.rows > 0, "ln_bwd", "mean", err));
-    GT_TRY(need_ptr(rstd, x.rows > 0, "ln_bwd", "rstd", err));
-    GT_TRY(need_ptr(gamma, x.cols > 0, "ln_bwd", "gamma", err));
-    GT_TRY(need_ptr(dgamma, x.cols > 0, "ln_bwd", "dgamma", err));
-    GT_TRY(need_ptr(dbeta, x.cols > 0, "ln_bwd", "dbeta", err));
-    if (dx.data == x.data || dx.data == dy.data)
-        return gt_error_set(err, GT_EINVAL, "ln_bwd: dx must not alias x or dy");
-    return b->ops->ln_bwd(b, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, accumulate_dx, err);
-}
-
 int nn_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
     GT_TRY(unary_check(b, y, x1, "add", err));
@@ -328,47 +377,61 @@ int nn_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err
     return b->ops->add(b, y, x1, x2, err);
 }
 
-static int blocks_check(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts,
-                        const char *op, gt_error *err)
+int nn_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
-    GT_TRY(need_backend(b, op, err));
-    GT_TRY(need_f32(y, op, "y", err));
-    if (nparts < 1 || !parts)
-        return gt_error_set(err, GT_EINVAL, "%s: no parts", op);
-    int cols = 0;
-    for (int i = 0; i < nparts; i++) {
-        nn_tensor p = parts[i];
-        if (p.dtype != NN_F32)
-            return gt_error_set(err, GT_EINVAL, "%s: part %d must be f32", op, i);
-        if (p.rows != y.rows)
-            return gt_error_set(err, GT_EINVAL, "%s: part %d has %d rows, y has %d", op, i,
-                                p.rows, y.rows);
-        if (p.data) {
-            nn_tensor q = p;
-            GT_TRY(nn_tensor_check(q, op, err));
-        } else if (p.cols < 0) {
-            return gt_error_set(err, GT_EINVAL, "%s: part %d has negative cols", op, i);
-        }
-        cols += p.cols;
-    }
-    if (cols != y.cols)
-        return gt_error_set(err, GT_EINVAL, "%s: parts have %d columns in all, y has %d", op,
-                            cols, y.cols);
-    return GT_OK;
+    GT_TRY(unary_check(b, y, x1, "mul", err));
+    GT_TRY(unary_check(b, y, x2, "mul", err));
+    if (!b->ops->mul)
+        return gt_error_set(err, GT_EUNSUPPORTED, "mul: backend %s lacks this op", b->name);
+    return y.rows && y.cols ? b->ops->mul(b, y, x1, x2, err) : GT_OK;
 }
 
-int nn_concat(nn_backend *b, nn_tensor y, const nn_tensor *parts, int nparts, gt_error *err)
+int nn_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    GT_TRY(blocks_check(b, y, parts, nparts, "concat", err));
-    return b->ops->concat(b, y, parts, nparts, err);
+    GT_TRY(need_backend(b, "cast_bf16", err));
+    GT_TRY(nn_tensor_check(y, "cast_bf16: y", err));
+    GT_TRY(need_f32(x, "cast_bf16", "x", err));
+    if (y.dtype != NN_BF16)
+        return gt_error_set(err, GT_EINVAL, "cast_bf16: y must be bf16, got %s",
+                            nn_dtype_name(y.dtype));
+    GT_TRY(same_shape(y, x, "cast_bf16", "y", "x", err));
+    return b->ops->cast_bf16(b, y, x, err);
 }
 
-int nn_split(nn_backend *b, nn_tensor *parts, int nparts, nn_tensor y, int accumulate,
-             gt_error *err)
+int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
+                  const float *beta, nn_tensor z, gt_error *err)
 {
-    GT_TRY(blocks_check(b, y, parts, nparts, "split", err));
-    return b->ops->split(b, parts, nparts, y, accumulate, err);
+    GT_TRY(need_backend(b, "axpby_rows", err));
+    GT_TRY(need_f32(y, "axpby_rows", "y", err));
+    GT_TRY(need_f32(x, "axpby_rows", "x", err));
+    GT_TRY(need_f32(z, "axpby_rows", "z", err));
+    GT_TRY(same_shape(y, x, "axpby_rows", "y", "x", err));
+    GT_TRY(same_shape(y, z, "axpby_rows", "y", "z", err));
+    GT_TRY(need_ptr(alpha, y.rows > 0, "axpby_rows", "alpha", err));
+    GT_TRY(need_ptr(beta, y.rows > 0, "axpby_rows", "beta", err));
+    if (!b->ops->axpby_rows)
+        return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: backend %s lacks this op",
+                            b->name);
+    return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
 }
+
+int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
+                   const float *shift, gt_error *err)
+{
+    GT_TRY(need_backend(b, "affine_cols", err));
+    GT_TRY(need_f32(y, "affine_cols", "y", err));
+    GT_TRY(need_f32(x, "affine_cols", "x", err));
+    GT_TRY(same_shape(y, x, "affine_cols", "y", "x", err));
+    GT_TRY(need_ptr(scale, y.cols > 0, "affine_cols", "scale", err));
+    if (!b->ops->affine_cols)
+        return gt_error_set(err, GT_EUNSUPPORTED, "affine_cols: backend %s lacks this op",
+                            b->name);
+    return y.rows && y.cols ? b->ops->affine_cols(b, y, x, scale, shift, err) : GT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* condition embedding                                                      */
+/* ------------------------------------------------------------------------ */
 
 static int embed_check(nn_backend *b, nn_tensor y, nn_tensor cond, int emb_dim, float scale,
                        float max_period, const char *op, const char *yname, gt_error *err)
@@ -404,6 +467,110 @@ int nn_embed_bwd(nn_backend *b, nn_tensor dcond, nn_tensor dy, nn_tensor cond, i
     return b->ops->embed_bwd(b, dcond, dy, cond, emb_dim, scale, max_period, accumulate, err);
 }
 
+/* ------------------------------------------------------------------------ */
+/* LayerNorm                                                                */
+/* ------------------------------------------------------------------------ */
+
+int nn_ln_fwd(nn_backend *b, nn_tensor y, float *mean, float *rstd, nn_tensor x,
+              const float *gamma, const float *beta, float eps, gt_error *err)
+{
+    GT_TRY(unary_check_out_bf16(b, y, x, "ln_fwd", err));
+    GT_TRY(need_ptr(mean, x.rows > 0, "ln_fwd", "mean", err));
+    GT_TRY(need_ptr(rstd, x.rows > 0, "ln_fwd", "rstd", err));
+    GT_TRY(need_ptr(gamma, x.cols > 0, "ln_fwd", "gamma", err));
+    GT_TRY(need_ptr(beta, x.cols > 0, "ln_fwd", "beta", err));
+    if (!(eps > 0.0f) || !isfinite(eps))
+        return gt_error_set(err, GT_EINVAL, "ln_fwd: eps must be positive, got %g", eps);
+    if (x.cols == 0 && x.rows > 0)
+        return gt_error_set(err, GT_EINVAL, "ln_fwd: rows with zero features");
+    return b->ops->ln_fwd(b, y, mean, rstd, x, gamma, beta, eps, err);
+}
+
+int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tensor dy,
+              nn_tensor x, const float *mean, const float *rstd, const float *gamma,
+              int accumulate_dx, gt_error *err)
+{
+    GT_TRY(unary_check(b, dx, x, "ln_bwd", err));
+    GT_TRY(unary_check(b, dy, x, "ln_bwd", err));
+    GT_TRY(need_ptr(mean, x.rows > 0, "ln_bwd", "mean", err));
+    GT_TRY(need_ptr(rstd, x.rows > 0, "ln_bwd", "rstd", err));
+    GT_TRY(need_ptr(gamma, x.cols > 0, "ln_bwd", "gamma", err));
+    GT_TRY(need_ptr(dgamma, x.cols > 0, "ln_bwd", "dgamma", err));
+    GT_TRY(need_ptr(dbeta, x.cols > 0, "ln_bwd", "dbeta", err));
+    if (dx.data == x.data || dx.data == dy.data)
+        return gt_error_set(err, GT_EINVAL, "ln_bwd: dx must not alias x or dy");
+    return b->ops->ln_bwd(b, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, accumulate_dx, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* reductions and losses                                                    */
+/* ------------------------------------------------------------------------ */
+
+int nn_bias_grad(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err)
+{
+    GT_TRY(need_backend(b, "bias_grad", err));
+    GT_TRY(need_f32(dy, "bias_grad", "dy", err));
+    GT_TRY(need_ptr(db, dy.cols > 0, "bias_grad", "db", err));
+    return b->ops->bias_grad(b, db, dy, accumulate, err);
+}
+
+int nn_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target, gt_error *err)
+{
+    GT_TRY(need_backend(b, "mse_fwd", err));
+    GT_TRY(need_f32(pred, "mse_fwd", "pred", err));
+    GT_TRY(need_f32(target, "mse_fwd", "target", err));
+    GT_TRY(same_shape(pred, target, "mse_fwd", "pred", "target", err));
+    GT_TRY(need_ptr(loss, 1, "mse_fwd", "loss", err));
+    if ((long long)pred.rows * pred.cols == 0)
+        return gt_error_set(err, GT_EINVAL, "mse_fwd: empty input");
+    return b->ops->mse_fwd(b, loss, pred, target, err);
+}
+
+int nn_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred, nn_tensor target,
+               int accumulate, gt_error *err)
+{
+    GT_TRY(need_backend(b, "mse_bwd", err));
+    GT_TRY(need_f32(dpred, "mse_bwd", "dpred", err));
+    GT_TRY(need_f32(pred, "mse_bwd", "pred", err));
+    GT_TRY(need_f32(target, "mse_bwd", "target", err));
+    GT_TRY(same_shape(pred, target, "mse_bwd", "pred", "target", err));
+    GT_TRY(same_shape(dpred, pred, "mse_bwd", "dpred", "pred", err));
+    if ((long long)pred.rows * pred.cols == 0)
+        return gt_error_set(err, GT_EINVAL, "mse_bwd: empty input");
+    return b->ops->mse_bwd(b, dpred, dloss, pred, target, accumulate, err);
+}
+
+int nn_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
+{
+    GT_TRY(need_backend(b, "mean_fwd", err));
+    GT_TRY(need_f32(x, "mean_fwd", "x", err));
+    GT_TRY(need_ptr(out, 1, "mean_fwd", "out", err));
+    if ((long long)x.rows * x.cols == 0)
+        return gt_error_set(err, GT_EINVAL, "mean_fwd: empty input");
+    return b->ops->mean_fwd(b, out, x, err);
+}
+
+int nn_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_error *err)
+{
+    GT_TRY(need_backend(b, "mean_bwd", err));
+    GT_TRY(need_f32(dx, "mean_bwd", "dx", err));
+    if ((long long)dx.rows * dx.cols == 0)
+        return gt_error_set(err, GT_EINVAL, "mean_bwd: empty input");
+    return b->ops->mean_bwd(b, dx, dout, accumulate, err);
+}
+
+int nn_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err)
+{
+    GT_TRY(need_backend(b, "sumsq", err));
+    GT_TRY(need_ptr(out, 1, "sumsq", "out", err));
+    GT_TRY(need_ptr(x, n > 0, "sumsq", "x", err));
+    return b->ops->sumsq(b, out, x, n, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* softmax                                                                  */
+/* ------------------------------------------------------------------------ */
+
 int nn_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     GT_TRY(unary_check(b, y, x, "softmax_fwd", err));
@@ -418,6 +585,10 @@ int nn_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y, gt_er
     GT_TRY(unary_check(b, dy, y, "softmax_bwd", err));
     return b->ops->softmax_bwd(b, dx, dy, y, err);
 }
+
+/* ------------------------------------------------------------------------ */
+/* routing                                                                  */
+/* ------------------------------------------------------------------------ */
 
 static int topk_check(nn_backend *b, nn_tensor probs, int k, const char *op, gt_error *err)
 {
@@ -459,44 +630,6 @@ int nn_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                             x.cols);
     GT_TRY(need_ptr(idx, y.rows > 0, "gather_rows", "idx", err));
     return y.rows ? b->ops->gather_rows(b, y, x, idx, scale, err) : GT_OK;
-}
-
-int nn_zero_outside(nn_backend *b, nn_tensor x, const int32_t *valid, int n_valid,
-                    const int32_t *idx, gt_error *err)
-{
-    GT_TRY(need_backend(b, "zero_outside", err));
-    GT_TRY(need_f32(x, "zero_outside", "x", err));
-    if (n_valid < 0)
-        return gt_error_set(err, GT_EINVAL, "zero_outside: n_valid %d is negative", n_valid);
-    GT_TRY(need_ptr(valid, n_valid > 0, "zero_outside", "valid", err));
-    if (x.rows == 0 || x.cols == 0 || n_valid == 0)
-        return GT_OK;
-    if (b->ops->zero_outside)
-        return b->ops->zero_outside(b, x, valid, n_valid, idx, err);
-    /* the fallback: the bounds to the host, then a memset per range */
-    int32_t *v = malloc((size_t)n_valid * 2 * sizeof *v);
-    int32_t *ix = idx ? malloc((size_t)x.rows * sizeof *ix) : NULL;
-    int rc = !v || (idx && !ix) ? gt_error_set(err, GT_ENOMEM, "zero_outside: out of memory")
-                                : GT_OK;
-    if (!rc)
-        rc = nn_copy_d2h(b, v, valid, (size_t)n_valid * 2 * sizeof *v, err);
-    if (!rc && idx)
-        rc = nn_copy_d2h(b, ix, idx, (size_t)x.rows * sizeof *ix, err);
-    for (int r = 0; !rc && r < x.rows; r++) {
-        int k = ix ? ix[r] : r;
-        if (k < 0 || k >= n_valid)
-            continue;
-        int lo = v[2 * k] < 0 ? 0 : v[2 * k] > x.cols ? x.cols : v[2 * k];
-        int hi = v[2 * k + 1] < lo ? lo : v[2 * k + 1] > x.cols ? x.cols : v[2 * k + 1];
-        float *row = (float *)x.data + (size_t)r * x.ld;
-        if (lo > 0)
-            rc = nn_memset(b, row, 0, (size_t)lo * sizeof(float), err);
-        if (!rc && hi < x.cols)
-            rc = nn_memset(b, row + hi, 0, (size_t)(x.cols - hi) * sizeof(float), err);
-    }
-    free(v);
-    free(ix);
-    return rc;
 }
 
 int nn_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
@@ -571,50 +704,9 @@ int nn_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs
     return b->ops->entropy_bwd(b, dprobs, dloss, probs, err);
 }
 
-int nn_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target, gt_error *err)
-{
-    GT_TRY(need_backend(b, "mse_fwd", err));
-    GT_TRY(need_f32(pred, "mse_fwd", "pred", err));
-    GT_TRY(need_f32(target, "mse_fwd", "target", err));
-    GT_TRY(same_shape(pred, target, "mse_fwd", "pred", "target", err));
-    GT_TRY(need_ptr(loss, 1, "mse_fwd", "loss", err));
-    if ((long long)pred.rows * pred.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mse_fwd: empty input");
-    return b->ops->mse_fwd(b, loss, pred, target, err);
-}
-
-int nn_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred, nn_tensor target,
-               int accumulate, gt_error *err)
-{
-    GT_TRY(need_backend(b, "mse_bwd", err));
-    GT_TRY(need_f32(dpred, "mse_bwd", "dpred", err));
-    GT_TRY(need_f32(pred, "mse_bwd", "pred", err));
-    GT_TRY(need_f32(target, "mse_bwd", "target", err));
-    GT_TRY(same_shape(pred, target, "mse_bwd", "pred", "target", err));
-    GT_TRY(same_shape(dpred, pred, "mse_bwd", "dpred", "pred", err));
-    if ((long long)pred.rows * pred.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mse_bwd: empty input");
-    return b->ops->mse_bwd(b, dpred, dloss, pred, target, accumulate, err);
-}
-
-int nn_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
-{
-    GT_TRY(need_backend(b, "mean_fwd", err));
-    GT_TRY(need_f32(x, "mean_fwd", "x", err));
-    GT_TRY(need_ptr(out, 1, "mean_fwd", "out", err));
-    if ((long long)x.rows * x.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mean_fwd: empty input");
-    return b->ops->mean_fwd(b, out, x, err);
-}
-
-int nn_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_error *err)
-{
-    GT_TRY(need_backend(b, "mean_bwd", err));
-    GT_TRY(need_f32(dx, "mean_bwd", "dx", err));
-    if ((long long)dx.rows * dx.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mean_bwd: empty input");
-    return b->ops->mean_bwd(b, dx, dout, accumulate, err);
-}
+/* ------------------------------------------------------------------------ */
+/* stick-breaking                                                           */
+/* ------------------------------------------------------------------------ */
 
 static int sb_check(nn_backend *b, nn_tensor f, nn_tensor z, const char *op, gt_error *err)
 {
@@ -652,25 +744,9 @@ int nn_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
     return b->ops->sb_inv(b, z, f, eps, err);
 }
 
-int nn_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
-{
-    GT_TRY(need_backend(b, "cast_bf16", err));
-    GT_TRY(nn_tensor_check(y, "cast_bf16: y", err));
-    GT_TRY(need_f32(x, "cast_bf16", "x", err));
-    if (y.dtype != NN_BF16)
-        return gt_error_set(err, GT_EINVAL, "cast_bf16: y must be bf16, got %s",
-                            nn_dtype_name(y.dtype));
-    GT_TRY(same_shape(y, x, "cast_bf16", "y", "x", err));
-    return b->ops->cast_bf16(b, y, x, err);
-}
-
-int nn_sumsq(nn_backend *b, float *out, const float *x, size_t n, gt_error *err)
-{
-    GT_TRY(need_backend(b, "sumsq", err));
-    GT_TRY(need_ptr(out, 1, "sumsq", "out", err));
-    GT_TRY(need_ptr(x, n > 0, "sumsq", "x", err));
-    return b->ops->sumsq(b, out, x, n, err);
-}
+/* ------------------------------------------------------------------------ */
+/* optimizer                                                                */
+/* ------------------------------------------------------------------------ */
 
 int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *grad, float *m,
              float *v, size_t n, const nn_adamw_hp *hp, const float *sumsq, gt_error *err)
@@ -686,6 +762,10 @@ int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *gra
     return n ? b->ops->adamw(b, param, param_bf16, grad, m, v, n, hp, sumsq, err) : GT_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* random numbers                                                           */
+/* ------------------------------------------------------------------------ */
+
 int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
                  uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err)
 {
@@ -696,23 +776,6 @@ int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float
     if (!isfinite(a) || !isfinite(bb))
         return gt_error_set(err, GT_EINVAL, "rand_fill: non-finite parameters");
     return n ? b->ops->rand_fill(b, x, n, dist, a, bb, seed, stream, offset, err) : GT_OK;
-}
-
-int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
-                  const float *beta, nn_tensor z, gt_error *err)
-{
-    GT_TRY(need_backend(b, "axpby_rows", err));
-    GT_TRY(need_f32(y, "axpby_rows", "y", err));
-    GT_TRY(need_f32(x, "axpby_rows", "x", err));
-    GT_TRY(need_f32(z, "axpby_rows", "z", err));
-    GT_TRY(same_shape(y, x, "axpby_rows", "y", "x", err));
-    GT_TRY(same_shape(y, z, "axpby_rows", "y", "z", err));
-    GT_TRY(need_ptr(alpha, y.rows > 0, "axpby_rows", "alpha", err));
-    GT_TRY(need_ptr(beta, y.rows > 0, "axpby_rows", "beta", err));
-    if (!b->ops->axpby_rows)
-        return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: backend %s lacks this op",
-                            b->name);
-    return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
 }
 
 /* rand_rows where the backend leaves it NULL: one rand_fill per row, the
@@ -750,28 +813,9 @@ int nn_rand_rows(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb, ui
     return b->ops->rand_rows(b, x, dist, a, bb, seed, stream, row0, per_row, err);
 }
 
-int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
-                   const float *shift, gt_error *err)
-{
-    GT_TRY(need_backend(b, "affine_cols", err));
-    GT_TRY(need_f32(y, "affine_cols", "y", err));
-    GT_TRY(need_f32(x, "affine_cols", "x", err));
-    GT_TRY(same_shape(y, x, "affine_cols", "y", "x", err));
-    GT_TRY(need_ptr(scale, y.cols > 0, "affine_cols", "scale", err));
-    if (!b->ops->affine_cols)
-        return gt_error_set(err, GT_EUNSUPPORTED, "affine_cols: backend %s lacks this op",
-                            b->name);
-    return y.rows && y.cols ? b->ops->affine_cols(b, y, x, scale, shift, err) : GT_OK;
-}
-
-int nn_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
-{
-    GT_TRY(unary_check(b, y, x1, "mul", err));
-    GT_TRY(unary_check(b, y, x2, "mul", err));
-    if (!b->ops->mul)
-        return gt_error_set(err, GT_EUNSUPPORTED, "mul: backend %s lacks this op", b->name);
-    return y.rows && y.cols ? b->ops->mul(b, y, x1, x2, err) : GT_OK;
-}
+/* ------------------------------------------------------------------------ */
+/* fixed-order linear layer (sampling)                                      */
+/* ------------------------------------------------------------------------ */
 
 int nn_pack_weight(nn_backend *b, nn_tensor w, nn_packed *out, gt_error *err)
 {
