@@ -387,6 +387,25 @@ typedef struct nn_backend_ops {
     int (*linear_fixed_bf16)(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x,
                              const nn_packed *w, const float *bias, nn_act act,
                              gt_error *err);
+
+    /* ===== graphs ====================================================== */
+    /* --- capture and replay of a sequence of ops -------------------------
+     * Optional: a backend without graphs leaves all four NULL (the CPU
+     * backend does).  Callers go through nn_graph.h, never these.
+     * graph_begin starts recording the ops issued on b; graph_end stops
+     * and hands back the recorded graph, ready to launch (*out; after an
+     * error inside the capture it still ends it, discards the graph and
+     * returns the error); graph_launch replays one; graph_destroy frees
+     * one (NULL ok).  Inside a capture alloc, copy_h2d, copy_d2h,
+     * host_alloc and a matmul shape not planned yet are refused, free
+     * keeps the block until the backend is closed, and synchronize does
+     * nothing.  Arguments are recorded at capture: host scalars replay as
+     * captured, so what changes between replays must be read from backend
+     * memory when the op runs. */
+    int (*graph_begin)(nn_backend *b, gt_error *err);
+    int (*graph_end)(nn_backend *b, void **out, gt_error *err);
+    int (*graph_launch)(nn_backend *b, void *graph, gt_error *err);
+    void (*graph_destroy)(nn_backend *b, void *graph);
 } nn_backend_ops;
 
 struct nn_backend {
@@ -564,4 +583,7 @@ int nn_linear_fixed_bf16(nn_backend *b, nn_tensor y_bf, nn_tensor y, nn_tensor x
  *    blocks, matmul, elementwise, embedding, LayerNorm, reductions,
  *    softmax, routing, stick-breaking, optimizer, random numbers, the
  *    fixed-order layer); the backends' tables, the reference backend of
- *    the tests and the wrappers follow the same order. */
+ *    the tests and the wrappers follow the same order.
+ *  - 2026-12-07: graph_begin, graph_end, graph_launch, graph_destroy (the
+ *    graphs family: capture and replay, driven by nn_graph.h); optional
+ *    (NULL: no graphs, every piece of work runs as it is issued). */
