@@ -17,11 +17,9 @@
 #include "model_data.h"
 #include "model_stage.h"
 #include "nn_ckpt.h"
+#include "nn_graph.h"
 #include "nn_rng.h"
 #include "nn_trunk.h"
-#ifdef GIANT_HAVE_CUDA
-#include "cuda_backend.h"
-#endif
 
 /* Noise streams of the sampler (training uses streams 1, 2 and 1000+). */
 #define SAMPLE_STREAM 100u
@@ -74,26 +72,19 @@ typedef struct const_slot {
     float *dev;      /* NULL: an empty slot */
 } const_slot;
 
-/* CUDA graphs of integrate(), one per (stage, rows, steps) (the solver is
- * the config's): a shape runs eagerly the first time (which plans its
- * products and makes its step constants), is captured the second time and
- * replayed from then on.  The most recently used GRAPH_MAX shapes are
- * kept. */
+/* Graphs of integrate() (nn_graph.h), one per (stage, rows, steps) (the
+ * solver is the config's): a shape runs eagerly the first time (which
+ * plans its products and makes its step constants), is captured the second
+ * time and replayed from then on; a shape whose integration had to upload
+ * a step constant (the cache full) is never captured.  The most recently
+ * used GRAPH_MAX shapes are kept. */
 #define GRAPH_MAX 16
 
-typedef enum graph_state {
-    GRAPH_SEEN = 1,    /* ran eagerly once: capture it next time */
-    GRAPH_READY = 2,   /* captured: replay g */
-    GRAPH_NEVER = 3,   /* not capturable (a step constant was uploaded, or
-                          the capture failed): always eager */
-} graph_state;
-
 typedef struct graph_slot {
-    int stage, rows, steps;
-    graph_state state;     /* 0: an empty slot */
-    double evals;          /* network evaluations of one integration */
-    uint64_t used;         /* the sampler's use counter at the last use */
-    void *g;               /* cuda_graph * when GRAPH_READY */
+    int stage, rows, steps;  /* stage 0: an empty slot */
+    nn_graph graph;
+    double evals;            /* network evaluations of one integration */
+    uint64_t used;           /* the sampler's use counter at the last use */
 } graph_slot;
 
 struct model_sampler {
@@ -133,7 +124,7 @@ struct model_sampler {
     const_slot *consts;                 /* CONST_SLOTS, open addressing */
     int n_consts, max_consts;
     int64_t const_misses;               /* uses that found the cache full */
-    /* CUDA graphs (run_integrate) */
+    /* graphs (run_integrate) */
     int graphs_on;
     graph_slot graphs[GRAPH_MAX];
     uint64_t graph_uses;
@@ -150,9 +141,7 @@ struct model_sampler {
 static void graphs_clear(model_sampler *s)
 {
     for (int i = 0; i < GRAPH_MAX; i++) {
-#ifdef GIANT_HAVE_CUDA
-        cuda_graph_destroy((cuda_graph *)s->graphs[i].g);
-#endif
+        nn_graph_reset(s->b, &s->graphs[i].graph);
         memset(&s->graphs[i], 0, sizeof s->graphs[i]);
     }
 }
@@ -649,97 +638,83 @@ static int integrate(model_sampler *s, stage_net *n, int rows, int steps, double
     return GT_OK;
 }
 
-#ifdef GIANT_HAVE_CUDA
-/* Whether integrate() of stage net n can be a CUDA graph: on the CUDA
- * backend, for an expert trunk (a routed one groups rows per expert on the
+/* Whether integrate() of stage net n can be a graph: on a backend with
+ * graphs, for an expert trunk (a routed one groups rows per expert on the
  * host) of a oneshot stage (an autoregressive layer's row count changes
  * from layer to layer and batch to batch: no shape would repeat). */
 static int graph_fits(const model_sampler *s, const stage_net *n)
 {
-    return s->graphs_on && cuda_backend_is(s->b) && n->n_ctx == 0 &&
+    return s->graphs_on && nn_graph_supported(s->b) && n->n_ctx == 0 &&
            nn_trunk_get_config(n->trunk)->kind == NN_TRUNK_EXPERT;
 }
 
 /* The slot of (stage, rows, steps), or a slot for it: an empty one, else
- * the least recently used one (its graph destroyed); *fresh says which. */
-static graph_slot *graph_slot_of(model_sampler *s, int stage, int rows, int steps, int *fresh)
+ * the least recently used one (its graph destroyed). */
+static graph_slot *graph_slot_of(model_sampler *s, int stage, int rows, int steps)
 {
     graph_slot *lru = &s->graphs[0];
     for (int i = 0; i < GRAPH_MAX; i++) {
         graph_slot *g = &s->graphs[i];
-        if (g->state && g->stage == stage && g->rows == rows && g->steps == steps) {
-            *fresh = 0;
+        if (g->stage == stage && g->rows == rows && g->steps == steps)
             return g;
-        }
-        if (!g->state || (lru->state && g->used < lru->used))
+        if (!g->stage || (lru->stage && g->used < lru->used))
             lru = g;
     }
-    cuda_graph_destroy((cuda_graph *)lru->g);
+    nn_graph_reset(s->b, &lru->graph);
     memset(lru, 0, sizeof *lru);
     lru->stage = stage;
     lru->rows = rows;
     lru->steps = steps;
-    *fresh = 1;
     return lru;
 }
 
-/* Captures integrate() into g and launches it.  A capture that fails
- * (nothing of it ran) leaves the shape eager for good and runs it eagerly
- * now. */
-static int graph_capture(model_sampler *s, graph_slot *g, stage_net *n, int rows, int steps,
-                         double *evals, gt_error *err)
-{
-    const int64_t misses = s->const_misses;
-    double ev = 0;
-    cuda_graph *cg = NULL;
-    gt_error ignored;
-    int rc = cuda_graph_begin(s->b, &ignored), rc_end = GT_OK;
-    if (!rc) {
-        rc = integrate(s, n, rows, steps, &ev, &ignored);
-        rc_end = cuda_graph_end(s->b, &cg, &ignored);
-    }
-    if (rc || rc_end || s->const_misses != misses) {
-        cuda_graph_destroy(cg);
-        g->state = GRAPH_NEVER;
-        return integrate(s, n, rows, steps, evals, err);
-    }
-    g->g = cg;
-    g->state = GRAPH_READY;
-    g->evals = ev;
-    *evals += ev;
-    s->graph_replays++;
-    return cuda_graph_launch(s->b, cg, err);
-}
-#endif
+/* One integration as the work of a graph (nn_graph_fn); its evaluations
+ * are counted afresh at every run (a capture that fails runs it again). */
+typedef struct integration {
+    model_sampler *s;
+    stage_net *n;
+    graph_slot *slot;
+    int rows, steps, ran;
+    double evals;
+} integration;
 
-/* integrate() of stage (1 or 2) for `rows` rows, on the CUDA backend through
- * a graph of its shape once the shape has run (graph_fits); elsewhere, and
- * for shapes that cannot be graphs, as it is.  Same kernels, same order, so
- * the same bytes either way. */
+static int integration_run(void *ctx, gt_error *err)
+{
+    integration *it = ctx;
+    model_sampler *s = it->s;
+    const int64_t misses = s->const_misses;
+    it->ran = 1;
+    it->evals = 0;
+    int rc = integrate(s, it->n, it->rows, it->steps, &it->evals, err);
+    /* a step constant uploaded into scratch would replay as it was this
+     * time; a shape whose eager run failed is not tried as a graph */
+    if (rc || s->const_misses != misses)
+        nn_graph_refuse(&it->slot->graph);
+    return rc;
+}
+
+/* integrate() of stage (1 or 2) for `rows` rows, on a backend with graphs
+ * through the graph of its shape once the shape has run (graph_fits);
+ * elsewhere, and for shapes that cannot be graphs, as it is.  Same
+ * kernels, same order, so the same bytes either way. */
 static int run_integrate(model_sampler *s, int stage, int rows, int steps, double *evals,
                          gt_error *err)
 {
     stage_net *n = &s->net[stage - 1];
-#ifdef GIANT_HAVE_CUDA
-    if (graph_fits(s, n)) {
-        int fresh = 0;
-        graph_slot *g = graph_slot_of(s, stage, rows, steps, &fresh);
-        g->used = ++s->graph_uses;
-        if (g->state == GRAPH_READY) {
-            *evals += g->evals;
-            s->graph_replays++;
-            return cuda_graph_launch(s->b, (cuda_graph *)g->g, err);
-        }
-        if (g->state == GRAPH_SEEN)
-            return graph_capture(s, g, n, rows, steps, evals, err);
-        const int64_t misses = s->const_misses;
-        int rc = integrate(s, n, rows, steps, evals, err);
-        if (fresh)
-            g->state = rc || s->const_misses != misses ? GRAPH_NEVER : GRAPH_SEEN;
-        return rc;
-    }
-#endif
-    return integrate(s, n, rows, steps, evals, err);
+    if (!graph_fits(s, n))
+        return integrate(s, n, rows, steps, evals, err);
+    graph_slot *g = graph_slot_of(s, stage, rows, steps);
+    g->used = ++s->graph_uses;
+    integration it = {s, n, g, rows, steps, 0, 0.0};
+    const long long replays = g->graph.replays;
+    int rc = nn_graph_run(s->b, &g->graph, integration_run, &it, err);
+    /* a replay runs nothing on the host: it counts the evaluations of the
+     * integration it was captured from */
+    if (it.ran)
+        g->evals = it.evals;
+    *evals += g->evals;
+    s->graph_replays += g->graph.replays - replays;
+    return rc;
 }
 
 /* A slice of one request placed in the current device batch. */

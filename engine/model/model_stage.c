@@ -13,11 +13,6 @@
 #include "gt_clock.h"
 #include "gt_le.h"
 #include "nn_ckpt.h"
-#ifdef GIANT_HAVE_CUDA
-#include "cuda_backend.h"
-#endif
-
-static void stage_graph_drop(model_stage *s);   /* the step's CUDA graph, below */
 
 /* Generator streams: the training stream of stage s is s; the fixed
  * validation draws use VAL_STREAM + s under a seed derived from the run seed,
@@ -162,7 +157,7 @@ void model_stage_destroy(model_stage *s)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(s->b, *bufs[i]);
     nn_free(s->b, s->idx);
-    stage_graph_drop(s);
+    nn_graph_reset(s->b, &s->graph);
     if (s->opt_ready)
         nn_adamw_destroy(&s->opt);
     model_stage_gan_destroy(s);
@@ -427,70 +422,25 @@ long long model_stage_step(const model_stage *s) { return s->opt.step; }
 nn_trunk *model_stage_trunk(model_stage *s) { return s->trunk; }
 
 /* ------------------------------------------------------------------------ */
-/* the device part of a step as one CUDA graph                              */
+/* the device part of a step as one graph                                   */
 /* ------------------------------------------------------------------------ */
-
-enum {
-    STAGE_GRAPH_SEEN = 1,    /* ran eagerly once: capture it next step */
-    STAGE_GRAPH_READY = 2,   /* captured: replay s->graph */
-    STAGE_GRAPH_NEVER = 3,   /* the capture failed: always eager */
-};
-
-static void stage_graph_drop(model_stage *s)
-{
-#ifdef GIANT_HAVE_CUDA
-    cuda_graph_destroy((cuda_graph *)s->graph);
-#endif
-    s->graph = NULL;
-    s->graph_state = 0;
-}
 
 void model_stage_set_graphs(model_stage *s, int on)
 {
-    stage_graph_drop(s);
+    nn_graph_reset(s->b, &s->graph);
     s->graphs_on = on != 0;
 }
 
-long long model_stage_graph_replays(const model_stage *s) { return s->graph_replays; }
+long long model_stage_graph_replays(const model_stage *s) { return s->graph.replays; }
 
-int model_stage_run_device(model_stage *s, int (*fn)(model_stage *, gt_error *), gt_error *err)
+int model_stage_run_device(model_stage *s, nn_graph_fn fn, gt_error *err)
 {
-#ifdef GIANT_HAVE_CUDA
     /* one rank (a collective inside a graph is left for when it can be
      * measured) and an expert trunk (a routed one groups rows per expert
      * on the host) */
-    if (s->graphs_on && cuda_backend_is(s->b) && dist_size(s->comm) == 1 &&
-        nn_trunk_get_config(s->trunk)->kind == NN_TRUNK_EXPERT &&
-        s->graph_state != STAGE_GRAPH_NEVER) {
-        if (s->graph_state == STAGE_GRAPH_READY) {
-            s->graph_replays++;
-            return cuda_graph_launch(s->b, (cuda_graph *)s->graph, err);
-        }
-        if (s->graph_state == STAGE_GRAPH_SEEN) {
-            /* nothing of a capture runs: when it fails, run eagerly now */
-            cuda_graph *g = NULL;
-            gt_error ignored;
-            int rc = cuda_graph_begin(s->b, &ignored), rc_end = GT_OK;
-            if (!rc) {
-                rc = fn(s, &ignored);
-                rc_end = cuda_graph_end(s->b, &g, &ignored);
-            }
-            if (rc || rc_end || !g) {
-                cuda_graph_destroy(g);
-                s->graph_state = STAGE_GRAPH_NEVER;
-                return fn(s, err);
-            }
-            s->graph = g;
-            s->graph_state = STAGE_GRAPH_READY;
-            s->graph_replays++;
-            return cuda_graph_launch(s->b, g, err);
-        }
-        int rc = fn(s, err);
-        if (!rc)
-            s->graph_state = STAGE_GRAPH_SEEN;
-        return rc;
-    }
-#endif
+    if (s->graphs_on && dist_size(s->comm) == 1 &&
+        nn_trunk_get_config(s->trunk)->kind == NN_TRUNK_EXPERT)
+        return nn_graph_run(s->b, &s->graph, fn, s, err);
     return fn(s, err);
 }
 

@@ -137,9 +137,10 @@ int model_stage_validate(model_stage *s, float *val_loss, gt_error *err);
 long long model_stage_step(const model_stage *s);
 nn_trunk *model_stage_trunk(model_stage *s);
 
-/* On the CUDA backend a flow / ddpm step's device part runs as one graph
- * from the third step on (model_stage_internal.h); off runs every step
- * eagerly (the same bytes: tests compare the two).  Replays so far. */
+/* On a backend with graphs (CUDA; nn_graph.h) a flow / ddpm step's device
+ * part runs as one graph from the third step on (model_stage_internal.h);
+ * off runs every step eagerly (the same bytes: tests compare the two).
+ * Replays so far. */
 void model_stage_set_graphs(model_stage *s, int on);
 long long model_stage_graph_replays(const model_stage *s);
 

@@ -143,8 +143,9 @@ static int flow_step_draw(model_stage *s, gt_error *err)
  * gradients' sum over ranks, norm, clipping and update.  It reads nothing
  * back (the training trunk checks no input: model_stage_create validated
  * the data), so one CUDA graph can hold it. */
-static int flow_step_device(model_stage *s, gt_error *err)
+static int flow_step_device(void *ctx, gt_error *err)
 {
+    model_stage *s = ctx;
     const int B = s->batch, D = s->dim, C = s->n_cond;
     nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
     nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);

@@ -21,6 +21,7 @@
 #include "model_critic.h"
 #include "model_head.h"
 #include "model_stage.h"
+#include "nn_graph.h"
 #include "nn_rng.h"
 
 struct model_stage {
@@ -78,13 +79,10 @@ struct model_stage {
     int n_ed;                    /* held-out rows of the energy distance */
     double ed_yy;                /* their mean pairwise distance (fixed) */
     float gan_loss;
-    /* The device part of a flow / ddpm step as one CUDA graph
-     * (model_stage_run_device): graphs_on (default 1), the graph's state
-     * (STAGE_GRAPH_*), the graph (cuda_graph *) and its replays so far. */
+    /* The device part of a flow / ddpm step as one graph
+     * (model_stage_run_device): graphs_on (default 1) and the graph. */
     int graphs_on;
-    int graph_state;
-    void *graph;
-    long long graph_replays;
+    nn_graph graph;
     /* host scratch */
     int32_t *idx_h;
     float *t_h, *alpha_h, *beta_h, *u_h;
@@ -122,14 +120,15 @@ int model_stage_zero_padding(model_stage *s, float *x, const int32_t *valid,
 /* One optimizer update; the loss stays in backend memory (s->loss). */
 int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err);
 
-/* Runs fn(s), the device part of a step: eagerly, or on the CUDA backend
- * (one rank, an expert trunk) through a graph of it: the first step runs it
- * eagerly (which plans its products and sizes its buffers), the second
- * captures it, later steps replay it.  fn must read every per-step value
- * from backend memory written before it runs, read nothing back, and be
- * the same function every call.  A capture that fails leaves the stage
- * eager.  The same kernels in the same order: the same bytes either way. */
-int model_stage_run_device(model_stage *s, int (*fn)(model_stage *, gt_error *), gt_error *err);
+/* Runs fn(s) (ctx is the stage), the device part of a step: eagerly, or
+ * on a backend with graphs (one rank, an expert trunk) through the stage's
+ * nn_graph: the first step runs it eagerly (which plans its products and
+ * sizes its buffers), the second captures it, later steps replay it.  fn
+ * must read every per-step value from backend memory written before it
+ * runs, read nothing back, and be the same function every call.  A
+ * capture that fails leaves the stage eager.  The same kernels in the same
+ * order: the same bytes either way. */
+int model_stage_run_device(model_stage *s, nn_graph_fn fn, gt_error *err);
 
 /* The loss on the fixed validation draws, by val_trunk (which holds the
  * master weights on entry). */
