@@ -1,7 +1,9 @@
-/* model_stage_flow: the flow-matching and DDPM objectives of the stage
- * trainer (model_stage.h describes both; model_stage_internal.h the split).
- * Both regress a trunk's prediction on a noised input: they differ only in
- * the per-row coefficients of the noising and in the target. */
+/* model_obj_flow: the flow-matching and DDPM objectives (model_stage.h
+ * describes both; model_obj.h the table).  Both regress a trunk's
+ * prediction on a noised input and differ only in the per-row coefficients
+ * of the noising and in the target, so they share one trainer; with
+ * train.ema they also keep the moving average of the weights (the stage
+ * updates and stores it). */
 #include "model_stage_internal.h"
 
 #include <math.h>
@@ -82,7 +84,30 @@ static int trunk_input(model_stage *s, int rows, const float *ctx, nn_tensor *xi
     return nn_concat(s->b, *xin, parts, 2, err);
 }
 
-int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
+/* The average of train.ema, started at the initial weights (the stage
+ * updates it after every step, model_stage.c). */
+static int flow_create(model_stage *s, const model_stage_data *data, const nn_adamw_config *goc,
+                       gt_error *err)
+{
+    (void)data;
+    (void)goc;
+    if (!(s->cfg.ema > 0))
+        return GT_OK;
+    nn_params *tp = nn_trunk_params(s->trunk);
+    GT_TRY(model_stage_alloc(s, &s->ema, tp->count, err));
+    GT_TRY(model_stage_alloc(s, &s->ema_coef, 2, err));
+    return nn_copy_d2d(s->b, s->ema, tp->value, tp->count * sizeof(float), err);
+}
+
+static void flow_destroy(model_stage *s)
+{
+    nn_free(s->b, s->ema);
+    nn_free(s->b, s->ema_coef);
+}
+
+/* The loss on the fixed validation draws, by val_trunk (which holds the
+ * master weights on entry). */
+static int flow_validate(model_stage *s, float *val_loss, gt_error *err)
 {
     const int D = s->dim, C = s->n_cond;
     double sum = 0.0;
@@ -169,9 +194,26 @@ static int flow_step_device(void *ctx, gt_error *err)
     return nn_adamw_launch(&s->opt, err);
 }
 
-int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
+/* One optimizer update; the loss stays in backend memory (s->loss). */
+static int flow_step(model_stage *s, float *grad_norm, gt_error *err)
 {
     GT_TRY(flow_step_draw(s, err));
     GT_TRY(model_stage_run_device(s, flow_step_device, err));
     return nn_adamw_finish(&s->opt, grad_norm, err);
 }
+
+const model_obj_ops model_obj_flow = {
+    .name = "flow",
+    .create = flow_create,
+    .destroy = flow_destroy,
+    .step = flow_step,
+    .validate = flow_validate,
+};
+
+const model_obj_ops model_obj_ddpm = {
+    .name = "ddpm",
+    .create = flow_create,
+    .destroy = flow_destroy,
+    .step = flow_step,
+    .validate = flow_validate,
+};
