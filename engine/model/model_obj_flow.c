@@ -1,9 +1,12 @@
 /* model_obj_flow: the flow-matching and DDPM objectives (model_stage.h
- * describes both; model_obj.h the table).  Both regress a trunk's
- * prediction on a noised input and differ only in the per-row coefficients
- * of the noising and in the target, so they share one trainer; with
- * train.ema they also keep the moving average of the weights (the stage
- * updates and stores it). */
+ * describes both; model_obj.h the table).  Training: both regress a
+ * trunk's prediction on a noised input and differ only in the per-row
+ * coefficients of the noising and in the target, so they share one
+ * trainer; with train.ema they also keep the moving average of the
+ * weights (the stage updates and stores it).  Sampling: flow integrates
+ * its velocity with the configured ODE solver, DDPM runs deterministic
+ * DDIM (the steppers are model_solver.c's). */
+#include "model_sampler_internal.h"
 #include "model_stage_internal.h"
 
 #include <math.h>
@@ -202,18 +205,36 @@ static int flow_step(model_stage *s, float *grad_norm, gt_error *err)
     return nn_adamw_finish(&s->opt, grad_norm, err);
 }
 
-const model_obj_ops model_obj_flow = {
-    .name = "flow",
-    .create = flow_create,
-    .destroy = flow_destroy,
-    .step = flow_step,
-    .validate = flow_validate,
-};
+/* ------------------------------------------------------------------------ */
+/* sampling                                                                 */
+/* ------------------------------------------------------------------------ */
 
-const model_obj_ops model_obj_ddpm = {
-    .name = "ddpm",
-    .create = flow_create,
-    .destroy = flow_destroy,
-    .step = flow_step,
-    .validate = flow_validate,
-};
+/* flow: dx/dt = v from the noise (t = 0) to the data (t = 1), by the
+ * config's ODE solver (Euler, Heun or AB2) on its time grid. */
+static int flow_integrate(model_sampler *s, model_sampler_net *n, int rows, int steps,
+                          double *evals, gt_error *err)
+{
+    return model_solver_ode(s, n, rows, steps, evals, err);
+}
+
+/* ddpm: deterministic DDIM from t = 1 (noise) to t = 0 on a uniform grid
+ * of the cosine schedule, one evaluation a step. */
+static int ddpm_integrate(model_sampler *s, model_sampler_net *n, int rows, int steps,
+                          double *evals, gt_error *err)
+{
+    for (int k = 0; k < steps; k++) {
+        double t = 1.0 - (double)k / steps, tn = 1.0 - (double)(k + 1) / steps;
+        double ab = model_ddpm_abar(t), abn = tn <= 0 ? 1.0 : model_ddpm_abar(tn);
+        GT_TRY(model_solver_ddim_step(s, n, (float)t, ab, abn, rows, err));
+        *evals += 1;
+    }
+    return GT_OK;
+}
+
+const model_obj_ops model_obj_flow = {.name = "flow", .create = flow_create, .destroy = flow_destroy,
+                                      .step = flow_step, .validate = flow_validate,
+                                      .integrate = flow_integrate};
+
+const model_obj_ops model_obj_ddpm = {.name = "ddpm", .create = flow_create, .destroy = flow_destroy,
+                                      .step = flow_step, .validate = flow_validate,
+                                      .integrate = ddpm_integrate};

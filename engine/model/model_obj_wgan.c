@@ -1,7 +1,9 @@
 /* model_obj_wgan: the WGAN-GP objective (model_stage.h describes it,
  * engine/model/README.md says why it is built this way; model_obj.h the
- * table).  The generator is the stage's trunk; this file adds the critic,
- * the stick-breaking head of stage 2 and the energy-distance validation. */
+ * table).  The generator is the stage's trunk; training adds the critic,
+ * the stick-breaking head of stage 2 and the energy-distance validation;
+ * sampling is one pass of the generator from the noise. */
+#include "model_sampler_internal.h"
 #include "model_stage_internal.h"
 
 #include <math.h>
@@ -263,10 +265,31 @@ static int gan_step(model_stage *s, float *grad_norm, gt_error *err)
     return nn_copy_h2d(s->b, s->loss, &s->gan_loss, sizeof(float), err);
 }
 
-const model_obj_ops model_obj_wgan = {
-    .name = "wgan",
-    .create = gan_create,
-    .destroy = gan_destroy,
-    .step = gan_step,
-    .validate = gan_validate,
-};
+/* ------------------------------------------------------------------------ */
+/* sampling                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A generator: one forward pass from the noise, no time input (steps
+ * unused). */
+static int gan_integrate(model_sampler *s, model_sampler_net *n, int rows, int steps,
+                         double *evals, gt_error *err)
+{
+    (void)steps;
+    const int D = n->dim;
+    int rc;
+    nn_tensor x = nn_f32(s->x, rows, D), v = nn_f32(s->v1, rows, D);
+    if ((rc = nn_trunk_forward(n->trunk, x, nn_f32(s->c, rows, n->n_cond), v, 0, err)))
+        return rc;
+    *evals += 1;
+    /* G(z, c) = T(z, c) + [0 ; z_k..] (model_stage_gan_noise_from) */
+    const int k = n->noise_from;
+    nn_tensor xv = nn_tensor_cols(x, k, D - k), vv = nn_tensor_cols(v, k, D - k);
+    nn_tensor vu = nn_tensor_cols(v, 0, k);
+    if ((rc = nn_add(s->b, xv, xv, vv, err)))
+        return rc;
+    return k ? nn_concat(s->b, nn_tensor_cols(x, 0, k), &vu, 1, err) : GT_OK;
+}
+
+const model_obj_ops model_obj_wgan = {.name = "wgan", .create = gan_create, .destroy = gan_destroy,
+                                      .step = gan_step, .validate = gan_validate,
+                                      .integrate = gan_integrate};

@@ -1,6 +1,7 @@
-/* model_stage: one stage's trainer (flow, DDPM or WGAN-GP).  The shared
- * part is model_stage.c, each objective's arithmetic model_stage_flow.c or
- * model_stage_gan.c (model_stage_internal.h).
+/* model_stage: one stage's trainer (flow, DDPM or WGAN-GP).  The stage
+ * itself is model_stage.c, each objective's arithmetic model_obj_flow.c or
+ * model_obj_wgan.c behind a table (model_obj.h), the plumbing they share
+ * model_stage_base.c (model_stage_internal.h).
  *
  * One stage = one conditional generative model of a D-dimensional vector x
  * given C scalar conditions c (stage 1: x = the standardised energy
