@@ -31,10 +31,14 @@
  *    scratch); open one per thread that needs one.
  *  - Per-element and per-row arithmetic comes from nn_math.h so that every
  *    backend computes the same formulas; random numbers come from nn_rng.h.
- *  - Adding an op: its entry in nn_backend_ops and its validating wrapper
- *    (here and nn_backend.c), its per-element math in nn_math.h, one file
- *    per backend (engine/cpu/cpu_<family>.c, engine/cuda/cuda_<family>.cuh,
- *    and the tests' reference backend), and its test.
+ *  - Adding an op: its entry in its family of nn_backend_ops and its
+ *    validating wrapper in the same place (declared at the end of this
+ *    header, defined in the family's file: nn_backend.c, nn_backend_math.c
+ *    or nn_backend_fixed.c), its per-element math in nn_math.h, its entry
+ *    in each backend's file of the family (engine/cpu/cpu_<family>.c,
+ *    engine/cuda/cuda_<family>.cuh, and the tests' reference backend), and
+ *    its test.
+ *  - Graphs (the last family) are driven by nn_graph.h alone.
  */
 #ifndef NN_BACKEND_H
 #define NN_BACKEND_H
