@@ -109,6 +109,118 @@ static int load_net(model_sampler *s, int stage, int dim, int n_cond, int n_ctx,
     return GT_OK;
 }
 
+/* The checkpoint's vectors against the config: the fields a vector's
+ * width cannot tell (rings, ring hit counts, the stage-1 profile). */
+static int check_vectors(const model_sampler *s, const model_config *cfg, gt_error *err)
+{
+    if (s->repr.layout.rings != (cfg->stage2.rings != 0))
+        return gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring features "
+                            "and the config says model.stage2.rings = %s",
+                            s->repr.layout.rings ? "has" : "has no",
+                            cfg->stage2.rings ? "true" : "false");
+    if (s->repr.layout.counts != (cfg->stage2.ring_counts && cfg->stage2.rings))
+        return gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring hit counts "
+                            "and the config says model.stage2.ring_counts = %s",
+                            s->repr.layout.counts ? "has" : "has no",
+                            cfg->stage2.ring_counts ? "true" : "false");
+    if ((s->repr.n_profile != 0) != (cfg->stage1.profile != 0))
+        return gt_error_set(err, GT_EFORMAT, "the checkpoint's stage-1 vector %s the shower's "
+                            "profile and the config says model.stage1.profile = %s",
+                            s->repr.n_profile ? "has" : "has no",
+                            cfg->stage1.profile ? "true" : "false");
+    return GT_OK;
+}
+
+/* The buffers of max_batch rows: device rows (as wide as the widest thing
+ * they hold), the step constants' cache, the host's staging, and an
+ * autoregressive stage 2's tokens and context.  D: the stage-2 vector, D1:
+ * stage 1's, C2: stage 2's conditions, NC: the most conditions a row has.
+ * On failure the caller closes the partial sampler. */
+static int alloc_buffers(model_sampler *s, int D, int D1, int C2, int NC, gt_error *err)
+{
+    nn_backend *b = s->b;
+    const int B = s->max_batch;
+    int rc;
+    /* device rows are as wide as the widest thing they hold */
+    size_t bd = (size_t)B * (D > s->ard.dim ? D : s->ard.dim);
+    float **dev[] = {&s->x, &s->xp, &s->v1, &s->v2, &s->ones};
+    for (int i = 0; i < 5; i++)
+        if ((rc = nn_alloc(b, bd * sizeof(float), (void **)dev[i], err)))
+            return rc;
+    if ((rc = nn_alloc(b, (size_t)B * NC * sizeof(float), (void **)&s->c, err)) ||
+        (rc = nn_alloc(b, (size_t)B * (1 + NC) * sizeof(float), (void **)&s->cond, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->t, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->ca, err)) ||
+        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->cb, err)))
+        return rc;
+    {
+        /* one row of 1 from the host, then doubled on the device: a host
+         * copy of the whole [B, D] would be the largest buffer of the open
+         * (1.7 GB at 65 536 rows), written once and thrown away */
+        const size_t row = bd / (size_t)B;
+        float *one = malloc(row * sizeof(float));
+        if (!one)
+            return gt_error_set(err, GT_ENOMEM, "out of memory");
+        for (size_t i = 0; i < row; i++)
+            one[i] = 1.0f;
+        rc = nn_copy_h2d(b, s->ones, one, row * sizeof(float), err);
+        free(one);
+        for (size_t have = row; rc == GT_OK && have < bd; have *= 2)
+            rc = nn_copy_d2d(b, s->ones + have, s->ones,
+                             (have < bd - have ? have : bd - have) * sizeof(float), err);
+        if (rc)
+            return rc;
+    }
+    s->consts = calloc(CONST_SLOTS, sizeof *s->consts);
+    {
+        size_t fit = CONST_BYTES / ((size_t)B * sizeof(float));
+        s->max_consts = fit < CONST_MAX ? (int)fit : CONST_MAX;
+    }
+    s->t_h = malloc((size_t)B * sizeof(float));
+    s->ca_h = malloc((size_t)B * sizeof(float));
+    s->cb_h = malloc((size_t)B * sizeof(float));
+    s->e_inc_h = malloc((size_t)B * sizeof(float));
+    s->c1_h = malloc((size_t)B * sizeof(float));
+    /* what the copies back land in: the backend's host memory (page-locked
+     * on a GPU, where a batch's vectors, 480 MB at 16 384 dataset-2 rows,
+     * would otherwise cross through a staging buffer) */
+    if ((rc = nn_host_alloc(b, (size_t)B * D1 * sizeof(float), (void **)&s->x1_h, err)) ||
+        (rc = nn_host_alloc(b, bd * sizeof(float), (void **)&s->x2_h, err)))
+        return rc;
+    s->c2_h = malloc((size_t)B * C2 * sizeof(float));
+    s->edep_h = malloc((size_t)B * sizeof(float));
+    s->turn_threads = 1;
+#ifdef _OPENMP
+    s->turn_threads = omp_get_max_threads();
+#endif
+    s->turn_h = malloc((size_t)s->turn_threads * s->geo.n_voxels * sizeof(float));
+    if (!s->consts || !s->t_h || !s->ca_h || !s->cb_h || !s->e_inc_h || !s->c1_h || !s->x1_h ||
+        !s->c2_h || !s->edep_h || !s->x2_h || !s->turn_h)
+        return gt_error_set(err, GT_ENOMEM, "out of memory");
+    if (s->ar) {
+        size_t P = (size_t)s->ard.n_ctx;
+        if ((rc = nn_alloc(b, (size_t)B * P * sizeof(float), (void **)&s->ctx, err)) ||
+            (rc = nn_alloc(b, (size_t)B * (s->ard.dim + P) * sizeof(float), (void **)&s->xin,
+                           err)) ||
+            (rc = nn_alloc(b, (size_t)B * s->ard.dim * sizeof(float), (void **)&s->zeros, err)) ||
+            (rc = nn_memset(b, s->zeros, 0, (size_t)B * s->ard.dim * sizeof(float), err)))
+            return rc;
+        if ((rc = nn_host_alloc(b, (size_t)B * s->ard.dim * sizeof(float), (void **)&s->tok_h,
+                                err)))
+            return rc;
+        s->ctx_h = malloc((size_t)B * P * sizeof(float));
+        s->cnd_h = malloc((size_t)B * NC * sizeof(float));
+        s->prev_h = malloc((size_t)B * P * sizeof(float));
+        s->rem_h = malloc((size_t)B * sizeof(double));
+        s->hist_h = calloc((size_t)B * (s->ard.history ? s->ard.history : 1), sizeof(double));
+        s->act_h = malloc((size_t)B * sizeof(int));
+        if (!s->tok_h || !s->ctx_h || !s->cnd_h || !s->prev_h || !s->rem_h || !s->hist_h ||
+            !s->act_h)
+            return gt_error_set(err, GT_ENOMEM, "out of memory");
+    }
+    return GT_OK;
+}
+
 int model_sampler_open(nn_backend *b, const model_config *cfg, const void *stage1, size_t len1,
                        const void *stage2, size_t len2, int max_batch, model_sampler **out,
                        gt_error *err)
@@ -153,30 +265,11 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
     s->repr.layout.voxel_alpha = cfg->stage2.voxel_alpha;
     s->repr.layout.keep_largest = cfg->stage2.keep_largest;
     s->repr_ready = 1;
-    if (s->repr.layout.rings != (cfg->stage2.rings != 0)) {
-        rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring features "
-                          "and the config says model.stage2.rings = %s",
-                          s->repr.layout.rings ? "has" : "has no",
-                          cfg->stage2.rings ? "true" : "false");
+    if ((rc = check_vectors(s, cfg, err)))
         goto fail;
-    }
-    if (s->repr.layout.counts != (cfg->stage2.ring_counts && cfg->stage2.rings)) {
-        rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's shower vector %s ring hit counts "
-                          "and the config says model.stage2.ring_counts = %s",
-                          s->repr.layout.counts ? "has" : "has no",
-                          cfg->stage2.ring_counts ? "true" : "false");
-        goto fail;
-    }
     /* the count features' meaning; the vector's width cannot tell it */
     prep_layout_set_count_stick(&s->repr.layout, cfg->stage2.count_stick);
-    if ((s->repr.n_profile != 0) != (cfg->stage1.profile != 0)) {
-        rc = gt_error_set(err, GT_EFORMAT, "the checkpoint's stage-1 vector %s the shower's "
-                          "profile and the config says model.stage1.profile = %s",
-                          s->repr.n_profile ? "has" : "has no",
-                          cfg->stage1.profile ? "true" : "false");
-        goto fail;
-    }
-    const int D = s->repr.layout.dim, B = max_batch;
+    const int D = s->repr.layout.dim;
     const int D1 = model_repr_dim1(&s->repr), C2 = model_repr_cond2(&s->repr);
     s->ar = cfg->stage2.mode == MODEL_MODE_AUTOREGRESSIVE;
     model_ar_dims_of(&s->repr.layout, s->ar ? cfg->stage2.history : 0, s->repr.n_profile,
@@ -188,89 +281,8 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
         (rc = s->ar ? load_net(s, 2, s->ard.dim, s->ard.n_cond, s->ard.n_ctx, &v2, err)
                     : load_net(s, 2, D, C2, 0, &v2, err)))
         goto fail;
-    /* device rows are as wide as the widest thing they hold */
-    size_t bd = (size_t)B * (D > s->ard.dim ? D : s->ard.dim);
-    float **dev[] = {&s->x, &s->xp, &s->v1, &s->v2, &s->ones};
-    for (int i = 0; i < 5; i++)
-        if ((rc = nn_alloc(b, bd * sizeof(float), (void **)dev[i], err)))
-            goto fail;
-    if ((rc = nn_alloc(b, (size_t)B * NC * sizeof(float), (void **)&s->c, err)) ||
-        (rc = nn_alloc(b, (size_t)B * (1 + NC) * sizeof(float), (void **)&s->cond, err)) ||
-        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->t, err)) ||
-        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->ca, err)) ||
-        (rc = nn_alloc(b, (size_t)B * sizeof(float), (void **)&s->cb, err)))
+    if ((rc = alloc_buffers(s, D, D1, C2, NC, err)))
         goto fail;
-    {
-        /* one row of 1 from the host, then doubled on the device: a host
-         * copy of the whole [B, D] would be the largest buffer of the open
-         * (1.7 GB at 65 536 rows), written once and thrown away */
-        const size_t row = bd / (size_t)B;
-        float *one = malloc(row * sizeof(float));
-        if (!one) {
-            rc = gt_error_set(err, GT_ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < row; i++)
-            one[i] = 1.0f;
-        rc = nn_copy_h2d(b, s->ones, one, row * sizeof(float), err);
-        free(one);
-        for (size_t have = row; rc == GT_OK && have < bd; have *= 2)
-            rc = nn_copy_d2d(b, s->ones + have, s->ones,
-                             (have < bd - have ? have : bd - have) * sizeof(float), err);
-        if (rc)
-            goto fail;
-    }
-    s->consts = calloc(CONST_SLOTS, sizeof *s->consts);
-    {
-        size_t fit = CONST_BYTES / ((size_t)B * sizeof(float));
-        s->max_consts = fit < CONST_MAX ? (int)fit : CONST_MAX;
-    }
-    s->t_h = malloc((size_t)B * sizeof(float));
-    s->ca_h = malloc((size_t)B * sizeof(float));
-    s->cb_h = malloc((size_t)B * sizeof(float));
-    s->e_inc_h = malloc((size_t)B * sizeof(float));
-    s->c1_h = malloc((size_t)B * sizeof(float));
-    /* what the copies back land in: the backend's host memory (page-locked
-     * on a GPU, where a batch's vectors, 480 MB at 16 384 dataset-2 rows,
-     * would otherwise cross through a staging buffer) */
-    if ((rc = nn_host_alloc(b, (size_t)B * D1 * sizeof(float), (void **)&s->x1_h, err)) ||
-        (rc = nn_host_alloc(b, bd * sizeof(float), (void **)&s->x2_h, err)))
-        goto fail;
-    s->c2_h = malloc((size_t)B * C2 * sizeof(float));
-    s->edep_h = malloc((size_t)B * sizeof(float));
-    s->turn_threads = 1;
-#ifdef _OPENMP
-    s->turn_threads = omp_get_max_threads();
-#endif
-    s->turn_h = malloc((size_t)s->turn_threads * s->geo.n_voxels * sizeof(float));
-    if (!s->consts || !s->t_h || !s->ca_h || !s->cb_h || !s->e_inc_h || !s->c1_h || !s->x1_h ||
-        !s->c2_h || !s->edep_h || !s->x2_h || !s->turn_h) {
-        rc = gt_error_set(err, GT_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if (s->ar) {
-        size_t P = (size_t)s->ard.n_ctx;
-        if ((rc = nn_alloc(b, (size_t)B * P * sizeof(float), (void **)&s->ctx, err)) ||
-            (rc = nn_alloc(b, (size_t)B * (s->ard.dim + P) * sizeof(float), (void **)&s->xin,
-                           err)) ||
-            (rc = nn_alloc(b, (size_t)B * s->ard.dim * sizeof(float), (void **)&s->zeros, err)) ||
-            (rc = nn_memset(b, s->zeros, 0, (size_t)B * s->ard.dim * sizeof(float), err)))
-            goto fail;
-        if ((rc = nn_host_alloc(b, (size_t)B * s->ard.dim * sizeof(float), (void **)&s->tok_h,
-                                err)))
-            goto fail;
-        s->ctx_h = malloc((size_t)B * P * sizeof(float));
-        s->cnd_h = malloc((size_t)B * NC * sizeof(float));
-        s->prev_h = malloc((size_t)B * P * sizeof(float));
-        s->rem_h = malloc((size_t)B * sizeof(double));
-        s->hist_h = calloc((size_t)B * (s->ard.history ? s->ard.history : 1), sizeof(double));
-        s->act_h = malloc((size_t)B * sizeof(int));
-        if (!s->tok_h || !s->ctx_h || !s->cnd_h || !s->prev_h || !s->rem_h || !s->hist_h ||
-            !s->act_h) {
-            rc = gt_error_set(err, GT_ENOMEM, "out of memory");
-            goto fail;
-        }
-    }
     *out = s;
     return GT_OK;
 fail:
