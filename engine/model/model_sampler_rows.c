@@ -24,10 +24,10 @@ int model_sampler_piece_of(const model_sampler_piece *p, int np, int i)
 /* GT_EINVAL naming the shower behind the first of `rows` rows of `per`
  * host floats that is not finite (row r is batch row idx[r], or r when idx
  * is NULL), with `what` happened to it.  The trunks' per-evaluation check
- * is off (model_sampler.c, load_net): what a network reads comes from here (conditions) or
- * from the noise and the networks' own outputs, which are checked when
- * they come back to the host after each stage, so a NaN is still an error
- * rather than a NaN shower. */
+ * is off (model_sampler.c, load_net): what a network reads comes from here
+ * (conditions) or from the noise and the networks' own outputs, which are
+ * checked when they come back to the host after each stage, so a NaN is
+ * still an error rather than a NaN shower. */
 int model_sampler_check_finite(const model_sampler_piece *p, int np, const float *x, int rows,
                                int per, const int *idx, const char *what, gt_error *err)
 {
