@@ -84,7 +84,7 @@ static void cpu_destroy(nn_backend *b)
 static nn_backend_ops cpu_ops;
 
 /* Filled once, before any backend exists (cpu_backend_create): each family
- * adds its own entries. */
+ * adds its own entries, in the order of nn_backend_ops. */
 static void cpu_ops_fill(void)
 {
     nn_backend_ops *o = &cpu_ops;
@@ -97,18 +97,21 @@ static void cpu_ops_fill(void)
     o->copy_d2h = cpu_copy;
     o->copy_d2d = cpu_copy;
     o->synchronize = cpu_sync;
+    /* host_alloc / host_free: NULL, plain aligned memory is what copies
+     * here move fastest; then the families in the table's order */
+    cpu_copy_ops(o);
     cpu_matmul_ops(o);
-    cpu_fixed_ops(o);
     cpu_act_ops(o);
-    cpu_reduce_ops(o);
-    cpu_layernorm_ops(o);
     cpu_embed_ops(o);
+    cpu_layernorm_ops(o);
+    cpu_reduce_ops(o);
     cpu_softmax_ops(o);
     cpu_route_ops(o);
     cpu_stick_ops(o);
-    cpu_copy_ops(o);
     cpu_adamw_ops(o);
     cpu_rng_ops(o);
+    cpu_fixed_ops(o);
+    /* graphs: NULL, the CPU runs every op as it is issued */
 }
 
 static pthread_once_t cpu_ops_once = PTHREAD_ONCE_INIT;

@@ -107,18 +107,18 @@ static inline void cpu_thread_cols(int cols, int tid, int nt, int *j0, int *j1)
 
 /* Each op family fills its entries of the table (one file per family,
  * like engine/cuda's headers). */
+void cpu_copy_ops(nn_backend_ops *o);       /* concat, split, zero_outside */
 void cpu_matmul_ops(nn_backend_ops *o);     /* matmul (oneDNN / OpenBLAS) */
-void cpu_fixed_ops(nn_backend_ops *o);      /* pack_bytes, pack_weight, linear_fixed */
-void cpu_act_ops(nn_backend_ops *o);        /* silu, leaky, add, cast, axpby, affine */
-void cpu_reduce_ops(nn_backend_ops *o);     /* bias_grad, mse, mean, sumsq */
-void cpu_layernorm_ops(nn_backend_ops *o);
+void cpu_act_ops(nn_backend_ops *o);        /* silu, leaky, add, mul, cast, axpby, affine */
 void cpu_embed_ops(nn_backend_ops *o);
+void cpu_layernorm_ops(nn_backend_ops *o);
+void cpu_reduce_ops(nn_backend_ops *o);     /* bias_grad, mse, mean, sumsq */
 void cpu_softmax_ops(nn_backend_ops *o);
 void cpu_route_ops(nn_backend_ops *o);      /* top-k, gather/scatter, router losses */
 void cpu_stick_ops(nn_backend_ops *o);
-void cpu_copy_ops(nn_backend_ops *o);       /* concat, split */
 void cpu_adamw_ops(nn_backend_ops *o);
-void cpu_rng_ops(nn_backend_ops *o);
+void cpu_rng_ops(nn_backend_ops *o);        /* rand_fill (rand_rows: the generic loop) */
+void cpu_fixed_ops(nn_backend_ops *o);      /* pack_bytes, pack_weight, linear_fixed */
 
 /* cpu_matmul.c: the matmul cache's teardown, and whether oneDNN builds a
  * bf16 product on this machine. */

@@ -1,19 +1,20 @@
 /* cuda_backend: the nn_backend vtable on an NVIDIA GPU.
  *
- * The op families, one header each, kernels first and launchers after: */
+ * The op families, one header each (kernels first, launchers after), in
+ * the order of nn_backend_ops; each includes what it builds on: */
 #include "cuda_common.cuh"     /* state, error macros, launch shapes, vectors */
-#include "cuda_act.cuh"        /* silu, leaky, add, bias broadcast, bf16 cast */
-#include "cuda_reduce.cuh"     /* full sums, column sums, mse, mean, sumsq */
+#include "cuda_copy.cuh"       /* concat / split, zero_outside */
 #include "cuda_matmul.cuh"     /* cuBLASLt products with cached plans */
-#include "cuda_fixed.cuh"      /* the sampler's fixed-order product, one pinned algorithm per shape */
-#include "cuda_layernorm.cuh"  /* LayerNorm forward and backward */
+#include "cuda_act.cuh"        /* silu, leaky, add, mul, bf16 cast, axpby, affine */
 #include "cuda_embed.cuh"      /* sinusoidal condition embedding */
+#include "cuda_layernorm.cuh"  /* LayerNorm forward and backward */
+#include "cuda_reduce.cuh"     /* full sums, column sums, mse, mean, sumsq */
 #include "cuda_softmax.cuh"    /* row softmax */
 #include "cuda_route.cuh"      /* top-k, gather/scatter, router losses */
 #include "cuda_stick.cuh"      /* stick-breaking */
-#include "cuda_copy.cuh"       /* concat / split */
 #include "cuda_adamw.cuh"      /* fused AdamW with the bf16 working copy */
 #include "cuda_rng.cuh"        /* Philox fills, the CPU's counter layout */
+#include "cuda_fixed.cuh"      /* the sampler's fixed-order product, one pinned algorithm per shape */
 
 #include "cuda_backend.h"
 
@@ -288,23 +289,19 @@ extern "C" int cuda_backend_plan_count(nn_backend *b)
 /* CUDA graphs                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* The graph family of the op table (graph_begin / end / launch / destroy,
+ * which nn_graph.h drives) and the public cuda_graph_* functions (tests
+ * and benchmarks capture by hand) are the same code: the table's entries
+ * reach only a CUDA backend's state, the public functions first check
+ * that b is a CUDA backend at all. */
+
 struct cuda_graph {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
 };
 
-/* What every graph call starts with: b is a CUDA backend, its device made
- * current (the capture and the launch go to its stream). */
-static int cuda_graph_enter(nn_backend *b, const char *what, gt_error *err)
+static int cuda_graph_begin_op(nn_backend *b, gt_error *err)
 {
-    if (!cuda_backend_is(b))
-        return gt_error_set(err, GT_EINVAL, "%s: not a CUDA backend", what);
-    return cuda_use_device(b, err);
-}
-
-extern "C" int cuda_graph_begin(nn_backend *b, gt_error *err)
-{
-    GT_TRY(cuda_graph_enter(b, "cuda_graph_begin", err));
     cuda_state *s = cuda_st(b);
     if (s->capturing)
         return gt_error_set(err, GT_EINVAL, "cuda_graph_begin: already capturing");
@@ -314,9 +311,8 @@ extern "C" int cuda_graph_begin(nn_backend *b, gt_error *err)
     return GT_OK;
 }
 
-extern "C" int cuda_graph_end(nn_backend *b, cuda_graph **out, gt_error *err)
+static int cuda_graph_end_op(nn_backend *b, void **out, gt_error *err)
 {
-    GT_TRY(cuda_graph_enter(b, "cuda_graph_end", err));
     if (!out)
         return gt_error_set(err, GT_EINVAL, "cuda_graph_end: out is NULL");
     *out = NULL;
@@ -349,9 +345,9 @@ extern "C" int cuda_graph_end(nn_backend *b, cuda_graph **out, gt_error *err)
     return GT_OK;
 }
 
-extern "C" int cuda_graph_launch(nn_backend *b, cuda_graph *g, gt_error *err)
+static int cuda_graph_launch_op(nn_backend *b, void *graph, gt_error *err)
 {
-    GT_TRY(cuda_graph_enter(b, "cuda_graph_launch", err));
+    cuda_graph *g = (cuda_graph *)graph;
     if (!g)
         return gt_error_set(err, GT_EINVAL, "cuda_graph_launch: graph is NULL");
     cuda_state *s = cuda_st(b);
@@ -369,6 +365,44 @@ extern "C" void cuda_graph_destroy(cuda_graph *g)
     (void)cudaGraphDestroy(g->graph);
     (void)cudaGetLastError();
     free(g);
+}
+
+static void cuda_graph_destroy_op(nn_backend *b, void *graph)
+{
+    (void)b;
+    cuda_graph_destroy((cuda_graph *)graph);
+}
+
+/* What every public graph call starts with: b is a CUDA backend, its
+ * device made current (the capture and the launch go to its stream). */
+static int cuda_graph_enter(nn_backend *b, const char *what, gt_error *err)
+{
+    if (!cuda_backend_is(b))
+        return gt_error_set(err, GT_EINVAL, "%s: not a CUDA backend", what);
+    return cuda_use_device(b, err);
+}
+
+extern "C" int cuda_graph_begin(nn_backend *b, gt_error *err)
+{
+    GT_TRY(cuda_graph_enter(b, "cuda_graph_begin", err));
+    return cuda_graph_begin_op(b, err);
+}
+
+extern "C" int cuda_graph_end(nn_backend *b, cuda_graph **out, gt_error *err)
+{
+    GT_TRY(cuda_graph_enter(b, "cuda_graph_end", err));
+    if (!out)
+        return gt_error_set(err, GT_EINVAL, "cuda_graph_end: out is NULL");
+    void *g = NULL;
+    int rc = cuda_graph_end_op(b, &g, err);
+    *out = (cuda_graph *)g;
+    return rc;
+}
+
+extern "C" int cuda_graph_launch(nn_backend *b, cuda_graph *g, gt_error *err)
+{
+    GT_TRY(cuda_graph_enter(b, "cuda_graph_launch", err));
+    return cuda_graph_launch_op(b, g, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -444,19 +478,24 @@ static void cuda_ops_fill(nn_backend_ops *o)
     o->synchronize = ON_DEV(cuda_synchronize);
     o->host_alloc = ON_DEV(cuda_host_alloc);
     o->host_free = cuda_host_free;
-    /* each op family registers its own entries */
+    /* each op family registers its own entries, in the order of
+     * nn_backend_ops */
+    cuda_copy_ops(o);
     cuda_matmul_ops(o);
-    cuda_fixed_ops(o);
     cuda_act_ops(o);
-    cuda_reduce_ops(o);
-    cuda_layernorm_ops(o);
     cuda_embed_ops(o);
+    cuda_layernorm_ops(o);
+    cuda_reduce_ops(o);
     cuda_softmax_ops(o);
     cuda_route_ops(o);
     cuda_stick_ops(o);
-    cuda_copy_ops(o);
     cuda_adamw_ops(o);
     cuda_rng_ops(o);
+    cuda_fixed_ops(o);
+    o->graph_begin = ON_DEV(cuda_graph_begin_op);
+    o->graph_end = ON_DEV(cuda_graph_end_op);
+    o->graph_launch = ON_DEV(cuda_graph_launch_op);
+    o->graph_destroy = cuda_graph_destroy_op;
 }
 
 /* Filled on first use (C++ before C++20 has no designated initialisers);

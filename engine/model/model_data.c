@@ -501,7 +501,7 @@ static int build_tokens(model_arrays *a, int history, int skip_spent, gt_error *
     a->n_tok_val = (int64_t)nva;
     /* model.stage2.skip_spent_layers: the sampler never calls the network
      * for a layer once the shower's remaining energy is under the threshold
-     * (model_sampler.c, run_ar), so those rows teach nothing it uses, and
+     * (model_sampler_ar.c), so those rows teach nothing it uses, and
      * they taught harm: a spent shower's layers all read "place nothing"
      * (u = 0), which a generated shower with a small leftover then copied
      * down to its last layer */

@@ -1,8 +1,9 @@
-/* model_stage: the stage trainer's shared part (model_stage.h is the API,
- * model_stage_internal.h the split by objective): creation and the device
- * copies of the data, the fixed validation draws, the training loop with
- * its hooks, validation, checkpoints and resume.  The objectives' arithmetic
- * is in model_stage_flow.c (flow, ddpm) and model_stage_gan.c (wgan). */
+/* model_stage: the stage trainer on top (model_stage.h is the API,
+ * model_stage_internal.h the layers below): creation and the device copies
+ * of the data, the fixed validation draws, the training loop with its
+ * hooks, validation, checkpoints and resume.  Everything an objective does
+ * goes through its table (model_obj.h: flow, ddpm, wgan); the plumbing
+ * they share is model_stage_base.c. */
 #include "model_stage_internal.h"
 
 #include <math.h>
@@ -13,11 +14,6 @@
 #include "gt_clock.h"
 #include "gt_le.h"
 #include "nn_ckpt.h"
-#ifdef GIANT_HAVE_CUDA
-#include "cuda_backend.h"
-#endif
-
-static void stage_graph_drop(model_stage *s);   /* the step's CUDA graph, below */
 
 /* Generator streams: the training stream of stage s is s; the fixed
  * validation draws use VAL_STREAM + s under a seed derived from the run seed,
@@ -37,119 +33,6 @@ static void stage_graph_drop(model_stage *s);   /* the step's CUDA graph, below 
  * nn_ckpt (weights, optimizer, generator: what a resume loads). */
 #define EMA_CKPT_MAGIC "GIANTEMA"
 
-void model_stage_trunk_config(const model_config *cfg, int stage, int dim, int n_cond,
-                              nn_trunk_config *out)
-{
-    model_stage_trunk_config_ctx(cfg, stage, dim, n_cond, 0, out);
-}
-
-void model_stage_trunk_config_ctx(const model_config *cfg, int stage, int dim, int n_cond,
-                                  int n_ctx, nn_trunk_config *out)
-{
-    const model_trunk_config *t = stage == 1 ? &cfg->stage1.trunk : &cfg->stage2.trunk;
-    nn_trunk_config_default(out);
-    out->kind = t->kind == MODEL_TRUNK_ROUTED ? NN_TRUNK_ROUTED : NN_TRUNK_EXPERT;
-    out->skip = t->skip == MODEL_SKIP_GATED ? NN_SKIP_GATED : NN_SKIP_NONE;
-    model_objective obj = stage == 1 ? cfg->stage1.objective : cfg->stage2.objective;
-    out->in_dim = dim + n_ctx;
-    /* a generator has no time input; flow and ddpm trunks see [t, c] */
-    out->cond_dim = (obj == MODEL_OBJ_WGAN ? 0 : 1) + n_cond;
-    out->emb_dim = t->emb_dim;
-    /* time is a flow's or ddpm's first condition (refused for wgan by the
-     * config's validation) */
-    out->block_cond = t->block_cond == MODEL_BLOCK_COND_ALL    ? out->cond_dim
-                      : t->block_cond == MODEL_BLOCK_COND_TIME ? 1
-                                                               : 0;
-    /* Conditions are O(1) (time in [0, 1], standardised energies); scaled by
-     * 1000 they span the embedding's periods like diffusion timesteps do. */
-    out->emb_scale = 1000.0f;
-    out->emb_max_period = 10000.0f;
-    out->hidden = t->hidden;
-    out->blocks = t->blocks;
-    out->out_dim = dim;
-    out->n_experts = t->experts;
-    out->top_k = t->top_k;
-    out->balance_coef = (float)t->balance_weight;
-    out->entropy_coef = (float)t->entropy_weight;
-    out->precision = cfg->bf16 ? NN_BF16 : NN_F32;
-}
-
-void model_stage_uniforms(nn_rng *r, float *out, int n)
-{
-    uint64_t off = nn_rng_take(r, (uint64_t)n);
-    uint32_t w[4];
-    for (int i = 0; i < n; i++) {
-        if (i % 4 == 0)
-            nn_rng_block(r->seed, r->stream, off + (uint64_t)(i / 4), w);
-        out[i] = nn_rng_uniform(w[i % 4]);
-    }
-}
-
-int model_stage_alloc(model_stage *s, float **p, size_t n, gt_error *err)
-{
-    return nn_alloc(s->b, n * sizeof(float), (void **)p, err);
-}
-
-int model_stage_real_batch(model_stage *s, gt_error *err)
-{
-    const int B = s->batch, D = s->dim, C = s->n_cond, G = s->gbatch;
-    /* the whole batch's indices (the generator's stream does not depend on
-     * the ranks), this rank's share to the device */
-    model_stage_uniforms(&s->rng, s->u_h, G);
-    for (int i = 0; i < G; i++) {
-        int k = (int)(s->u_h[i] * (float)s->n_train);
-        s->idx_h[i] = k < s->n_train ? k : s->n_train - 1;
-    }
-    GT_TRY(nn_copy_h2d(s->b, s->idx, s->idx_h + s->lo, (size_t)B * sizeof(int32_t), err));
-    GT_TRY(nn_gather_rows(s->b, nn_f32(s->x1, B, D), nn_f32(s->x_train, s->n_train, D), s->idx,
-                          NULL, err));
-    if (C)
-        GT_TRY(nn_gather_rows(s->b, nn_f32(s->cdata, B, C), nn_f32(s->c_train, s->n_train, C),
-                              s->idx, NULL, err));
-    return GT_OK;
-}
-
-int model_stage_batch_noise(model_stage *s, gt_error *err)
-{
-    size_t n = (size_t)s->gbatch * s->dim;
-    uint64_t off = nn_rng_take(&s->rng, n);
-    if (!s->noise_part)
-        return nn_rand_fill(s->b, s->x0, n, NN_DIST_NORMAL, 0.0f, 1.0f, s->rng.seed,
-                            s->rng.stream, off, err);
-    /* A shard: element e of the whole fill is lane e % 4 of block off + e / 4
-     * (nn_rng.h), so the shard's elements [e0, e1) are a fill from the block
-     * holding e0, less the e0 % 4 elements before it. */
-    size_t e0 = (size_t)s->lo * s->dim, e1 = e0 + (size_t)s->batch * s->dim;
-    size_t a = e0 - e0 % 4;
-    GT_TRY(nn_rand_fill(s->b, s->noise_part, e1 - a, NN_DIST_NORMAL, 0.0f, 1.0f, s->rng.seed,
-                        s->rng.stream, off + a / 4, err));
-    return nn_copy_d2d(s->b, s->x0, s->noise_part + (e0 - a), (e1 - e0) * sizeof(float), err);
-}
-
-int model_stage_allreduce_grads(model_stage *s, nn_params *p, gt_error *err)
-{
-    if (dist_size(s->comm) == 1)
-        return GT_OK;
-    return dist_allreduce_sum(s->comm, p->grad, p->count, err);
-}
-
-/* One memset per padded range: cheap next to a trunk pass, and it keeps the
- * noise of padding at exactly 0. */
-int model_stage_zero_padding(model_stage *s, float *x, const int32_t *valid,
-                             const int32_t *idx, int rows, gt_error *err)
-{
-    const int D = s->dim;
-    for (int i = 0; i < rows; i++) {
-        const int32_t *v = valid + 2 * (size_t)(idx ? idx[i] : i);
-        float *r = x + (size_t)i * D;
-        if (v[0] > 0)
-            GT_TRY(nn_memset(s->b, r, 0, (size_t)v[0] * sizeof(float), err));
-        if (v[1] < D)
-            GT_TRY(nn_memset(s->b, r + v[1], 0, (size_t)(D - v[1]) * sizeof(float), err));
-    }
-    return GT_OK;
-}
-
 void model_stage_destroy(model_stage *s)
 {
     if (!s)
@@ -158,14 +41,15 @@ void model_stage_destroy(model_stage *s)
                       &s->xt, &s->pred, &s->dpred, &s->cdata, &s->cond,
                       &s->t, &s->alpha, &s->beta, &s->ones, &s->mones, &s->loss,
                       &s->val_noise, &s->val_t, &s->ctx_train, &s->ctx_val, &s->ctxb,
-                      &s->xin, &s->noise_part, &s->flag, &s->ema, &s->ema_coef};
+                      &s->xin, &s->noise_part, &s->flag};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         nn_free(s->b, *bufs[i]);
     nn_free(s->b, s->idx);
-    stage_graph_drop(s);
+    nn_graph_reset(s->b, &s->graph);
     if (s->opt_ready)
         nn_adamw_destroy(&s->opt);
-    model_stage_gan_destroy(s);
+    if (s->ops && s->ops->destroy)
+        s->ops->destroy(s);
     nn_trunk_destroy(s->trunk);
     nn_trunk_destroy(s->val_trunk);
     free(s->idx_h);
@@ -233,7 +117,7 @@ static int check_data(const model_stage_data *d, gt_error *err)
 
 /* The generator's optimizer: the run's AdamW settings over this stage's
  * steps; a wgan generator takes the betas of its stage's wgan section
- * (model_stage_gan_create derives the critic's optimizer from this). */
+ * (the wgan objective derives the critic's optimizer from this). */
 static nn_adamw_config stage_adamw_config(const model_config *cfg, long long total,
                                           model_objective objective,
                                           const model_wgan_config *wg)
@@ -268,6 +152,7 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
     s->cfg = *cfg;
     s->stage = stage;
     s->objective = stage == 1 ? cfg->stage1.objective : cfg->stage2.objective;
+    s->ops = model_obj_of(s->objective);
     s->dim = data->dim;
     s->n_cond = data->n_cond;
     s->n_train = data->n_train;
@@ -306,14 +191,8 @@ static int stage_build(model_stage *s, nn_backend *b, const model_config *cfg, i
     nn_adamw_config oc = stage_adamw_config(cfg, s->total, s->objective, wg);
     GT_TRY(nn_adamw_create(&s->opt, nn_trunk_params(s->trunk), &oc, err));
     s->opt_ready = 1;
-    if (s->objective == MODEL_OBJ_WGAN)
-        GT_TRY(model_stage_gan_create(s, data, &oc, wg, err));
-    else if (cfg->ema > 0) {
-        nn_params *tp = nn_trunk_params(s->trunk);
-        GT_TRY(model_stage_alloc(s, &s->ema, tp->count, err));
-        GT_TRY(model_stage_alloc(s, &s->ema_coef, 2, err));
-        GT_TRY(nn_copy_d2d(b, s->ema, tp->value, tp->count * sizeof(float), err));
-    }
+    if (s->ops->create)
+        GT_TRY(s->ops->create(s, data, &oc, err));
     if (dist_size(comm) > 1) {
         /* the ranks' gradients are summed: the optimizers take the mean */
         s->opt.grad_scale = 1.0f / (float)dist_size(comm);
@@ -425,74 +304,6 @@ int model_stage_create_dist(nn_backend *b, const model_config *cfg, int stage,
 
 long long model_stage_step(const model_stage *s) { return s->opt.step; }
 nn_trunk *model_stage_trunk(model_stage *s) { return s->trunk; }
-
-/* ------------------------------------------------------------------------ */
-/* the device part of a step as one CUDA graph                              */
-/* ------------------------------------------------------------------------ */
-
-enum {
-    STAGE_GRAPH_SEEN = 1,    /* ran eagerly once: capture it next step */
-    STAGE_GRAPH_READY = 2,   /* captured: replay s->graph */
-    STAGE_GRAPH_NEVER = 3,   /* the capture failed: always eager */
-};
-
-static void stage_graph_drop(model_stage *s)
-{
-#ifdef GIANT_HAVE_CUDA
-    cuda_graph_destroy((cuda_graph *)s->graph);
-#endif
-    s->graph = NULL;
-    s->graph_state = 0;
-}
-
-void model_stage_set_graphs(model_stage *s, int on)
-{
-    stage_graph_drop(s);
-    s->graphs_on = on != 0;
-}
-
-long long model_stage_graph_replays(const model_stage *s) { return s->graph_replays; }
-
-int model_stage_run_device(model_stage *s, int (*fn)(model_stage *, gt_error *), gt_error *err)
-{
-#ifdef GIANT_HAVE_CUDA
-    /* one rank (a collective inside a graph is left for when it can be
-     * measured) and an expert trunk (a routed one groups rows per expert
-     * on the host) */
-    if (s->graphs_on && cuda_backend_is(s->b) && dist_size(s->comm) == 1 &&
-        nn_trunk_get_config(s->trunk)->kind == NN_TRUNK_EXPERT &&
-        s->graph_state != STAGE_GRAPH_NEVER) {
-        if (s->graph_state == STAGE_GRAPH_READY) {
-            s->graph_replays++;
-            return cuda_graph_launch(s->b, (cuda_graph *)s->graph, err);
-        }
-        if (s->graph_state == STAGE_GRAPH_SEEN) {
-            /* nothing of a capture runs: when it fails, run eagerly now */
-            cuda_graph *g = NULL;
-            gt_error ignored;
-            int rc = cuda_graph_begin(s->b, &ignored), rc_end = GT_OK;
-            if (!rc) {
-                rc = fn(s, &ignored);
-                rc_end = cuda_graph_end(s->b, &g, &ignored);
-            }
-            if (rc || rc_end || !g) {
-                cuda_graph_destroy(g);
-                s->graph_state = STAGE_GRAPH_NEVER;
-                return fn(s, err);
-            }
-            s->graph = g;
-            s->graph_state = STAGE_GRAPH_READY;
-            s->graph_replays++;
-            return cuda_graph_launch(s->b, g, err);
-        }
-        int rc = fn(s, err);
-        if (!rc)
-            s->graph_state = STAGE_GRAPH_SEEN;
-        return rc;
-    }
-#endif
-    return fn(s, err);
-}
 
 /* ------------------------------------------------------------------------ */
 /* checkpoints                                                              */
@@ -665,8 +476,7 @@ int model_stage_validate(model_stage *s, float *val_loss, gt_error *err)
     nn_params *tp = nn_trunk_params(s->trunk), *vp = nn_trunk_params(s->val_trunk);
     GT_TRY(nn_copy_d2d(s->b, vp->value, s->ema ? s->ema : tp->value,
                        tp->count * sizeof(float), err));
-    return s->critic ? model_stage_gan_validate(s, val_loss, err)
-                     : model_stage_flow_validate(s, val_loss, err);
+    return s->ops->validate(s, val_loss, err);
 }
 
 /* Data parallel: the sum over ranks of one float v of each rank (the
@@ -773,8 +583,7 @@ static int stage_train(model_stage *s, const model_stage_hooks *h, gt_error *err
                                 s->opt.step);
         float lr = nn_adamw_lr(&s->opt.cfg, s->opt.step);
         float gnorm = 0.0f;
-        int rc = s->critic ? model_stage_gan_step(s, &gnorm, err)
-                           : model_stage_flow_step(s, &gnorm, err);
+        int rc = s->ops->step(s, &gnorm, err);
         if (!rc && s->ema)
             rc = ema_update(s, err);
         if (rc)

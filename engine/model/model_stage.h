@@ -1,6 +1,7 @@
-/* model_stage: one stage's trainer (flow, DDPM or WGAN-GP).  The shared
- * part is model_stage.c, each objective's arithmetic model_stage_flow.c or
- * model_stage_gan.c (model_stage_internal.h).
+/* model_stage: one stage's trainer (flow, DDPM or WGAN-GP).  The stage
+ * itself is model_stage.c, each objective's arithmetic model_obj_flow.c or
+ * model_obj_wgan.c behind a table (model_obj.h), the plumbing they share
+ * model_stage_base.c (model_stage_internal.h).
  *
  * One stage = one conditional generative model of a D-dimensional vector x
  * given C scalar conditions c (stage 1: x = the standardised energy
@@ -137,9 +138,10 @@ int model_stage_validate(model_stage *s, float *val_loss, gt_error *err);
 long long model_stage_step(const model_stage *s);
 nn_trunk *model_stage_trunk(model_stage *s);
 
-/* On the CUDA backend a flow / ddpm step's device part runs as one graph
- * from the third step on (model_stage_internal.h); off runs every step
- * eagerly (the same bytes: tests compare the two).  Replays so far. */
+/* On a backend with graphs (CUDA; nn_graph.h) a flow / ddpm step's device
+ * part runs as one graph from the third step on (model_stage_internal.h);
+ * off runs every step eagerly (the same bytes: tests compare the two).
+ * Replays so far. */
 void model_stage_set_graphs(model_stage *s, int on);
 long long model_stage_graph_replays(const model_stage *s);
 

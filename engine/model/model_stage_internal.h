@@ -1,15 +1,15 @@
-/* model_stage_internal: what the three files of the stage trainer share.
- * Not part of the API: only model_stage*.c include it.
+/* model_stage_internal: the stage trainer's layers below its API.
+ * Not part of the API: only the trainer's files include it.
  *
- *   model_stage.c       the stage itself: creation and the device copies of
- *                       the data, the fixed validation draws, the training
- *                       loop and its hooks, validation dispatch, checkpoints
- *                       and resume (the public model_stage_* functions)
- *   model_stage_flow.c  the flow / DDPM objective: noised inputs and
- *                       targets, one step, the fixed-noise validation loss
- *   model_stage_gan.c   the WGAN-GP objective: critic and stick-breaking
- *                       head, one step (critic updates, then the generator),
- *                       the energy-distance validation
+ *   model_stage.c        on top: creation and the device copies of the
+ *                        data, the fixed validation draws, the training
+ *                        loop and its hooks, validation, checkpoints and
+ *                        resume (the public model_stage_* functions);
+ *                        every objective reached through its table
+ *   model_obj_flow.c     the flow / DDPM objective and
+ *   model_obj_wgan.c     the WGAN-GP objective (model_obj.h, the table)
+ *   model_stage_base.c   at the bottom: what the objectives share (the
+ *                        declarations at the end of this header)
  *
  * The split follows the objectives because they share the loop, the data
  * and the checkpoint plumbing but nothing of their arithmetic; one struct
@@ -20,7 +20,9 @@
 #include "dist.h"
 #include "model_critic.h"
 #include "model_head.h"
+#include "model_obj.h"
 #include "model_stage.h"
+#include "nn_graph.h"
 #include "nn_rng.h"
 
 struct model_stage {
@@ -28,6 +30,7 @@ struct model_stage {
     model_config cfg;
     int stage;
     model_objective objective;
+    const model_obj_ops *ops;   /* the objective's table */
     int dim, n_cond, n_train, n_val, batch, n_valset;
     /* Data parallel (model_stage_create_dist): every rank draws the whole
      * batch of gbatch rows from the same generator (so the stream is the
@@ -63,7 +66,7 @@ struct model_stage {
     float *t, *alpha, *beta, *ones, *mones, *loss;
     float *val_noise, *val_t;
     float *ctx_train, *ctx_val, *ctxb, *xin; /* n_ctx > 0 only */
-    /* wgan only (model_stage_gan.c) */
+    /* wgan only (model_obj_wgan.c) */
     model_head *head;            /* stage 2: the stick-breaking head; NULL = none */
     int cdim;                    /* critic input width: dim + 1 with the head, else dim */
     int noise_from;              /* G = T + [0 ; z]: first column that gets the noise */
@@ -78,19 +81,16 @@ struct model_stage {
     int n_ed;                    /* held-out rows of the energy distance */
     double ed_yy;                /* their mean pairwise distance (fixed) */
     float gan_loss;
-    /* The device part of a flow / ddpm step as one CUDA graph
-     * (model_stage_run_device): graphs_on (default 1), the graph's state
-     * (STAGE_GRAPH_*), the graph (cuda_graph *) and its replays so far. */
+    /* The device part of a flow / ddpm step as one graph
+     * (model_stage_run_device): graphs_on (default 1) and the graph. */
     int graphs_on;
-    int graph_state;
-    void *graph;
-    long long graph_replays;
+    nn_graph graph;
     /* host scratch */
     int32_t *idx_h;
     float *t_h, *alpha_h, *beta_h, *u_h;
 };
 
-/* ---- shared by both objectives (model_stage.c) ---- */
+/* ---- the plumbing below the objectives (model_stage_base.c) ---- */
 
 /* n uniforms in [0, 1) from the generator, laid out like a device fill. */
 void model_stage_uniforms(nn_rng *r, float *out, int n);
@@ -117,42 +117,14 @@ int model_stage_allreduce_grads(model_stage *s, nn_params *p, gt_error *err);
 int model_stage_zero_padding(model_stage *s, float *x, const int32_t *valid,
                              const int32_t *idx, int rows, gt_error *err);
 
-/* ---- flow / ddpm (model_stage_flow.c) ---- */
-
-/* One optimizer update; the loss stays in backend memory (s->loss). */
-int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err);
-
-/* Runs fn(s), the device part of a step: eagerly, or on the CUDA backend
- * (one rank, an expert trunk) through a graph of it: the first step runs it
- * eagerly (which plans its products and sizes its buffers), the second
- * captures it, later steps replay it.  fn must read every per-step value
- * from backend memory written before it runs, read nothing back, and be
- * the same function every call.  A capture that fails leaves the stage
- * eager.  The same kernels in the same order: the same bytes either way. */
-int model_stage_run_device(model_stage *s, int (*fn)(model_stage *, gt_error *), gt_error *err);
-
-/* The loss on the fixed validation draws, by val_trunk (which holds the
- * master weights on entry). */
-int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err);
-
-/* ---- wgan (model_stage_gan.c) ---- */
-
-/* The critic, its optimizer (from the generator's, goc), the head of a stage
- * with stick-breaking columns and the held-out rows of the energy distance.
- * Called by model_stage_create after the generator's optimizer. */
-int model_stage_gan_create(model_stage *s, const model_stage_data *data,
-                           const nn_adamw_config *goc, const model_wgan_config *wg,
-                           gt_error *err);
-
-/* Frees what model_stage_gan_create made (safe on a partial one). */
-void model_stage_gan_destroy(model_stage *s);
-
-/* critic_steps critic updates, then one generator update; the reported
- * loss goes to backend memory (s->loss) like a flow step's. */
-int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err);
-
-/* The energy distance of generated and held-out rows, by val_trunk (which
- * holds the master weights on entry). */
-int model_stage_gan_validate(model_stage *s, float *val, gt_error *err);
+/* Runs fn(s) (ctx is the stage), the device part of a step: eagerly, or
+ * on a backend with graphs (one rank, an expert trunk) through the stage's
+ * nn_graph: the first step runs it eagerly (which plans its products and
+ * sizes its buffers), the second captures it, later steps replay it.  fn
+ * must read every per-step value from backend memory written before it
+ * runs, read nothing back, and be the same function every call.  A
+ * capture that fails leaves the stage eager.  The same kernels in the same
+ * order: the same bytes either way. */
+int model_stage_run_device(model_stage *s, nn_graph_fn fn, gt_error *err);
 
 #endif

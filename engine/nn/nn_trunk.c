@@ -3,7 +3,9 @@
  * which assemble the input and hand it to nn_trunk_expert.c or
  * nn_trunk_routed.c. */
 #include "nn_trunk.h"
+#include "nn_trunk_expert.h"
 #include "nn_trunk_internal.h"
+#include "nn_trunk_routed.h"
 
 #include <math.h>
 #include <stdio.h>

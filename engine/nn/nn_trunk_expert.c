@@ -3,7 +3,7 @@
  * [+ Wc embed(cond[:, :block_cond])]) + b2} -> LN -> linear, forward and
  * hand-written backward.  Inference forwards of a packed trunk run the
  * fixed-order linear layer. */
-#include "nn_trunk_internal.h"
+#include "nn_trunk_expert.h"
 
 /* The matmul operand for an fp32 activation: itself, or its bf16 copy
  * (written here) under bf16 precision. */

@@ -1,8 +1,10 @@
-/* nn_trunk_internal: the trunk's state and the helpers its three files
- * share (nn_trunk.c: configuration, parameters, the arena, the public API;
- * nn_trunk_expert.c: an expert trunk on an assembled input;
- * nn_trunk_routed.c: the gate and the dispatch over experts).  Not for use
- * outside engine/nn. */
+/* nn_trunk_internal: the trunk's state and the view helpers, at the bottom
+ * of its three files, each of which calls only those below it:
+ *   nn_trunk_expert.{h,c}  an expert trunk on an assembled input
+ *   nn_trunk_routed.{h,c}  the gate and the dispatch over experts
+ *   nn_trunk.c             configuration, parameters, the arena, the
+ *                          public API (nn_trunk.h)
+ * Not for use outside engine/nn. */
 #ifndef NN_TRUNK_INTERNAL_H
 #define NN_TRUNK_INTERNAL_H
 
@@ -132,16 +134,5 @@ static inline nn_tensor WG(nn_trunk *t, int view)
 {
     return nn_params_grad(&t->params, view);
 }
-
-/* nn_trunk_expert.c: e->x[n, D] (and e->x_bf under bf16) -> out[n, O];
- * and the backward of the last training forward. */
-int nn_expert_forward(nn_trunk *t, expert *e, int n, nn_tensor out, int training,
-                      gt_error *err);
-int nn_expert_backward(nn_trunk *t, expert *e, nn_tensor d_out, float *dxin, gt_error *err);
-
-/* nn_trunk_routed.c: gate, dispatch, experts, gate-weighted sum over the
- * assembled input t->xin of n rows; and its backward (d_x when want_dx). */
-int nn_routed_forward(nn_trunk *t, int n, nn_tensor out, int training, gt_error *err);
-int nn_routed_backward(nn_trunk *t, nn_tensor d_out, int want_dx, gt_error *err);
 
 #endif

@@ -2,7 +2,8 @@
  * top-k with renormalised weights), rows gathered per expert (padded to
  * NN_ROUTE_BUCKET), each expert's forward, and the gate-weighted
  * scatter-add; the backward through all of it and the router losses. */
-#include "nn_trunk_internal.h"
+#include "nn_trunk_expert.h"
+#include "nn_trunk_routed.h"
 
 #include <string.h>
 

@@ -611,22 +611,40 @@ static int ref_linear_fixed(nn_backend *b, nn_tensor y, nn_tensor x, const nn_pa
     return GT_OK;
 }
 
+/* In the order of nn_backend_ops (by family). */
 static const nn_backend_ops ref_ops = {
+    /* memory and copies */
     .destroy = ref_destroy, .alloc = ref_alloc, .free = ref_free, .memset = ref_memset,
     .copy_h2d = ref_copy, .copy_d2h = ref_copy, .copy_d2d = ref_copy, .synchronize = ref_sync,
-    .matmul = ref_matmul, .bias_grad = ref_bias_grad, .silu_fwd = ref_silu_fwd,
-    .silu_bwd = ref_silu_bwd, .leaky_fwd = ref_leaky_fwd, .leaky_bwd = ref_leaky_bwd,
-    .ln_fwd = ref_ln_fwd, .ln_bwd = ref_ln_bwd, .add = ref_add, .mul = ref_mul, .concat = ref_concat,
-    .split = ref_split, .embed_fwd = ref_embed_fwd, .embed_bwd = ref_embed_bwd,
-    .softmax_fwd = ref_softmax_fwd, .softmax_bwd = ref_softmax_bwd, .topk_fwd = ref_topk_fwd,
-    .topk_bwd = ref_topk_bwd, .gather_rows = ref_gather, .scatter_add_rows = ref_scatter,
-    .gather_dot = ref_gather_dot, .balance_fwd = ref_balance_fwd,
-    .balance_bwd = ref_balance_bwd, .entropy_fwd = ref_entropy_fwd,
-    .entropy_bwd = ref_entropy_bwd, .mse_fwd = ref_mse_fwd, .mse_bwd = ref_mse_bwd,
-    .mean_fwd = ref_mean_fwd, .mean_bwd = ref_mean_bwd, .sb_fwd = ref_sb_fwd,
-    .sb_bwd = ref_sb_bwd, .sb_inv = ref_sb_inv, .cast_bf16 = ref_cast, .sumsq = ref_sumsq,
-    .adamw = ref_adamw, .rand_fill = ref_rand, .affine_cols = ref_affine_cols,
-    .axpby_rows = ref_axpby_rows,
+    /* column blocks */
+    .concat = ref_concat, .split = ref_split,
+    /* matrix product */
+    .matmul = ref_matmul,
+    /* elementwise and activations */
+    .silu_fwd = ref_silu_fwd, .silu_bwd = ref_silu_bwd, .leaky_fwd = ref_leaky_fwd,
+    .leaky_bwd = ref_leaky_bwd, .add = ref_add, .mul = ref_mul, .cast_bf16 = ref_cast,
+    .axpby_rows = ref_axpby_rows, .affine_cols = ref_affine_cols,
+    /* condition embedding */
+    .embed_fwd = ref_embed_fwd, .embed_bwd = ref_embed_bwd,
+    /* LayerNorm */
+    .ln_fwd = ref_ln_fwd, .ln_bwd = ref_ln_bwd,
+    /* reductions and losses */
+    .bias_grad = ref_bias_grad, .mse_fwd = ref_mse_fwd, .mse_bwd = ref_mse_bwd,
+    .mean_fwd = ref_mean_fwd, .mean_bwd = ref_mean_bwd, .sumsq = ref_sumsq,
+    /* softmax */
+    .softmax_fwd = ref_softmax_fwd, .softmax_bwd = ref_softmax_bwd,
+    /* routing */
+    .topk_fwd = ref_topk_fwd, .topk_bwd = ref_topk_bwd, .gather_rows = ref_gather,
+    .scatter_add_rows = ref_scatter, .gather_dot = ref_gather_dot,
+    .balance_fwd = ref_balance_fwd, .balance_bwd = ref_balance_bwd,
+    .entropy_fwd = ref_entropy_fwd, .entropy_bwd = ref_entropy_bwd,
+    /* stick-breaking */
+    .sb_fwd = ref_sb_fwd, .sb_bwd = ref_sb_bwd, .sb_inv = ref_sb_inv,
+    /* optimizer */
+    .adamw = ref_adamw,
+    /* random numbers */
+    .rand_fill = ref_rand,
+    /* fixed-order linear layer */
     .pack_bytes = ref_pack_bytes, .pack_weight = ref_pack_weight,
     .linear_fixed = ref_linear_fixed,
 };

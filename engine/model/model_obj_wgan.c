@@ -1,8 +1,9 @@
-/* model_stage_gan: the WGAN-GP objective of the stage trainer (model_stage.h
- * describes it, engine/model/README.md says why it is built this way;
- * model_stage_internal.h the split).  The generator is the stage's trunk;
- * this file adds the critic, the stick-breaking head of stage 2 and the
- * energy-distance validation. */
+/* model_obj_wgan: the WGAN-GP objective (model_stage.h describes it,
+ * engine/model/README.md says why it is built this way; model_obj.h the
+ * table).  The generator is the stage's trunk; training adds the critic,
+ * the stick-breaking head of stage 2 and the energy-distance validation;
+ * sampling is one pass of the generator from the noise. */
+#include "model_sampler_internal.h"
 #include "model_stage_internal.h"
 
 #include <math.h>
@@ -54,11 +55,14 @@ static int fill_const(model_stage *s, float *dst, int n, float v, gt_error *err)
     return nn_copy_h2d(s->b, dst, s->score_h, (size_t)n * sizeof(float), err);
 }
 
-int model_stage_gan_create(model_stage *s, const model_stage_data *data,
-                           const nn_adamw_config *goc, const model_wgan_config *wg,
-                           gt_error *err)
+/* The critic, its optimizer (from the generator's, goc), the head of a
+ * stage with stick-breaking columns and the held-out rows of the energy
+ * distance. */
+static int gan_create(model_stage *s, const model_stage_data *data, const nn_adamw_config *goc,
+                      gt_error *err)
 {
     const int B = s->batch, D = s->dim, C = s->n_cond;
+    const model_wgan_config *wg = s->stage == 1 ? &s->cfg.stage1.wgan : &s->cfg.stage2.wgan;
     if (s->n_ctx || data->valid_train)
         return gt_error_set(err, GT_EINVAL, "wgan trains oneshot stages only");
     s->cdim = D;
@@ -118,7 +122,8 @@ int model_stage_gan_create(model_stage *s, const model_stage_data *data,
     return GT_OK;
 }
 
-void model_stage_gan_destroy(model_stage *s)
+/* Frees what gan_create made (safe on a partial one). */
+static void gan_destroy(model_stage *s)
 {
     float **bufs[] = {&s->dpos, &s->dneg, &s->score, &s->hfake, &s->hreal, &s->hmix, &s->dh};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -152,7 +157,7 @@ static int gan_skip(model_stage *s, float *out, const float *z, int rows, gt_err
  * its L layer-fraction columns weighted by sqrt(V / L) so that the layer
  * profile counts as much as the V voxel columns together.  See
  * engine/model/README.md for why. */
-int model_stage_gan_validate(model_stage *s, float *val, gt_error *err)
+static int gan_validate(model_stage *s, float *val, gt_error *err)
 {
     const int D = s->dim, C = s->n_cond, W = s->cdim, n = s->n_ed;
     for (int r0 = 0; r0 < n; r0 += s->batch) {
@@ -196,7 +201,7 @@ static int gan_mean_score(model_stage *s, int rows, double *mean, gt_error *err)
 /* critic_steps critic updates, then one generator update.  The critic sees
  * rows through the head (h = x without one); interpolates are taken there,
  * so the penalty constrains the critic on the space it judges. */
-int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
+static int gan_step(model_stage *s, float *grad_norm, gt_error *err)
 {
     const int B = s->batch, D = s->dim, C = s->n_cond, W = s->cdim;
     const model_wgan_config *wg = s->stage == 1 ? &s->cfg.stage1.wgan : &s->cfg.stage2.wgan;
@@ -259,3 +264,32 @@ int model_stage_gan_step(model_stage *s, float *grad_norm, gt_error *err)
     s->gan_loss = (float)closs;
     return nn_copy_h2d(s->b, s->loss, &s->gan_loss, sizeof(float), err);
 }
+
+/* ------------------------------------------------------------------------ */
+/* sampling                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A generator: one forward pass from the noise, no time input (steps
+ * unused). */
+static int gan_integrate(model_sampler *s, model_sampler_net *n, int rows, int steps,
+                         double *evals, gt_error *err)
+{
+    (void)steps;
+    const int D = n->dim;
+    int rc;
+    nn_tensor x = nn_f32(s->x, rows, D), v = nn_f32(s->v1, rows, D);
+    if ((rc = nn_trunk_forward(n->trunk, x, nn_f32(s->c, rows, n->n_cond), v, 0, err)))
+        return rc;
+    *evals += 1;
+    /* G(z, c) = T(z, c) + [0 ; z_k..] (model_stage_gan_noise_from) */
+    const int k = n->noise_from;
+    nn_tensor xv = nn_tensor_cols(x, k, D - k), vv = nn_tensor_cols(v, k, D - k);
+    nn_tensor vu = nn_tensor_cols(v, 0, k);
+    if ((rc = nn_add(s->b, xv, xv, vv, err)))
+        return rc;
+    return k ? nn_concat(s->b, nn_tensor_cols(x, 0, k), &vu, 1, err) : GT_OK;
+}
+
+const model_obj_ops model_obj_wgan = {.name = "wgan", .create = gan_create, .destroy = gan_destroy,
+                                      .step = gan_step, .validate = gan_validate,
+                                      .integrate = gan_integrate};

@@ -1,7 +1,12 @@
-/* model_stage_flow: the flow-matching and DDPM objectives of the stage
- * trainer (model_stage.h describes both; model_stage_internal.h the split).
- * Both regress a trunk's prediction on a noised input: they differ only in
- * the per-row coefficients of the noising and in the target. */
+/* model_obj_flow: the flow-matching and DDPM objectives (model_stage.h
+ * describes both; model_obj.h the table).  Training: both regress a
+ * trunk's prediction on a noised input and differ only in the per-row
+ * coefficients of the noising and in the target, so they share one
+ * trainer; with train.ema they also keep the moving average of the
+ * weights (the stage updates and stores it).  Sampling: flow integrates
+ * its velocity with the configured ODE solver, DDPM runs deterministic
+ * DDIM (the steppers are model_solver.c's). */
+#include "model_sampler_internal.h"
 #include "model_stage_internal.h"
 
 #include <math.h>
@@ -82,7 +87,30 @@ static int trunk_input(model_stage *s, int rows, const float *ctx, nn_tensor *xi
     return nn_concat(s->b, *xin, parts, 2, err);
 }
 
-int model_stage_flow_validate(model_stage *s, float *val_loss, gt_error *err)
+/* The average of train.ema, started at the initial weights (the stage
+ * updates it after every step, model_stage.c). */
+static int flow_create(model_stage *s, const model_stage_data *data, const nn_adamw_config *goc,
+                       gt_error *err)
+{
+    (void)data;
+    (void)goc;
+    if (!(s->cfg.ema > 0))
+        return GT_OK;
+    nn_params *tp = nn_trunk_params(s->trunk);
+    GT_TRY(model_stage_alloc(s, &s->ema, tp->count, err));
+    GT_TRY(model_stage_alloc(s, &s->ema_coef, 2, err));
+    return nn_copy_d2d(s->b, s->ema, tp->value, tp->count * sizeof(float), err);
+}
+
+static void flow_destroy(model_stage *s)
+{
+    nn_free(s->b, s->ema);
+    nn_free(s->b, s->ema_coef);
+}
+
+/* The loss on the fixed validation draws, by val_trunk (which holds the
+ * master weights on entry). */
+static int flow_validate(model_stage *s, float *val_loss, gt_error *err)
 {
     const int D = s->dim, C = s->n_cond;
     double sum = 0.0;
@@ -143,8 +171,9 @@ static int flow_step_draw(model_stage *s, gt_error *err)
  * gradients' sum over ranks, norm, clipping and update.  It reads nothing
  * back (the training trunk checks no input: model_stage_create validated
  * the data), so one CUDA graph can hold it. */
-static int flow_step_device(model_stage *s, gt_error *err)
+static int flow_step_device(void *ctx, gt_error *err)
 {
+    model_stage *s = ctx;
     const int B = s->batch, D = s->dim, C = s->n_cond;
     nn_tensor x1 = nn_f32(s->x1, B, D), x0 = nn_f32(s->x0, B, D);
     nn_tensor cd = nn_f32(C ? s->cdata : NULL, B, C);
@@ -168,9 +197,44 @@ static int flow_step_device(model_stage *s, gt_error *err)
     return nn_adamw_launch(&s->opt, err);
 }
 
-int model_stage_flow_step(model_stage *s, float *grad_norm, gt_error *err)
+/* One optimizer update; the loss stays in backend memory (s->loss). */
+static int flow_step(model_stage *s, float *grad_norm, gt_error *err)
 {
     GT_TRY(flow_step_draw(s, err));
     GT_TRY(model_stage_run_device(s, flow_step_device, err));
     return nn_adamw_finish(&s->opt, grad_norm, err);
 }
+
+/* ------------------------------------------------------------------------ */
+/* sampling                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* flow: dx/dt = v from the noise (t = 0) to the data (t = 1), by the
+ * config's ODE solver (Euler, Heun or AB2) on its time grid. */
+static int flow_integrate(model_sampler *s, model_sampler_net *n, int rows, int steps,
+                          double *evals, gt_error *err)
+{
+    return model_solver_ode(s, n, rows, steps, evals, err);
+}
+
+/* ddpm: deterministic DDIM from t = 1 (noise) to t = 0 on a uniform grid
+ * of the cosine schedule, one evaluation a step. */
+static int ddpm_integrate(model_sampler *s, model_sampler_net *n, int rows, int steps,
+                          double *evals, gt_error *err)
+{
+    for (int k = 0; k < steps; k++) {
+        double t = 1.0 - (double)k / steps, tn = 1.0 - (double)(k + 1) / steps;
+        double ab = model_ddpm_abar(t), abn = tn <= 0 ? 1.0 : model_ddpm_abar(tn);
+        GT_TRY(model_solver_ddim_step(s, n, (float)t, ab, abn, rows, err));
+        *evals += 1;
+    }
+    return GT_OK;
+}
+
+const model_obj_ops model_obj_flow = {.name = "flow", .create = flow_create, .destroy = flow_destroy,
+                                      .step = flow_step, .validate = flow_validate,
+                                      .integrate = flow_integrate};
+
+const model_obj_ops model_obj_ddpm = {.name = "ddpm", .create = flow_create, .destroy = flow_destroy,
+                                      .step = flow_step, .validate = flow_validate,
+                                      .integrate = ddpm_integrate};
