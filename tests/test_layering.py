@@ -62,23 +62,6 @@ SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 FILE_LIMIT, FILE_MARKER, FILE_WINDOW = 800, "Longer than 800 lines because", 40
 FUNC_LIMIT, FUNC_MARKER, FUNC_WINDOW = 150, "Longer than 150 lines because", 12
 
-# ---------------------------------------------------------------------------
-# Known until merged: engine files and functions that other branches are
-# splitting while this one is written, listed so that the test passes on
-# this branch.  This list must be empty after the merge: delete each entry
-# once its file is split (or carries its marker).
-#   file entries: "path"; function entries: "path:function"
-# ---------------------------------------------------------------------------
-
-KNOWN_UNTIL_MERGED = {
-    "engine/data/calo_h5.c",
-    "engine/model/model_sampler.c",
-    "engine/model/model_sampler.c:model_sampler_open_xml",
-    "engine/model/model_stage.c",
-    "engine/nn/nn_backend.c",
-}
-
-
 def closure(folder):
     """The folders `folder` may include from, itself first."""
     seen, todo = [folder], list(LAYERS.get(folder, []))
@@ -158,7 +141,7 @@ def functions(lines):
         i = end + 1
 
 
-def check_lengths(root, sources, out, known_used):
+def check_lengths(root, sources, out):
     """Rules (b) and (c)."""
     for rel, name in sources:
         path = f"{rel}/{name}"
@@ -167,22 +150,15 @@ def check_lengths(root, sources, out, known_used):
         if lines and lines[-1] == "":
             lines.pop()
         if len(lines) > FILE_LIMIT and not marker_ok(lines[:FILE_WINDOW], FILE_MARKER):
-            if path in KNOWN_UNTIL_MERGED:
-                known_used.add(path)
-            else:
-                out.append(f"{path}:1: rule (b) file length: {len(lines)} lines, over "
-                           f"{FILE_LIMIT}, and no \"{FILE_MARKER} ...\" in its first "
-                           f"{FILE_WINDOW} lines")
+            out.append(f"{path}:1: rule (b) file length: {len(lines)} lines, over "
+                       f"{FILE_LIMIT}, and no \"{FILE_MARKER} ...\" in its first "
+                       f"{FILE_WINDOW} lines")
         for fn, first, last in functions(lines):
             n = last - first + 1
             if n <= FUNC_LIMIT:
                 continue
             above = lines[max(0, first - 1 - FUNC_WINDOW):first - 1]
             if marker_ok(above, FUNC_MARKER):
-                continue
-            key = f"{path}:{fn}"
-            if key in KNOWN_UNTIL_MERGED:
-                known_used.add(key)
                 continue
             out.append(f"{path}:{first}: rule (c) function length: {fn} is {n} lines, over "
                        f"{FUNC_LIMIT}, and no \"{FUNC_MARKER} ...\" in the {FUNC_WINDOW} "
@@ -208,23 +184,19 @@ def main():
     for rel, name in sources:
         if name.endswith((".h", ".cuh")):
             owner[name] = rel
-    out, known_used = [], set()
+    out = []
     for rel, _ in sources:
         if rel not in LAYERS:
             out.append(f"{rel}:1: rule (a) layering: the folder {rel} is in no declared "
                        f"layer (LAYERS in tests/test_layering.py)")
     out = sorted(set(out))
     check_includes(root, sources, owner, out)
-    check_lengths(root, sources, out, known_used)
+    check_lengths(root, sources, out)
     check_readmes(root, out)
-    for entry in sorted(set(KNOWN_UNTIL_MERGED) - known_used):
-        out.append(f"tests/test_layering.py:1: known-until-merged entry {entry} passes now: "
-                   f"delete it from KNOWN_UNTIL_MERGED")
     for line in out:
         print(line)
     print(f"test_layering: {len(sources)} files in {len(LAYERS)} layers, "
-          f"{len(out)} violation{'s' if len(out) != 1 else ''}"
-          f"{f', {len(known_used)} known until merged' if known_used else ''}")
+          f"{len(out)} violation{'s' if len(out) != 1 else ''}")
     return 1 if out else 0
 
 
