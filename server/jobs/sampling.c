@@ -97,7 +97,6 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
     int slot = free_slot >= 0 ? free_slot : lru;
     if (s->cache[slot].smp)
         cache_drop(&s->cache[slot]);
-    char *config_text = NULL;
     char field[128];
     model_config cfg;
     void *ck1 = NULL, *ck2 = NULL, *file = NULL;
@@ -123,9 +122,7 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
         geo_xml = pack.geometry_xml;
         geo_len = pack.geometry_len;
     } else {
-        if ((rc = runs_config(s->db, run, &config_text, err)) ||
-            (rc = model_config_parse(config_text, strlen(config_text), &cfg, field,
-                                     sizeof field, err)) ||
+        if ((rc = runs_read_config(s->db, run, &cfg, err)) ||
             (rc = runs_load_checkpoint(s->db, run, 1, 1, &ck1, &l1, NULL, err)) ||
             (rc = runs_load_checkpoint(s->db, run, 2, 1, &ck2, &l2, NULL, err)))
             goto out;
@@ -176,7 +173,6 @@ out:
     free(file);
     free(ck1);
     free(ck2);
-    free(config_text);
     return rc;
 }
 

@@ -140,17 +140,17 @@ int sched_train_run_dist(store *db, int64_t run, const char *data_dir, const cha
                          const dist_spec *spec, gt_error *err)
 {
     dist_comm *comm = NULL;
-    char *config_text = NULL;
-    char field[128] = "";
     model_config cfg;
     nn_backend *b = NULL;
     void *ck1 = NULL, *ck2 = NULL;
     size_t l1 = 0, l2 = 0;
+    char *config_text = NULL;
     int rc = runs_config(db, run, &config_text, err);
     if (rc)
         return rc;
-    if ((rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
-                                 err))) {
+    rc = runs_parse_config(config_text, &cfg, err);
+    free(config_text);
+    if (rc) {
         runs_set_status(db, run, "failed", err->message, NULL, NULL);
         goto out;
     }
@@ -205,7 +205,6 @@ out:
     dist_destroy(comm);
     free(ck1);
     free(ck2);
-    free(config_text);
     nn_backend_close(b);
     return rc;
 }
@@ -285,10 +284,8 @@ static int dataset_path_refused(store *db, int64_t run, gt_error *err)
     if (runs_config(db, run, &text, err))
         return 0;   /* the trainer reports a missing config itself */
     model_config cfg;
-    char field[128] = "";
     gt_error perr = {0};
-    int bad = model_config_parse(text, strlen(text), &cfg, field, sizeof field, &perr) == GT_OK &&
-              cfg.dataset_path[0] == '/';
+    int bad = runs_parse_config(text, &cfg, &perr) == GT_OK && cfg.dataset_path[0] == '/';
     free(text);
     if (bad)
         gt_error_set(err, GT_EINVAL,

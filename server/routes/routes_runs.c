@@ -53,8 +53,16 @@ static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err
     keep(o, row, "name");
     keep(o, row, "status");
     if (with_config) {
-        json_t *cfg = json_loads(json_string_value(json_object_get(row, "config")), 0, NULL);
-        json_object_set_new(o, "config", cfg ? cfg : json_null());
+        /* what it trains with: the recorded config read as stored and
+         * written back whole (the recorded text itself for a run of this
+         * version; null when it does not read) */
+        model_config cfg;
+        gt_error ignored = {0};
+        json_t *c = runs_parse_config(json_string_value(json_object_get(row, "config")), &cfg,
+                                      &ignored) == GT_OK
+                        ? model_config_to_json(&cfg)
+                        : NULL;
+        json_object_set_new(o, "config", c ? c : json_null());
     }
     keep(o, row, "device");
     keep(o, row, "precision");
@@ -342,11 +350,9 @@ static int same_config(const char *prev, const char *text)
 {
     if (strcmp(prev, text) == 0)
         return 1;
-    json_t *root = json_loads(prev, 0, NULL);
     model_config cfg;
     gt_error err = {0};
-    int ok = root && model_config_from_json(root, &cfg, NULL, 0, &err) == GT_OK;
-    json_decref(root);
+    int ok = runs_parse_config(prev, &cfg, &err) == GT_OK;
     json_t *canon = ok ? model_config_to_json(&cfg) : NULL;
     char *again = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(canon);

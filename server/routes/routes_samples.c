@@ -206,14 +206,14 @@ static void samples_resume(http_request *req, void *ctx)
  * admission before the sampler is loaded.  0 after replying. */
 static int run_shape(http_request *req, app *a, int64_t id, int *V, int *layers)
 {
-    char name[RUNS_GEOMETRY_MAX];
+    model_config cfg;
     gt_error err = {0};
-    if (runs_geometry(a->db, id, name, sizeof name, &err) != GT_OK) {
+    if (runs_read_config(a->db, id, &cfg, &err) != GT_OK) {
         routes_reply_internal(req, &err);
         return 0;
     }
     geo_geometry g;
-    if (model_geometry_load(name, &g, &err) != GT_OK) {
+    if (model_geometry_load(cfg.geometry, &g, &err) != GT_OK) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the run's geometry: %s", err.message);
         return 0;
     }

@@ -113,11 +113,12 @@ int models_export(store *s, int64_t id, void **out, size_t *len, gt_error *err)
         (rc = runs_load_checkpoint(s, id, 2, 1, &ck[1], &cl[1], NULL, err)) ||
         (rc = acceptance_for_export(s, id, ck, cl, &acc, &acc_len, err)))
         goto out;
-    char geometry[RUNS_GEOMETRY_MAX];
-    runs_config_geometry(config, geometry, sizeof geometry);
+    /* the file carries the config as recorded, and the geometry it names */
+    model_config cfg;
     const void *xml = NULL;
     size_t xml_len = 0;
-    if ((rc = geometry_bytes(geometry, &xml, &xml_len, &owned, err)))
+    if ((rc = runs_parse_config(config, &cfg, err)) ||
+        (rc = geometry_bytes(cfg.geometry, &xml, &xml_len, &owned, err)))
         goto out;
     const build_info *bi = build_info_get();
     model_pack_src src = {

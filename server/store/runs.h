@@ -23,7 +23,8 @@
  * duplicates.  runs_record_* run transactions: call them on a connection no
  * other thread uses (the scheduler's, giant train's).  Stage names in the
  * database: 1 = "energy", 2 = "shower".
- * Depends on store, numfmt, gt_sha256, Jansson and the engine's model_stage. */
+ * Depends on store, numfmt, gt_sha256, Jansson and the engine's model_stage
+ * and model_config. */
 #ifndef RUNS_H
 #define RUNS_H
 
@@ -33,6 +34,7 @@
 #include <jansson.h>
 
 #include "gt_error.h"
+#include "model_config.h"
 #include "model_stage.h"
 #include "store.h"
 
@@ -124,16 +126,18 @@ int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err);
  * Reads for the workers and commands: C values
  * ------------------------------------------------------------------------- */
 
-/* The run's config, malloc'ed JSON text. */
+/* The run's config as recorded, malloc'ed JSON text: for what passes it
+ * on as it is (a model file's config.json).  A run's settings are read
+ * with runs_read_config. */
 int runs_config(store *s, int64_t id, char **config_json, gt_error *err);
 
-/* The geometry a run trains on, as its stored config names it
- * (dataset.geometry), or "dataset_2" (a config's default) when it names
- * none: runs_config_geometry reads config_json (NULL or unparsable gives
- * the default), runs_geometry the run's stored config. */
-#define RUNS_GEOMETRY_MAX 1024     /* a config's geometry field, NUL included */
-void runs_config_geometry(const char *config_json, char *out, size_t size);
-int runs_geometry(store *s, int64_t id, char *out, size_t size, gt_error *err);
+/* The run's settings: its recorded config read as a stored config
+ * (model_config_parse_stored), so a field it leaves out means what it did
+ * when it was recorded.  runs_parse_config reads recorded text in hand.
+ * A recorded config that does not read is GT_EINVAL, its message naming
+ * the field. */
+int runs_read_config(store *s, int64_t id, model_config *cfg, gt_error *err);
+int runs_parse_config(const char *config_json, model_config *cfg, gt_error *err);
 
 /* The run's status (up to 15 characters). */
 int runs_status(store *s, int64_t id, char status[16], gt_error *err);

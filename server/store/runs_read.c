@@ -20,21 +20,19 @@ int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
     return rc == GT_ENOTFOUND ? runs_no_run(err, id) : rc;
 }
 
-void runs_config_geometry(const char *config_json, char *out, size_t size)
+int runs_parse_config(const char *config_json, model_config *cfg, gt_error *err)
 {
-    json_t *cfg = config_json ? json_loads(config_json, 0, NULL) : NULL;
-    const char *g =
-        json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
-    snprintf(out, size, "%s", g ? g : "dataset_2");
-    json_decref(cfg);
+    char field[128] = "";
+    const char *text = config_json ? config_json : "";
+    return model_config_parse_stored(text, strlen(text), cfg, field, sizeof field, err);
 }
 
-int runs_geometry(store *s, int64_t id, char *out, size_t size, gt_error *err)
+int runs_read_config(store *s, int64_t id, model_config *cfg, gt_error *err)
 {
     char *text = NULL;
     int rc = runs_config(s, id, &text, err);
     if (rc == GT_OK)
-        runs_config_geometry(text, out, size);
+        rc = runs_parse_config(text, cfg, err);
     free(text);
     return rc;
 }
