@@ -36,34 +36,84 @@ static void keep(json_t *o, json_t *row, const char *key)
     json_object_set(o, key, v ? v : json_null());
 }
 
-/* The API's run object from a runs row (runs_get, runs_list) and its best
- * checkpoints; NULL with err set when those cannot be read. */
-static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err)
+static int key_order(const void *x, const void *y)
 {
-    int64_t id = json_integer_value(json_object_get(row, "id"));
-    json_t *best, *accept = NULL;
-    if (runs_best(db, id, &best, err) != GT_OK)
-        return NULL;
-    if (runs_acceptance_info(db, id, &accept, err) != GT_OK) {
-        json_decref(best);
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* A copy of v whose objects have their keys in sorted order, as a run's
+ * config is recorded (JSON_SORT_KEYS) and as its echo always was; NULL
+ * when out of memory. */
+static json_t *sorted_copy(json_t *v)
+{
+    if (json_is_array(v)) {
+        json_t *out = json_array(), *e;
+        size_t i;
+        json_array_foreach(v, i, e) {
+            if (!out || json_array_append_new(out, sorted_copy(e)) != 0) {
+                json_decref(out);
+                return NULL;
+            }
+        }
+        return out;
+    }
+    if (!json_is_object(v))
+        return json_incref(v);
+    size_t n = json_object_size(v), i = 0;
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    json_t *out = keys ? json_object() : NULL, *e;
+    const char *k;
+    if (!out) {
+        free(keys);
         return NULL;
     }
+    json_object_foreach(v, k, e)
+        keys[i++] = k;
+    qsort(keys, n, sizeof *keys, key_order);
+    for (i = 0; i < n; i++) {
+        json_t *c = sorted_copy(json_object_get(v, keys[i]));
+        if (!c || json_object_set_new(out, keys[i], c) != 0) {
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+    }
+    free(keys);
+    return out;
+}
+
+/* A run's config as its reply echoes it: the recorded config read as
+ * stored and written back whole, its keys sorted as recorded (so the
+ * recorded text itself for a run of this version); null when it does not
+ * read. */
+static json_t *row_config_echo(json_t *row)
+{
+    model_config cfg;
+    gt_error ignored = {0};
+    if (runs_parse_config(json_string_value(json_object_get(row, "config")), &cfg,
+                          &ignored) != GT_OK)
+        return json_null();
+    json_t *whole = model_config_to_json(&cfg), *echo = whole ? sorted_copy(whole) : NULL;
+    json_decref(whole);
+    return echo ? echo : json_null();
+}
+
+/* The API's run object from a run as runs_show and runs_list give it (its
+ * row with its best checkpoints, acceptance test and Slurm job): a reshape,
+ * no further read.  config (taken; NULL: none, as a listing shows it) is
+ * its echo. */
+static json_t *run_object(json_t *row, json_t *config)
+{
     json_t *o = json_object();
+    if (!o) {
+        json_decref(config);
+        return NULL;
+    }
     keep(o, row, "id");
     keep(o, row, "name");
     keep(o, row, "status");
-    if (with_config) {
-        /* what it trains with: the recorded config read as stored and
-         * written back whole (the recorded text itself for a run of this
-         * version; null when it does not read) */
-        model_config cfg;
-        gt_error ignored = {0};
-        json_t *c = runs_parse_config(json_string_value(json_object_get(row, "config")), &cfg,
-                                      &ignored) == GT_OK
-                        ? model_config_to_json(&cfg)
-                        : NULL;
-        json_object_set_new(o, "config", c ? c : json_null());
-    }
+    if (config)
+        json_object_set_new(o, "config", config);
     keep(o, row, "device");
     keep(o, row, "precision");
     double progress = json_number_value(json_object_get(row, "progress"));
@@ -92,46 +142,38 @@ static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err
     const char *exec = json_string_value(json_object_get(row, "executor"));
     json_t *ex = json_pack("{s:s}", "kind", exec ? exec : "local");
     if (exec && strcmp(exec, "slurm") == 0) {
-        json_t *job = NULL;
-        gt_error jerr = {0};
-        int rc = slurm_jobs_get(db, id, &job, &jerr);
-        if (rc && rc != GT_ENOTFOUND) {
-            *err = jerr;
-            json_decref(ex);
-            json_decref(o);
-            json_decref(best);
-            json_decref(accept);
-            return NULL;
-        }
+        json_t *job = json_object_get(row, "slurm_job");
         const char *const keys[] = {"job_id", "state", "reason", "node", "submissions",
                                     "restarts", "submitted_at"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             json_t *v = json_object_get(job, keys[k]);
             json_object_set(ex, keys[k], v ? v : json_null());
         }
-        json_decref(job);
     }
     json_object_set_new(o, "executor", ex);
     keep(o, row, "created_at");
     keep(o, row, "started_at");
     keep(o, row, "finished_at");
     keep(o, row, "updated_at");
-    json_object_set_new(o, "best", best);
-    json_object_set_new(o, "acceptance", accept);
+    keep(o, row, "best");
+    keep(o, row, "acceptance");
     return o;
 }
 
-/* Replies with the run (status) or 404. */
+/* Replies with run id (status) in one read; a run that does not exist is
+ * 404, worded as routes_path_run words it on a path with an {id}. */
 static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
 {
     json_t *row = NULL, *o = NULL;
     gt_error err = {0};
-    int rc = runs_get(db, id, &row, &err);
-    if (rc == GT_OK && (o = run_object(db, row, 1, &err)) == NULL)
-        rc = GT_EIO;           /* err says why */
-    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
-        http_reply_json(req, status, o);
+    int rc = id > 0 ? runs_show(db, id, &row, &err) : GT_ENOTFOUND;
+    if (rc == GT_OK && (o = run_object(row, row_config_echo(row))) == NULL)
+        rc = gt_error_set(&err, GT_ENOMEM, "out of memory");
     json_decref(row);
+    if (rc == GT_ENOTFOUND && http_param(req, "id"))
+        routes_reply_no_run(req);
+    else if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
+        http_reply_json(req, status, o);
 }
 
 /* ---------------------------------------------------------------------------
@@ -497,11 +539,12 @@ void route_runs_list(http_request *req, void *ctx)
     size_t n = json_array_size(rows);
     for (size_t i = 0; i < n && i < (size_t)limit; i++) {
         json_t *row = json_array_get(rows, i);
-        json_t *o = run_object(a->db, row, 0, &err);
-        if (!o) {
+        json_t *o = run_object(row, NULL);
+        if (!o || !items) {
+            json_decref(o);
             json_decref(items);
             json_decref(rows);
-            routes_reply_internal(req, &err);
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
             return;
         }
         last = json_integer_value(json_object_get(row, "id"));
@@ -522,9 +565,8 @@ void route_runs_list(http_request *req, void *ctx)
 void route_runs_get(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = routes_path_run(req, a->db);
-    if (id)
-        reply_run(req, a->db, id, 200);
+    /* one read: the run as shown, or its absence */
+    reply_run(req, a->db, routes_parse_id(http_param(req, "id")), 200);
 }
 
 void route_runs_cancel(http_request *req, void *ctx)

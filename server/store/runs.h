@@ -217,19 +217,25 @@ int runs_exists(store *s, int64_t id, gt_error *err);
  * since started_at, null before). */
 int runs_get(store *s, int64_t id, json_t **row, gt_error *err);
 
-/* Up to limit run rows, newest first: status NULL for any, before_id 0 for
- * the newest (keyset paging: stable however many runs are added). */
+/* A run as the API shows it, in one statement: runs_get's row, and
+ *   "best": the best checkpoint of each stage that has one,
+ *     {"energy": {"checkpoint_id", "step", "val_loss"}, "shower": {...}};
+ *   "acceptance": the acceptance test the run serves (the one for its
+ *     current best pair), {"showers", "auc", "acceptance", "sha256",
+ *     "created_at"}, or null when it has none (none asked for, not trained
+ *     yet, or stale);
+ *   "slurm_job": its Slurm job as last seen, {"job_id", "state", "reason",
+ *     "node", "submissions", "restarts", "submitted_at"}, or null. */
+int runs_show(store *s, int64_t id, json_t **row, gt_error *err);
+
+/* Up to limit runs as runs_show gives them (config null: a listing shows
+ * none), newest first, in one statement: status NULL for any, before_id 0
+ * for the newest (keyset paging: stable however many runs are added). */
 int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t **rows,
               gt_error *err);
 
-/* The best checkpoint of each stage that has one:
- * {"energy": {"checkpoint_id", "step", "val_loss"}, "shower": {...}}. */
+/* The best checkpoint of each stage that has one, as runs_show's "best". */
 int runs_best(store *s, int64_t id, json_t **best, gt_error *err);
-
-/* The acceptance test the run serves (one for its current best pair):
- * {"showers", "auc", "acceptance", "sha256", "created_at"}, or JSON null
- * when it has none (none asked for, not trained yet, or stale). */
-int runs_acceptance_info(store *s, int64_t id, json_t **info, gt_error *err);
 
 /* Checkpoint rows (no bytes), energy first, by step: id, stage, step,
  * val_loss, is_best, precision, size_bytes, checksum, created_at. */
