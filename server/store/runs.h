@@ -179,6 +179,11 @@ int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *ou
  * GT_ENOTFOUND otherwise. */
 int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
 
+/* What a sample request needs of a run, in one statement: GT_ENOTFOUND
+ * when the run does not exist; else *ready says whether both stages have a
+ * best checkpoint, and *version is then runs_best_pair's. */
+int runs_sample_source(store *s, int64_t id, int *ready, int64_t *version, gt_error *err);
+
 /* The run's learned acceptance test (model.accept; engine/model/
  * model_accept.h), trained against its current best checkpoints: stored
  * with their ids (replacing an older test), and loaded only while they are
