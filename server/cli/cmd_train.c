@@ -436,7 +436,7 @@ static int train_here(const train_args *t, store *db, int64_t run, const model_c
     train_view view = {.cfg = cfg, .tty = isatty(2), .quiet = t->quiet};
     /* and never written into the bar's line */
     log_set_hook(view_before_log, &view);
-    sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase};
+    sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase, NULL};
     double t0 = gt_clock_s();
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);

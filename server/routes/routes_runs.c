@@ -82,10 +82,19 @@ static json_t *sorted_copy(json_t *v)
     return out;
 }
 
-/* A run's config as its reply echoes it: the recorded config read as
- * stored and written back whole, its keys sorted as recorded (so the
- * recorded text itself for a run of this version); null when it does not
- * read. */
+/* A run's config as its reply echoes it: the config written back whole
+ * (model_config_to_json), its keys sorted as a run's config is recorded,
+ * so for a run of this version its recorded text itself; null when out of
+ * memory. */
+static json_t *config_echo(const model_config *cfg)
+{
+    json_t *whole = model_config_to_json(cfg), *echo = whole ? sorted_copy(whole) : NULL;
+    json_decref(whole);
+    return echo ? echo : json_null();
+}
+
+/* The same for a run's row: its recorded config read as stored; null when
+ * it does not read. */
 static json_t *row_config_echo(json_t *row)
 {
     model_config cfg;
@@ -93,9 +102,7 @@ static json_t *row_config_echo(json_t *row)
     if (runs_parse_config(json_string_value(json_object_get(row, "config")), &cfg,
                           &ignored) != GT_OK)
         return json_null();
-    json_t *whole = model_config_to_json(&cfg), *echo = whole ? sorted_copy(whole) : NULL;
-    json_decref(whole);
-    return echo ? echo : json_null();
+    return config_echo(&cfg);
 }
 
 /* The API's run object from a run as runs_show and runs_list give it (its
@@ -161,13 +168,17 @@ static json_t *run_object(json_t *row, json_t *config)
 }
 
 /* Replies with run id (status) in one read; a run that does not exist is
- * 404, worded as routes_path_run words it on a path with an {id}. */
-static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
+ * 404, worded as routes_path_run words it on a path with an {id}.  cfg:
+ * the run's config when the caller has read it (a submission), else NULL
+ * and it is read from the run. */
+static void reply_run(http_request *req, store *db, int64_t id, unsigned status,
+                      const model_config *cfg)
 {
     json_t *row = NULL, *o = NULL;
     gt_error err = {0};
     int rc = id > 0 ? runs_show(db, id, &row, &err) : GT_ENOTFOUND;
-    if (rc == GT_OK && (o = run_object(row, row_config_echo(row))) == NULL)
+    if (rc == GT_OK &&
+        (o = run_object(row, cfg ? config_echo(cfg) : row_config_echo(row))) == NULL)
         rc = gt_error_set(&err, GT_ENOMEM, "out of memory");
     json_decref(row);
     if (rc == GT_ENOTFOUND && http_param(req, "id"))
@@ -182,16 +193,19 @@ static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
 
 /* A client names files only inside the data directory, and geometries only
  * by their built-in names: the service must never read, or tell whether it
- * can read, a file elsewhere.  A file that does not exist yet passes (the
- * run fails with the reason when it trains); the trainer checks the path
- * again when it opens it (model_dataset_load).  Replies 422 and returns 0
- * when refused. */
-static int files_allowed(http_request *req, app *a, const model_config *cfg)
+ * can read, a file elsewhere.  real[PATH_MAX] gets the file's resolved path
+ * ("" when there is none), which the quotas read its size from.  A file
+ * that does not exist yet passes (the run fails with the reason when it
+ * trains); the trainer checks the path again when it opens it
+ * (model_dataset_load).  Replies 422 and returns 0 when refused. */
+static int files_allowed(http_request *req, app *a, const model_config *cfg, char *real)
 {
     gt_error err = {0};
+    real[0] = '\0';
     if (cfg->dataset_path[0]) {
-        char real[PATH_MAX];
-        int rc = gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &err);
+        int rc = gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, PATH_MAX, &err);
+        if (rc != GT_OK)
+            real[0] = '\0';
         if (rc != GT_ENOTFOUND && !routes_reply_rc(req, rc, &err, 0, 422, "dataset.path"))
             return 0;
     }
@@ -206,22 +220,21 @@ static int files_allowed(http_request *req, app *a, const model_config *cfg)
 }
 
 /* The showers a run's dataset holds: synthetic n, or the rows of its file
- * (opened, its size read from the header; 0 when the file is not there:
- * the run fails on it with the loader's reason).  Sets *v to the voxels. */
-static int dataset_rows(app *a, const model_config *cfg, int64_t *rows, int *v, gt_error *err)
+ * at real, files_allowed's resolved path (opened, its size read from the
+ * header; 0 when the file is not there: the run fails on it with the
+ * loader's reason).  Sets *v to the voxels. */
+static int dataset_rows(const model_config *cfg, const char *real, int64_t *rows, int *v,
+                        gt_error *err)
 {
     geo_geometry geo;
     GT_TRY(model_geometry_load(cfg->geometry, &geo, err));
     *v = geo.n_voxels;
     *rows = cfg->synthetic_n;
     if (cfg->dataset_path[0]) {
-        char real[PATH_MAX];
         calo_h5_reader r;
         gt_error ignored = {0};
         *rows = 0;
-        if (gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &ignored) ==
-                GT_OK &&
-            calo_h5_open(&r, real, &geo, &ignored) == GT_OK) {
+        if (real[0] && calo_h5_open(&r, real, &geo, &ignored) == GT_OK) {
             *rows = r.n_rows;
             calo_h5_close(&r);
         }
@@ -235,7 +248,7 @@ static int dataset_rows(app *a, const model_config *cfg, int64_t *rows, int *v, 
  * (--max-active-runs).  A
  * config past a quota is refused with 422 naming the field; a full queue
  * with 429 and Retry-After.  Returns 0 after replying. */
-static int within_quotas(http_request *req, app *a, const model_config *cfg)
+static int within_quotas(http_request *req, app *a, const model_config *cfg, const char *real)
 {
     const long long steps[2] = {cfg->steps1, cfg->steps2};
     for (int i = 0; i < 2; i++)
@@ -263,7 +276,7 @@ static int within_quotas(http_request *req, app *a, const model_config *cfg)
     gt_error err = {0};
     int64_t rows = 0;
     int voxels = 0;
-    if (dataset_rows(a, cfg, &rows, &voxels, &err)) {
+    if (dataset_rows(cfg, real, &rows, &voxels, &err)) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.geometry", "%s", err.message);
         return 0;
     }
@@ -426,7 +439,8 @@ void route_runs_create(http_request *req, void *ctx)
                          "this server cannot submit Slurm jobs: %s", a->slurm_why);
         return;
     }
-    if (!files_allowed(req, a, &cfg) || !within_quotas(req, a, &cfg))
+    char real[PATH_MAX];
+    if (!files_allowed(req, a, &cfg, real) || !within_quotas(req, a, &cfg, real))
         return;
     char why[512] = "";
     /* a Slurm run trains on a node the service knows nothing of: the
@@ -472,7 +486,8 @@ void route_runs_create(http_request *req, void *ctx)
                                      key, (long long)id);
                     return;
                 }
-                reply_run(req, a->db, id, 200);
+                /* the same config: the submission's own echo */
+                reply_run(req, a->db, id, 200, &cfg);
                 return;
             }
         }
@@ -492,7 +507,7 @@ void route_runs_create(http_request *req, void *ctx)
             cfg.name, model_executor_name(cfg.executor.kind));
     sched_kick(a->sched);
     slurm_kick(a->slurm);
-    reply_run(req, a->db, id, 201);
+    reply_run(req, a->db, id, 201, &cfg);
 }
 
 /* ---------------------------------------------------------------------------
@@ -566,7 +581,7 @@ void route_runs_get(http_request *req, void *ctx)
 {
     app *a = ctx;
     /* one read: the run as shown, or its absence */
-    reply_run(req, a->db, routes_parse_id(http_param(req, "id")), 200);
+    reply_run(req, a->db, routes_parse_id(http_param(req, "id")), 200, NULL);
 }
 
 void route_runs_cancel(http_request *req, void *ctx)
@@ -587,7 +602,7 @@ void route_runs_cancel(http_request *req, void *ctx)
         return;
     }
     slurm_kick(a->slurm);      /* a Slurm run's job gets its scancel */
-    reply_run(req, a->db, id, 202);
+    reply_run(req, a->db, id, 202, NULL);
 }
 
 /* A cancelled or failed run goes back to the queue and resumes from its
@@ -649,7 +664,7 @@ void route_runs_resume(http_request *req, void *ctx)
     log_msg(LOG_INFO, "run", "id=%lld status=queued reason=resume", (long long)id);
     sched_kick(a->sched);
     slurm_kick(a->slurm);
-    reply_run(req, a->db, id, 202);
+    reply_run(req, a->db, id, 202, NULL);
 }
 
 /* ---------------------------------------------------------------------------
