@@ -165,7 +165,6 @@ static int parse_args(int argc, char **argv, sample_opts *o)
  * what is set. */
 typedef struct sample_src {
     store *db;
-    char *config_text;
     void *ck1, *ck2;
     size_t l1, l2;
     model_config cfg;
@@ -179,7 +178,6 @@ static void sample_src_close(sample_src *s)
 {
     free(s->ck1);
     free(s->ck2);
-    free(s->config_text);
     model_sampler_close(s->smp);
     nn_backend_close(s->b);
     store_close(s->db, NULL);
@@ -190,7 +188,6 @@ static void sample_src_close(sample_src *s)
  * for its best pair when it has one and --no-accept was not given. */
 static int open_run(sample_opts *o, sample_src *s, gt_error *err)
 {
-    char field[128] = "";
     sample_args *a = &o->a;
     if (store_open_migrated(&s->db, o->db_path, NULL, NULL, err))
         return 1;
@@ -200,9 +197,7 @@ static int open_run(sample_opts *o, sample_src *s, gt_error *err)
             return 1;
         a->run = id;
     }
-    if (runs_config(s->db, a->run, &s->config_text, err) ||
-        model_config_parse(s->config_text, strlen(s->config_text), &s->cfg, field, sizeof field,
-                           err) ||
+    if (runs_read_config(s->db, a->run, &s->cfg, err) ||
         runs_load_checkpoint(s->db, a->run, 1, 1, &s->ck1, &s->l1, NULL, err) ||
         runs_load_checkpoint(s->db, a->run, 2, 1, &s->ck2, &s->l2, NULL, err))
         return 1;

@@ -372,20 +372,16 @@ static int prepare_run(const train_args *t, store *db, const dist_env *de, int n
                        const char **device, int64_t *run, gt_error *err)
 {
     char field[128] = "";
-    char *config_text = NULL;
     int status = -1;
     *run = t->resume;
     if (t->resume) {
         char st[16];
-        if (runs_config(db, *run, &config_text, err) || runs_status(db, *run, st, err) ||
-            model_config_parse(config_text, strlen(config_text), cfg, field, sizeof field,
-                               err)) {
+        if (runs_read_config(db, *run, cfg, err) || runs_status(db, *run, st, err)) {
             status = 1;
         } else if (strcmp(st, "succeeded") == 0) {
             fprintf(stderr, "giant train: run %lld already succeeded\n", (long long)*run);
             status = 0;
         }
-        free(config_text);
         if (status != -1)
             return status;
     } else if (model_config_load(t->config_path, cfg, field, sizeof field, err)) {
@@ -440,7 +436,7 @@ static int train_here(const train_args *t, store *db, int64_t run, const model_c
     train_view view = {.cfg = cfg, .tty = isatty(2), .quiet = t->quiet};
     /* and never written into the bar's line */
     log_set_hook(view_before_log, &view);
-    sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase};
+    sched_observer obs = {&view, view_stop, view_step, view_validation, view_phase, NULL};
     double t0 = gt_clock_s();
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);

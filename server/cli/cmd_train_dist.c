@@ -293,18 +293,14 @@ int cmd_train_worker(const cmd_train_worker_args *a)
     gt_error err = {0};
     char field[128] = "";
     model_config cfg;
-    char *text = NULL;
     int rc;
     if (a->resume) {
         /* the run's config, read once; rank 0 alone writes the database */
         store *db = NULL;
         rc = store_open(&db, a->db_path, &err);
         if (!rc)
-            rc = runs_config(db, a->resume, &text, &err);
+            rc = runs_read_config(db, a->resume, &cfg, &err);
         store_close(db, NULL);
-        if (!rc)
-            rc = model_config_parse(text, strlen(text), &cfg, field, sizeof field, &err);
-        free(text);
     } else {
         rc = model_config_load(a->config_path, &cfg, field, sizeof field, &err);
     }

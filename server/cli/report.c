@@ -397,9 +397,11 @@ int report_train(const report_args *a)
     json_t *conf = json_object_get(start, "config");
     json_t *cks = json_object_get(start, "checkpoints");
     if (json_is_object(conf)) {
-        /* the section that sent it here means nothing to the engine's run */
+        /* the section that sent it here means nothing to the engine's run;
+         * the run's config as the service recorded it (a service of this
+         * version sends it versioned, an older one as it was stored) */
         json_object_del(conf, "executor");
-        rc = model_config_from_json(conf, &cfg, field, sizeof field, &r.err);
+        rc = model_config_from_stored_json(conf, &cfg, field, sizeof field, &r.err);
     } else {
         rc = gt_error_set(&r.err, GT_EFORMAT, "the service sent no config");
     }

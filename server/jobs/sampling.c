@@ -27,6 +27,13 @@ typedef struct cached {
     unsigned long long used;   /* LRU clock */
 } cached;
 
+/* The shape of one sampler's showers (sampling_shape). */
+typedef struct shape {
+    int64_t run, model, version;
+    int voxels, layers;
+    unsigned long long used;   /* its LRU clock; 0: empty */
+} shape;
+
 struct sampling {
     store *db;
     char device[32];
@@ -42,6 +49,9 @@ struct sampling {
     metrics_hist batch;        /* per device batch, however many jobs      */
     metrics_hist showers;      /* per job                                   */
     metrics_keyed by_source;   /* requests and showers per run or model     */
+    pthread_mutex_t shapes_mu; /* guards shapes and shapes_clock            */
+    shape shapes[SAMPLING_MAX_SHAPES];
+    unsigned long long shapes_clock;
 };
 
 static double seconds_between(const struct timespec *from, const struct timespec *to)
@@ -73,6 +83,58 @@ static void cache_drop(cached *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Keeps the shape of a sampler just loaded (the least recently used one
+ * makes room): its voxels, and its layers with voxels, which admission
+ * counts the reply's header by. */
+static int active_layers(const model_sampler *smp)
+{
+    int per[SAMPLING_MAX_LAYERS], active = 0;
+    int n = model_sampler_layers(smp, per, SAMPLING_MAX_LAYERS);
+    for (int l = 0; l < n && l < SAMPLING_MAX_LAYERS; l++)
+        active += per[l] > 0;
+    return active;
+}
+
+static void shape_keep(sampling *s, int64_t run, int64_t model, int64_t version,
+                       const model_sampler *smp)
+{
+    int active = active_layers(smp);
+    pthread_mutex_lock(&s->shapes_mu);
+    int slot = 0;
+    for (int i = 0; i < SAMPLING_MAX_SHAPES; i++) {
+        shape *h = &s->shapes[i];
+        if (h->used && h->run == run && h->model == model) {
+            slot = i;          /* the same source at another version */
+            break;
+        }
+        if (h->used < s->shapes[slot].used)
+            slot = i;
+    }
+    s->shapes[slot] = (shape){run, model, version, model_sampler_voxels(smp), active,
+                              ++s->shapes_clock};
+    pthread_mutex_unlock(&s->shapes_mu);
+}
+
+int sampling_shape(sampling *s, int64_t run, int64_t model, int64_t version, int *voxels,
+                   int *layers)
+{
+    if (!s)
+        return 0;
+    int found = 0;
+    pthread_mutex_lock(&s->shapes_mu);
+    for (int i = 0; i < SAMPLING_MAX_SHAPES && !found; i++) {
+        shape *h = &s->shapes[i];
+        if (h->used && h->run == run && h->model == model && h->version == version) {
+            h->used = ++s->shapes_clock;
+            *voxels = h->voxels;
+            *layers = h->layers;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->shapes_mu);
+    return found;
+}
+
 /* The run's sampler, loaded on first use; the least recently used one
  * makes room. */
 static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, cached **out,
@@ -97,7 +159,6 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
     int slot = free_slot >= 0 ? free_slot : lru;
     if (s->cache[slot].smp)
         cache_drop(&s->cache[slot]);
-    char *config_text = NULL;
     char field[128];
     model_config cfg;
     void *ck1 = NULL, *ck2 = NULL, *file = NULL;
@@ -123,9 +184,7 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
         geo_xml = pack.geometry_xml;
         geo_len = pack.geometry_len;
     } else {
-        if ((rc = runs_config(s->db, run, &config_text, err)) ||
-            (rc = model_config_parse(config_text, strlen(config_text), &cfg, field,
-                                     sizeof field, err)) ||
+        if ((rc = runs_read_config(s->db, run, &cfg, err)) ||
             (rc = runs_load_checkpoint(s->db, run, 1, 1, &ck1, &l1, NULL, err)) ||
             (rc = runs_load_checkpoint(s->db, run, 2, 1, &ck2, &l2, NULL, err)))
             goto out;
@@ -160,6 +219,7 @@ static int cache_get(sampling *s, int64_t run, int64_t model, int64_t version, c
         if (rc)
             goto out;
     }
+    shape_keep(s, run, model, version, smp);
     s->cache[slot] = (cached){run, model, version, b, smp, s->clock};
     b = NULL;
     smp = NULL;
@@ -176,7 +236,6 @@ out:
     free(file);
     free(ck1);
     free(ck2);
-    free(config_text);
     return rc;
 }
 
@@ -204,6 +263,29 @@ static int take_batch(sampling *s, sampling_job **batch)
     return n;
 }
 
+/* The jobs of a batch that were submitted without their shape, admitted
+ * now that the sampler says it (sampling_job.admit); a refused one is done
+ * at once and leaves the batch, no metric counting it.  Returns how many
+ * jobs stay (first in batch, in order). */
+static int admit_batch(sampling *s, const model_sampler *smp, sampling_job **batch, int n)
+{
+    int V = model_sampler_voxels(smp), layers = active_layers(smp), m = 0;
+    for (int i = 0; i < n; i++) {
+        sampling_job *j = batch[i];
+        int rc = j->admit ? j->admit(j, V, layers) : GT_OK;
+        if (rc == GT_OK) {
+            if (j->admit)      /* counted at submit when admitted there */
+                metrics_hist_observe(&s->showers, (double)j->n);
+            batch[m++] = j;
+        } else {
+            j->rc = rc;
+            atomic_fetch_sub(&s->in_flight, 1);
+            j->done(j);
+        }
+    }
+    return m;
+}
+
 static void run_batch(sampling *s, sampling_job **batch, int n)
 {
     /* The batch starts when the worker takes it (after batch_delay_ms): a
@@ -211,11 +293,14 @@ static void run_batch(sampling *s, sampling_job **batch, int n)
      * so the two come close to the job's duration. */
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    for (int i = 0; i < n; i++)
-        metrics_hist_observe(&s->queue_wait, seconds_between(&batch[i]->submitted, &start));
     gt_error err = {0};
     cached *c = NULL;
-    if (cache_get(s, batch[0]->run, batch[0]->model, batch[0]->version, &c, &err) != GT_OK) {
+    int loaded = cache_get(s, batch[0]->run, batch[0]->model, batch[0]->version, &c, &err);
+    if (loaded == GT_OK && (n = admit_batch(s, c->smp, batch, n)) == 0)
+        return;
+    for (int i = 0; i < n; i++)
+        metrics_hist_observe(&s->queue_wait, seconds_between(&batch[i]->submitted, &start));
+    if (loaded != GT_OK) {
         for (int i = 0; i < n; i++)
             job_fail(s, batch[i], err.code ? err.code : GT_EIO, err.message);
         return;
@@ -338,6 +423,7 @@ int sampling_start(sampling **out, store *db, const char *device, int cache_size
     metrics_hist_init(&s->batch, metrics_seconds_bounds, metrics_seconds_nb, 1e6);
     metrics_hist_init(&s->showers, metrics_count_bounds, metrics_count_nb, 1);
     metrics_keyed_init(&s->by_source);
+    pthread_mutex_init(&s->shapes_mu, NULL);
     int rc = worker_thread_launch(&s->w, worker_main, s, NULL, "sampling", err);
     if (rc)
         return rc;
@@ -360,7 +446,8 @@ int sampling_submit(sampling *s, sampling_job *job, gt_error *err)
         return gt_error_set(err, GT_ECANCELLED, "the server is shutting down");
     }
     atomic_fetch_add(&s->in_flight, 1);
-    metrics_hist_observe(&s->showers, (double)job->n);
+    if (!job->admit)           /* else counted once the worker admits it */
+        metrics_hist_observe(&s->showers, (double)job->n);
     if (s->tail)
         s->tail->next = job;
     else
@@ -400,5 +487,6 @@ void sampling_stop(sampling *s)
     for (int i = 0; i < s->cache_size; i++)
         if (s->cache[i].smp)
             cache_drop(&s->cache[i]);
+    pthread_mutex_destroy(&s->shapes_mu);
     free(s);
 }

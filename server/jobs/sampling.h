@@ -11,7 +11,8 @@
  *
  * Loaded samplers are cached per run or imported model (least recently used
  * out first), so a run's checkpoints or a model's file are read and checked
- * once.  A model is served by the same code on the same bytes as the run it
+ * once; the shape of their showers is kept longer (sampling_shape), for
+ * admitting the requests before they are queued.  A model is served by the same code on the same bytes as the run it
  * was exported from, so it gives the same showers.  Depends on runs,
  * models, model_pack, store, log and the engine's model_sampler. */
 #ifndef SAMPLING_H
@@ -45,6 +46,13 @@ struct sampling_job {
                               chunks equals the same sample asked at once */
     int steps;             /* <= 0: the run's sample.steps                  */
     void (*done)(sampling_job *job);  /* called on the worker thread        */
+    /* NULL: admitted by its submitter.  Else the job's admission, for a
+     * submitter that did not know its showers' shape (sampling_shape):
+     * called on the worker thread with the shape once the sampler is
+     * loaded, before anything is allocated for the job.  GT_OK takes it;
+     * any other code refuses it: done is then called with that rc and the
+     * message admit wrote, the job never sampled nor counted. */
+    int (*admit)(sampling_job *job, int voxels, int layers);
     struct timespec submitted; /* set by sampling_submit (the latency metrics) */
     void *user;
     /* out */
@@ -57,6 +65,18 @@ struct sampling_job {
     char message[512];
     sampling_job *next;    /* queue link (worker's)                         */
 };
+
+/* The shape of the showers a run (model 0) or an imported model (run 0)
+ * gives at `version`: its geometry's voxels and layers with voxels, known
+ * once the worker has loaded that sampler and kept for the last
+ * SAMPLING_MAX_SHAPES loaded (after the sampler has left the cache).
+ * Keyed as the cache of samplers is, by (run, model, version): a better
+ * checkpoint since asks the worker again.  1 and the shape when known,
+ * else 0.  Any thread: a sample request is admitted with it, so the HTTP
+ * pool never loads a geometry. */
+#define SAMPLING_MAX_SHAPES 256
+int sampling_shape(sampling *s, int64_t run, int64_t model, int64_t version, int *voxels,
+                   int *layers);
 
 typedef struct sampling_stats {
     unsigned long long requests, batches, showers, loads;

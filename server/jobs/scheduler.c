@@ -140,17 +140,19 @@ int sched_train_run_dist(store *db, int64_t run, const char *data_dir, const cha
                          const dist_spec *spec, gt_error *err)
 {
     dist_comm *comm = NULL;
-    char *config_text = NULL;
-    char field[128] = "";
     model_config cfg;
     nn_backend *b = NULL;
     void *ck1 = NULL, *ck2 = NULL;
     size_t l1 = 0, l2 = 0;
+    char *config_text = NULL;
     int rc = runs_config(db, run, &config_text, err);
     if (rc)
         return rc;
-    if ((rc = model_config_parse(config_text, strlen(config_text), &cfg, field, sizeof field,
-                                 err))) {
+    rc = runs_parse_config(config_text, &cfg, err);
+    free(config_text);
+    if (rc == GT_OK && obs && obs->refuse_config && obs->refuse_config(obs->user, &cfg, err))
+        rc = err->code ? err->code : GT_EINVAL;
+    if (rc) {
         runs_set_status(db, run, "failed", err->message, NULL, NULL);
         goto out;
     }
@@ -205,7 +207,6 @@ out:
     dist_destroy(comm);
     free(ck1);
     free(ck2);
-    free(config_text);
     nn_backend_close(b);
     return rc;
 }
@@ -279,25 +280,17 @@ static void worker_phase(void *user, const char *phase)
  * written by hand, would read any file of the machine.  The service fails
  * it with the reason; `giant train --resume` on the command line, whose
  * user owns the paths, can still train it. */
-static int dataset_path_refused(store *db, int64_t run, gt_error *err)
+static int worker_refuse_config(void *user, const model_config *cfg, gt_error *err)
 {
-    char *text = NULL;
-    if (runs_config(db, run, &text, err))
-        return 0;   /* the trainer reports a missing config itself */
-    model_config cfg;
-    char field[128] = "";
-    gt_error perr = {0};
-    int bad = model_config_parse(text, strlen(text), &cfg, field, sizeof field, &perr) == GT_OK &&
-              cfg.dataset_path[0] == '/';
-    free(text);
-    if (bad)
-        gt_error_set(err, GT_EINVAL,
-                     "dataset.path: an absolute path is refused by the service (the run was "
-                     "recorded before it refused them at submission); train it with giant "
-                     "train --resume %lld, or submit it again with a path inside the data "
-                     "directory",
-                     (long long)run);
-    return bad;
+    const worker_obs *w = user;
+    if (cfg->dataset_path[0] != '/')
+        return 0;
+    return gt_error_set(err, GT_EINVAL,
+                        "dataset.path: an absolute path is refused by the service (the run was "
+                        "recorded before it refused them at submission); train it with giant "
+                        "train --resume %lld, or submit it again with a path inside the data "
+                        "directory",
+                        (long long)w->run);
 }
 
 static void *worker_main(void *arg)
@@ -328,11 +321,10 @@ static void *worker_main(void *arg)
         }
         atomic_fetch_add(&s->started, 1);
         worker_obs w = {s, run, 0, 0, 0, {0, 0}};
-        sched_observer obs = {&w, worker_should_stop, worker_step, NULL, worker_phase};
+        sched_observer obs = {&w, worker_should_stop, worker_step, NULL, worker_phase,
+                              worker_refuse_config};
         gt_error err = {0};
-        int rc = dataset_path_refused(s->db, run, &err)
-                     ? GT_EINVAL
-                     : sched_train_run(s->db, run, s->data_dir, s->device, s->bf16, &obs, &err);
+        int rc = sched_train_run(s->db, run, s->data_dir, s->device, s->bf16, &obs, &err);
         if (rc == GT_ECANCELLED && w.cancel) {
             runs_set_status(s->db, run, "cancelled", "cancelled on request", NULL, NULL);
             log_msg(LOG_INFO, "run", "id=%lld status=cancelled", (long long)run);

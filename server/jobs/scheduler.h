@@ -26,6 +26,7 @@
 #include "dist.h"
 #include "gt_error.h"
 #include "metrics.h"
+#include "model_config.h"
 #include "model_run.h"
 #include "model_stage.h"
 #include "store.h"
@@ -40,10 +41,16 @@ typedef struct sched_observer {
     void (*on_step)(void *user, const model_step_report *r, long long done, long long total);
     void (*on_validation)(void *user, int stage, long long step, float val_loss);
     void (*on_phase)(void *user, const char *phase);
+    /* The caller's rule on a recorded config, asked once it is read and
+     * before anything else is done: non-zero fails the run with err's
+     * message (the service refuses an absolute dataset.path there). */
+    int (*refuse_config)(void *user, const model_config *cfg, gt_error *err);
 } sched_observer;
 
 /* Trains run `run` (already created) to the end, resuming from the last
- * checkpoint of each stage when there is one.  device overrides the
+ * checkpoint of each stage when there is one.  Its config is read once,
+ * here, and its data path checked once, where the trainer opens it
+ * (model_dataset_load, inside data_dir).  device overrides the
  * config's train.device when not NULL or "".  bf16: whether a bf16 run may
  * train on a CPU without AVX512-BF16 (the operator's
  * --allow-bf16-emulation); refused, the run fails with the reason.  Sets the run's status:

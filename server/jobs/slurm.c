@@ -208,39 +208,26 @@ static void submit(slurm *s, int64_t run)
 {
     const slurm_config *cfg = &s->cfg;
     gt_error err = {0};
-    char *config_text = NULL;
-    json_t *conf = NULL;
-    if (runs_config(s->db, run, &config_text, &err) ||
-        !(conf = json_loads(config_text, 0, NULL))) {
-        free(config_text);
-        fail_run(s->db, run, err.message[0] ? err.message : "its config is not JSON");
+    model_config run_cfg;
+    if (runs_read_config(s->db, run, &run_cfg, &err)) {
+        fail_run(s->db, run, err.message);
         return;
     }
-    free(config_text);
-    json_t *ex = json_object_get(conf, "executor");
-    const char *partition = json_string_value(json_object_get(ex, "partition"));
-    const char *gres = json_string_value(json_object_get(ex, "gres"));
-    long long minutes = json_integer_value(json_object_get(ex, "time_limit_min"));
-    int requeue = !json_is_false(json_object_get(ex, "requeue"));
+    const model_executor *ex = &run_cfg.executor;
+    const char *partition = ex->partition[0] ? ex->partition : cfg->partition;
+    const char *gres = ex->gres[0] ? ex->gres : cfg->gres;
+    long long minutes = ex->time_limit_min > 0 ? ex->time_limit_min : cfg->time_limit_min;
+    int requeue = ex->requeue;
     /* data parallel on the node: the trainer launches its ranks itself */
-    long long gpus = json_integer_value(json_object_get(ex, "gpus"));
-    long long ranks = json_integer_value(json_object_get(ex, "ranks"));
     char parallel[32] = "";
-    if (gpus > 1)
-        snprintf(parallel, sizeof parallel, " --gpus %lld", gpus);
-    else if (ranks > 1)
-        snprintf(parallel, sizeof parallel, " --ranks %lld", ranks);
-    if (!partition || !partition[0])
-        partition = cfg->partition;
-    if (!gres || !gres[0])
-        gres = cfg->gres;
-    if (minutes <= 0)
-        minutes = cfg->time_limit_min;
+    if (ex->gpus > 1)
+        snprintf(parallel, sizeof parallel, " --gpus %d", ex->gpus);
+    else if (ex->ranks > 1)
+        snprintf(parallel, sizeof parallel, " --ranks %d", ex->ranks);
 
     char token[SLURM_TOKEN_LEN + 1], hash[65];
     slurm_token_new(token, hash);
     if (!token[0]) {
-        json_decref(conf);
         log_msg(LOG_ERROR, "slurm", "run=%lld error=\"no randomness for a token\"",
                 (long long)run);
         return;                 /* tried again at the next poll */
@@ -253,12 +240,10 @@ static void submit(slurm *s, int64_t run)
         char why[1400];
         snprintf(why, sizeof why, "cannot create the Slurm job directory %s: %s", cfg->job_dir,
                  strerror(errno));
-        json_decref(conf);
         fail_run(s->db, run, why);
         return;
     }
     if (write_script(cfg, run, token, parallel, script, &err)) {
-        json_decref(conf);
         fail_run(s->db, run, err.message);
         return;
     }
@@ -291,7 +276,6 @@ static void submit(slurm *s, int64_t run)
         argv[n++] = words[i];
     argv[n++] = script;
     argv[n] = NULL;
-    json_decref(conf);
 
     subproc_result r;
     int started = subproc_run(argv, SLURM_CMD_TIMEOUT_MS, &r) == 0;

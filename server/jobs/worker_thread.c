@@ -1,5 +1,7 @@
+#define _GNU_SOURCE   /* pthread_setname_np */
 #include "worker_thread.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,8 +67,14 @@ int worker_thread_launch(worker_thread *w, void *(*fn)(void *), void *owner, sto
                          const char *what, gt_error *err)
 {
     int rc = worker_thread_start(w, fn, owner);
-    if (rc == 0)
+    if (rc == 0) {
+        /* named for top -H, a debugger and the tests that tell the pool's
+         * work from a worker's; the kernel keeps 15 bytes */
+        char name[16];
+        snprintf(name, sizeof name, "%s", what);
+        pthread_setname_np(w->thread, name);
         return GT_OK;
+    }
     store_close(db, NULL);
     free(owner);
     return gt_error_set(err, GT_EIO, "cannot start the %s thread: %s", what, strerror(rc));

@@ -47,7 +47,8 @@ void worker_thread_nap_ms(worker_thread *w, long ms);
 void worker_thread_stop(worker_thread *w);
 
 /* Starts fn(owner) on w, owner being the worker's state (calloc'ed, holding
- * w) and db its own connection (NULL for none).  When the thread cannot
+ * w) and db its own connection (NULL for none); the thread is named `what`
+ * (its first 15 bytes: "scheduler", "sampling", ...).  When the thread cannot
  * start, closes db, frees owner and returns GT_EIO "cannot start the <what>
  * thread: <reason>"; else GT_OK, and both are the thread's until
  * worker_thread_end. */

@@ -20,9 +20,14 @@ int64_t routes_path_run(http_request *req, store *db)
     int64_t id = routes_parse_id(http_param(req, "id"));
     if (id > 0 && runs_exists(db, id, NULL) == GT_OK)
         return id;
+    routes_reply_no_run(req);
+    return 0;
+}
+
+void routes_reply_no_run(http_request *req)
+{
     http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL, "run '%s' does not exist",
                      http_param(req, "id"));
-    return 0;
 }
 
 void routes_reply_internal(http_request *req, const gt_error *err)

@@ -22,6 +22,9 @@ long long routes_query_ll(http_request *req, const char *name, long long def, lo
 /* The run the path's {id} names, or 0 after a 404 reply. */
 int64_t routes_path_run(http_request *req, store *db);
 
+/* That 404: the path's {id} names no run. */
+void routes_reply_no_run(http_request *req);
+
 /* A failure the client cannot fix (the database's, out of memory) as a 500
  * with err's message. */
 void routes_reply_internal(http_request *req, const gt_error *err);

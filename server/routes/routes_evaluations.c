@@ -127,7 +127,7 @@ void route_evaluations_create(http_request *req, void *ctx)
                          fault.status == 422 ? fault.field : NULL, "%s", fault.message);
         return;
     }
-    char geometry[RUNS_GEOMETRY_MAX];
+    model_config cfg;
     gt_error err = {0};
     long long n = json_integer_value(json_object_get(norm, "n"));
     int64_t ds = json_integer_value(json_object_get(norm, "dataset_id"));
@@ -136,13 +136,13 @@ void route_evaluations_create(http_request *req, void *ctx)
         json_decref(norm);
         return;
     }
-    if (runs_geometry(a->db, run, geometry, sizeof geometry, &err) != GT_OK) {
+    if (runs_read_config(a->db, run, &cfg, &err) != GT_OK) {
         json_decref(norm);
         routes_reply_internal(req, &err);
         return;
     }
-    if (!check_dataset(req, a, "dataset_id", ds, geometry, n) ||
-        (r2 && !check_dataset(req, a, "ref2_dataset_id", r2, geometry, n))) {
+    if (!check_dataset(req, a, "dataset_id", ds, cfg.geometry, n) ||
+        (r2 && !check_dataset(req, a, "ref2_dataset_id", r2, cfg.geometry, n))) {
         json_decref(norm);
         return;
     }

@@ -108,21 +108,25 @@ void route_ingest_start(http_request *req, void *ctx)
         reply_conflict_or_internal(req, rc, conflict, &err);
         return;
     }
-    char *config = NULL;
-    json_t *ck = NULL;
-    if ((rc = runs_config(a->db, id, &config, &err)) ||
+    /* the config the job trains with: the run's, written back whole and
+     * versioned, so the trainer reads it as this giant does */
+    model_config run_cfg;
+    json_t *ck = NULL, *cfg = NULL;
+    if ((rc = runs_read_config(a->db, id, &run_cfg, &err)) ||
         (rc = newest_checkpoints(a->db, id, &ck, &err))) {
-        free(config);
         routes_reply_internal(req, &err);
         return;
     }
-    json_t *cfg = json_loads(config, 0, NULL);
-    free(config);
+    if (!(cfg = model_config_to_json(&run_cfg))) {
+        json_decref(ck);
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
+        return;
+    }
     log_msg(LOG_INFO, "ingest", "run=%lld start=1 node=\"%s\" device=\"%s\"", (long long)id,
             node ? node : "", device ? device : "");
     http_reply_json(req, 200,
                     json_pack("{s:I, s:s, s:o, s:o}", "run_id", (json_int_t)id, "status", status,
-                              "config", cfg ? cfg : json_null(), "checkpoints", ck));
+                              "config", cfg, "checkpoints", ck));
 }
 
 void route_ingest_checkpoint_get(http_request *req, void *ctx)
@@ -302,14 +306,10 @@ void route_ingest_acceptance_put(http_request *req, void *ctx)
         return;
     }
     /* it must read this run's showers: the features of its geometry */
-    char *config = NULL, field[128];
     model_config cfg;
     geo_geometry g;
     memset(&g, 0, sizeof g);
-    int rc = runs_config(a->db, id, &config, &err);
-    if (rc == GT_OK)
-        rc = model_config_parse(config, strlen(config), &cfg, field, sizeof field, &err);
-    free(config);
+    int rc = runs_read_config(a->db, id, &cfg, &err);
     if (rc == GT_OK && (rc = model_geometry_load(cfg.geometry, &g, &err)) != GT_OK) {
         geo_free(&g);
         model_accept_free(&t);

@@ -36,26 +36,91 @@ static void keep(json_t *o, json_t *row, const char *key)
     json_object_set(o, key, v ? v : json_null());
 }
 
-/* The API's run object from a runs row (runs_get, runs_list) and its best
- * checkpoints; NULL with err set when those cannot be read. */
-static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err)
+static int key_order(const void *x, const void *y)
 {
-    int64_t id = json_integer_value(json_object_get(row, "id"));
-    json_t *best, *accept = NULL;
-    if (runs_best(db, id, &best, err) != GT_OK)
-        return NULL;
-    if (runs_acceptance_info(db, id, &accept, err) != GT_OK) {
-        json_decref(best);
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* A copy of v whose objects have their keys in sorted order, as a run's
+ * config is recorded (JSON_SORT_KEYS) and as its echo always was; NULL
+ * when out of memory. */
+static json_t *sorted_copy(json_t *v)
+{
+    if (json_is_array(v)) {
+        json_t *out = json_array(), *e;
+        size_t i;
+        json_array_foreach(v, i, e) {
+            if (!out || json_array_append_new(out, sorted_copy(e)) != 0) {
+                json_decref(out);
+                return NULL;
+            }
+        }
+        return out;
+    }
+    if (!json_is_object(v))
+        return json_incref(v);
+    size_t n = json_object_size(v), i = 0;
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    json_t *out = keys ? json_object() : NULL, *e;
+    const char *k;
+    if (!out) {
+        free(keys);
         return NULL;
     }
+    json_object_foreach(v, k, e)
+        keys[i++] = k;
+    qsort(keys, n, sizeof *keys, key_order);
+    for (i = 0; i < n; i++) {
+        json_t *c = sorted_copy(json_object_get(v, keys[i]));
+        if (!c || json_object_set_new(out, keys[i], c) != 0) {
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+    }
+    free(keys);
+    return out;
+}
+
+/* A run's config as its reply echoes it: the config written back whole
+ * (model_config_to_json), its keys sorted as a run's config is recorded,
+ * so for a run of this version its recorded text itself; null when out of
+ * memory. */
+static json_t *config_echo(const model_config *cfg)
+{
+    json_t *whole = model_config_to_json(cfg), *echo = whole ? sorted_copy(whole) : NULL;
+    json_decref(whole);
+    return echo ? echo : json_null();
+}
+
+/* The same for a run's row: its recorded config read as stored; null when
+ * it does not read. */
+static json_t *row_config_echo(json_t *row)
+{
+    model_config cfg;
+    gt_error ignored = {0};
+    if (runs_parse_config(json_string_value(json_object_get(row, "config")), &cfg,
+                          &ignored) != GT_OK)
+        return json_null();
+    return config_echo(&cfg);
+}
+
+/* The API's run object from a run as runs_show and runs_list give it (its
+ * row with its best checkpoints, acceptance test and Slurm job): a reshape,
+ * no further read.  config (taken; NULL: none, as a listing shows it) is
+ * its echo. */
+static json_t *run_object(json_t *row, json_t *config)
+{
     json_t *o = json_object();
+    if (!o) {
+        json_decref(config);
+        return NULL;
+    }
     keep(o, row, "id");
     keep(o, row, "name");
     keep(o, row, "status");
-    if (with_config) {
-        json_t *cfg = json_loads(json_string_value(json_object_get(row, "config")), 0, NULL);
-        json_object_set_new(o, "config", cfg ? cfg : json_null());
-    }
+    if (config)
+        json_object_set_new(o, "config", config);
     keep(o, row, "device");
     keep(o, row, "precision");
     double progress = json_number_value(json_object_get(row, "progress"));
@@ -84,46 +149,42 @@ static json_t *run_object(store *db, json_t *row, int with_config, gt_error *err
     const char *exec = json_string_value(json_object_get(row, "executor"));
     json_t *ex = json_pack("{s:s}", "kind", exec ? exec : "local");
     if (exec && strcmp(exec, "slurm") == 0) {
-        json_t *job = NULL;
-        gt_error jerr = {0};
-        int rc = slurm_jobs_get(db, id, &job, &jerr);
-        if (rc && rc != GT_ENOTFOUND) {
-            *err = jerr;
-            json_decref(ex);
-            json_decref(o);
-            json_decref(best);
-            json_decref(accept);
-            return NULL;
-        }
+        json_t *job = json_object_get(row, "slurm_job");
         const char *const keys[] = {"job_id", "state", "reason", "node", "submissions",
                                     "restarts", "submitted_at"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             json_t *v = json_object_get(job, keys[k]);
             json_object_set(ex, keys[k], v ? v : json_null());
         }
-        json_decref(job);
     }
     json_object_set_new(o, "executor", ex);
     keep(o, row, "created_at");
     keep(o, row, "started_at");
     keep(o, row, "finished_at");
     keep(o, row, "updated_at");
-    json_object_set_new(o, "best", best);
-    json_object_set_new(o, "acceptance", accept);
+    keep(o, row, "best");
+    keep(o, row, "acceptance");
     return o;
 }
 
-/* Replies with the run (status) or 404. */
-static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
+/* Replies with run id (status) in one read; a run that does not exist is
+ * 404, worded as routes_path_run words it on a path with an {id}.  cfg:
+ * the run's config when the caller has read it (a submission), else NULL
+ * and it is read from the run. */
+static void reply_run(http_request *req, store *db, int64_t id, unsigned status,
+                      const model_config *cfg)
 {
     json_t *row = NULL, *o = NULL;
     gt_error err = {0};
-    int rc = runs_get(db, id, &row, &err);
-    if (rc == GT_OK && (o = run_object(db, row, 1, &err)) == NULL)
-        rc = GT_EIO;           /* err says why */
-    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
-        http_reply_json(req, status, o);
+    int rc = id > 0 ? runs_show(db, id, &row, &err) : GT_ENOTFOUND;
+    if (rc == GT_OK &&
+        (o = run_object(row, cfg ? config_echo(cfg) : row_config_echo(row))) == NULL)
+        rc = gt_error_set(&err, GT_ENOMEM, "out of memory");
     json_decref(row);
+    if (rc == GT_ENOTFOUND && http_param(req, "id"))
+        routes_reply_no_run(req);
+    else if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
+        http_reply_json(req, status, o);
 }
 
 /* ---------------------------------------------------------------------------
@@ -132,16 +193,19 @@ static void reply_run(http_request *req, store *db, int64_t id, unsigned status)
 
 /* A client names files only inside the data directory, and geometries only
  * by their built-in names: the service must never read, or tell whether it
- * can read, a file elsewhere.  A file that does not exist yet passes (the
- * run fails with the reason when it trains); the trainer checks the path
- * again when it opens it (model_dataset_load).  Replies 422 and returns 0
- * when refused. */
-static int files_allowed(http_request *req, app *a, const model_config *cfg)
+ * can read, a file elsewhere.  real[PATH_MAX] gets the file's resolved path
+ * ("" when there is none), which the quotas read its size from.  A file
+ * that does not exist yet passes (the run fails with the reason when it
+ * trains); the trainer checks the path again when it opens it
+ * (model_dataset_load).  Replies 422 and returns 0 when refused. */
+static int files_allowed(http_request *req, app *a, const model_config *cfg, char *real)
 {
     gt_error err = {0};
+    real[0] = '\0';
     if (cfg->dataset_path[0]) {
-        char real[PATH_MAX];
-        int rc = gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &err);
+        int rc = gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, PATH_MAX, &err);
+        if (rc != GT_OK)
+            real[0] = '\0';
         if (rc != GT_ENOTFOUND && !routes_reply_rc(req, rc, &err, 0, 422, "dataset.path"))
             return 0;
     }
@@ -156,22 +220,21 @@ static int files_allowed(http_request *req, app *a, const model_config *cfg)
 }
 
 /* The showers a run's dataset holds: synthetic n, or the rows of its file
- * (opened, its size read from the header; 0 when the file is not there:
- * the run fails on it with the loader's reason).  Sets *v to the voxels. */
-static int dataset_rows(app *a, const model_config *cfg, int64_t *rows, int *v, gt_error *err)
+ * at real, files_allowed's resolved path (opened, its size read from the
+ * header; 0 when the file is not there: the run fails on it with the
+ * loader's reason).  Sets *v to the voxels. */
+static int dataset_rows(const model_config *cfg, const char *real, int64_t *rows, int *v,
+                        gt_error *err)
 {
     geo_geometry geo;
     GT_TRY(model_geometry_load(cfg->geometry, &geo, err));
     *v = geo.n_voxels;
     *rows = cfg->synthetic_n;
     if (cfg->dataset_path[0]) {
-        char real[PATH_MAX];
         calo_h5_reader r;
         gt_error ignored = {0};
         *rows = 0;
-        if (gt_path_inside(a->cfg.data_dir, cfg->dataset_path, real, sizeof real, &ignored) ==
-                GT_OK &&
-            calo_h5_open(&r, real, &geo, &ignored) == GT_OK) {
+        if (real[0] && calo_h5_open(&r, real, &geo, &ignored) == GT_OK) {
             *rows = r.n_rows;
             calo_h5_close(&r);
         }
@@ -185,7 +248,7 @@ static int dataset_rows(app *a, const model_config *cfg, int64_t *rows, int *v, 
  * (--max-active-runs).  A
  * config past a quota is refused with 422 naming the field; a full queue
  * with 429 and Retry-After.  Returns 0 after replying. */
-static int within_quotas(http_request *req, app *a, const model_config *cfg)
+static int within_quotas(http_request *req, app *a, const model_config *cfg, const char *real)
 {
     const long long steps[2] = {cfg->steps1, cfg->steps2};
     for (int i = 0; i < 2; i++)
@@ -213,7 +276,7 @@ static int within_quotas(http_request *req, app *a, const model_config *cfg)
     gt_error err = {0};
     int64_t rows = 0;
     int voxels = 0;
-    if (dataset_rows(a, cfg, &rows, &voxels, &err)) {
+    if (dataset_rows(cfg, real, &rows, &voxels, &err)) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "dataset.geometry", "%s", err.message);
         return 0;
     }
@@ -342,11 +405,9 @@ static int same_config(const char *prev, const char *text)
 {
     if (strcmp(prev, text) == 0)
         return 1;
-    json_t *root = json_loads(prev, 0, NULL);
     model_config cfg;
     gt_error err = {0};
-    int ok = root && model_config_from_json(root, &cfg, NULL, 0, &err) == GT_OK;
-    json_decref(root);
+    int ok = runs_parse_config(prev, &cfg, &err) == GT_OK;
     json_t *canon = ok ? model_config_to_json(&cfg) : NULL;
     char *again = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(canon);
@@ -378,7 +439,8 @@ void route_runs_create(http_request *req, void *ctx)
                          "this server cannot submit Slurm jobs: %s", a->slurm_why);
         return;
     }
-    if (!files_allowed(req, a, &cfg) || !within_quotas(req, a, &cfg))
+    char real[PATH_MAX];
+    if (!files_allowed(req, a, &cfg, real) || !within_quotas(req, a, &cfg, real))
         return;
     char why[512] = "";
     /* a Slurm run trains on a node the service knows nothing of: the
@@ -424,7 +486,8 @@ void route_runs_create(http_request *req, void *ctx)
                                      key, (long long)id);
                     return;
                 }
-                reply_run(req, a->db, id, 200);
+                /* the same config: the submission's own echo */
+                reply_run(req, a->db, id, 200, &cfg);
                 return;
             }
         }
@@ -444,7 +507,7 @@ void route_runs_create(http_request *req, void *ctx)
             cfg.name, model_executor_name(cfg.executor.kind));
     sched_kick(a->sched);
     slurm_kick(a->slurm);
-    reply_run(req, a->db, id, 201);
+    reply_run(req, a->db, id, 201, &cfg);
 }
 
 /* ---------------------------------------------------------------------------
@@ -491,11 +554,12 @@ void route_runs_list(http_request *req, void *ctx)
     size_t n = json_array_size(rows);
     for (size_t i = 0; i < n && i < (size_t)limit; i++) {
         json_t *row = json_array_get(rows, i);
-        json_t *o = run_object(a->db, row, 0, &err);
-        if (!o) {
+        json_t *o = run_object(row, NULL);
+        if (!o || !items) {
+            json_decref(o);
             json_decref(items);
             json_decref(rows);
-            routes_reply_internal(req, &err);
+            http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
             return;
         }
         last = json_integer_value(json_object_get(row, "id"));
@@ -516,9 +580,8 @@ void route_runs_list(http_request *req, void *ctx)
 void route_runs_get(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = routes_path_run(req, a->db);
-    if (id)
-        reply_run(req, a->db, id, 200);
+    /* one read: the run as shown, or its absence */
+    reply_run(req, a->db, routes_parse_id(http_param(req, "id")), 200, NULL);
 }
 
 void route_runs_cancel(http_request *req, void *ctx)
@@ -539,7 +602,7 @@ void route_runs_cancel(http_request *req, void *ctx)
         return;
     }
     slurm_kick(a->slurm);      /* a Slurm run's job gets its scancel */
-    reply_run(req, a->db, id, 202);
+    reply_run(req, a->db, id, 202, NULL);
 }
 
 /* A cancelled or failed run goes back to the queue and resumes from its
@@ -601,7 +664,7 @@ void route_runs_resume(http_request *req, void *ctx)
     log_msg(LOG_INFO, "run", "id=%lld status=queued reason=resume", (long long)id);
     sched_kick(a->sched);
     slurm_kick(a->slurm);
-    reply_run(req, a->db, id, 202);
+    reply_run(req, a->db, id, 202, NULL);
 }
 
 /* ---------------------------------------------------------------------------

@@ -15,9 +15,7 @@
 
 #include "app.h"
 #include "calo_h5.h"
-#include "geo.h"
 #include "giant_client.h"
-#include "model_data.h"
 #include "models.h"
 #include "replica.h"
 #include "routes_common.h"
@@ -45,11 +43,14 @@ typedef struct sample_hold {
 
 typedef struct sample_call {
     sampling_job job;
+    app *a;
     http_request *req;
     int format;
     sample_hold *hold;
     char model[72];        /* the imported model's name, "" for a run   */
     int64_t source_run;    /* and the run it was exported from          */
+    unsigned refused;      /* admitted on the worker: 503 or 500 refused
+                              it (its message in job.message), 0 not     */
 } sample_call;
 
 static void hold_release(sample_hold *h)
@@ -182,7 +183,11 @@ static void samples_resume(http_request *req, void *ctx)
 {
     (void)ctx;
     sample_call *c = http_get_user(req);
-    if (c->job.rc != GT_OK) {
+    if (c->refused == 503) {
+        http_reply_error_retry(req, 503, HTTP_E_UNAVAILABLE, 1, "%s", c->job.message);
+    } else if (c->refused) {
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", c->job.message);
+    } else if (c->job.rc != GT_OK) {
         if (c->job.rc == GT_ECANCELLED)
             http_reply_error(req, 503, HTTP_E_UNAVAILABLE, NULL, "%s", c->job.message);
         else
@@ -202,54 +207,58 @@ static void samples_resume(http_request *req, void *ctx)
     sample_call_free(c);
 }
 
-/* The voxels and layers of a run's showers (its config's geometry), for
- * admission before the sampler is loaded.  0 after replying. */
-static int run_shape(http_request *req, app *a, int64_t id, int *V, int *layers)
-{
-    char name[RUNS_GEOMETRY_MAX];
-    gt_error err = {0};
-    if (runs_geometry(a->db, id, name, sizeof name, &err) != GT_OK) {
-        routes_reply_internal(req, &err);
-        return 0;
-    }
-    geo_geometry g;
-    if (model_geometry_load(name, &g, &err) != GT_OK) {
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the run's geometry: %s", err.message);
-        return 0;
-    }
-    *V = g.n_voxels;
-    *layers = g.n_active;
-    geo_free(&g);
-    return 1;
-}
-
 /* Admission by memory: the requests in flight hold at most
  * --sample-memory-mb together (one request alone is always let in, so a
- * request the per-request limits allow can always run).  Past it: 503
- * with Retry-After, which the client library honours.  Returns 0 after
- * replying. */
-static int admit(http_request *req, app *a, sample_call *c, int V, int layers)
+ * request the per-request limits allow can always run).  0 when admitted
+ * (c->hold set); else the status of the refusal, its message in msg:
+ * 503 past the budget (with Retry-After, which the client library
+ * honours), 500 out of memory.  Any thread: the pool thread calls it
+ * when the shape of the showers is known, the sampling worker otherwise
+ * (admit_on_worker). */
+static unsigned admit_bytes(app *a, sample_call *c, int V, int layers, char *msg, size_t cap)
 {
     long long bytes = request_bytes(c->job.n, V, layers, c->format);
     long long budget = (long long)a->cfg.sample_memory_mb << 20;
     long long before = atomic_fetch_add(&a->sample_bytes, bytes);
     if (before > 0 && before + bytes > budget) {
         atomic_fetch_sub(&a->sample_bytes, bytes);
-        http_reply_error_retry(req, 503, HTTP_E_UNAVAILABLE, 1,
-                               "the sample requests in flight hold %lld MiB of the %ld MiB "
-                               "this server gives them; this one needs %lld MiB: retry shortly",
-                               before >> 20, a->cfg.sample_memory_mb, (bytes + (1 << 20) - 1) >> 20);
-        return 0;
+        snprintf(msg, cap,
+                 "the sample requests in flight hold %lld MiB of the %ld MiB this server gives"
+                 " them; this one needs %lld MiB: retry shortly",
+                 before >> 20, a->cfg.sample_memory_mb, (bytes + (1 << 20) - 1) >> 20);
+        return 503;
     }
     c->hold = malloc(sizeof *c->hold);
     if (!c->hold) {
         atomic_fetch_sub(&a->sample_bytes, bytes);
-        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
-        return 0;
+        snprintf(msg, cap, "out of memory");
+        return 500;
     }
     c->hold->a = a;
     c->hold->bytes = bytes;
-    return 1;
+    return 0;
+}
+
+/* Admission on the pool thread; 0 after replying. */
+static int admit(http_request *req, app *a, sample_call *c, int V, int layers)
+{
+    char msg[512];
+    unsigned refused = admit_bytes(a, c, V, layers, msg, sizeof msg);
+    if (refused == 503)
+        http_reply_error_retry(req, 503, HTTP_E_UNAVAILABLE, 1, "%s", msg);
+    else if (refused)
+        http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", msg);
+    return refused == 0;
+}
+
+/* The same on the sampling worker, for a run whose shape the pool thread
+ * did not know (sampling_job.admit): the refusal is the reply when the
+ * request resumes. */
+static int admit_on_worker(sampling_job *job, int voxels, int layers)
+{
+    sample_call *c = job->user;
+    c->refused = admit_bytes(c->a, c, voxels, layers, job->message, sizeof job->message);
+    return c->refused ? GT_ECANCELLED : GT_OK;
 }
 
 /* 422 too_many_showers: the error shape with the limit the request went
@@ -298,28 +307,15 @@ static int parse_samples(http_request *req, app *a, json_t *body, sample_call *c
     return 1;
 }
 
-/* The version of the run's best pair when both stages have a best
- * checkpoint; replies 409 and returns 0 otherwise. */
-static int sample_ready(http_request *req, app *a, int64_t id, sample_call *c)
-{
-    gt_error err = {0};
-    int rc = runs_best_pair(a->db, id, &c->job.version, &err);
-    if (rc == GT_ENOTFOUND)
-        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
-                         "run %lld has no best checkpoint of both stages yet", (long long)id);
-    else if (rc)
-        routes_reply_internal(req, &err);
-    return rc == GT_OK;
-}
-
 /* A new call with the reply format Accept asks for; NULL after replying. */
-static sample_call *call_new(http_request *req)
+static sample_call *call_new(http_request *req, app *a)
 {
     sample_call *c = calloc(1, sizeof *c);
     if (!c) {
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "out of memory");
         return NULL;
     }
+    c->a = a;
     c->format = accept_format(http_header(req, "Accept"));
     if (c->format < 0) {
         free(c);
@@ -352,19 +348,43 @@ static void call_submit(http_request *req, app *a, sample_call *c)
 void route_runs_samples(http_request *req, void *ctx)
 {
     app *a = ctx;
-    int64_t id = routes_path_run(req, a->db);
-    if (!id)
+    /* one read: whether the run exists and its best pair's version */
+    int64_t id = routes_parse_id(http_param(req, "id")), version = 0;
+    int ready = 0;
+    gt_error err = {0};
+    int rc = id > 0 ? runs_sample_source(a->db, id, &ready, &version, &err) : GT_ENOTFOUND;
+    if (rc == GT_ENOTFOUND) {
+        routes_reply_no_run(req);
         return;
-    sample_call *c = call_new(req);
+    }
+    if (rc) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    sample_call *c = call_new(req, a);
     if (!c)
         return;
-    int V = 0, layers = 0;
-    if (!parse_samples(req, a, http_body_json(req), c) || !sample_ready(req, a, id, c) ||
-        !run_shape(req, a, id, &V, &layers) || !admit(req, a, c, V, layers)) {
+    if (!parse_samples(req, a, http_body_json(req), c)) {
+        sample_call_free(c);
+        return;
+    }
+    if (!ready) {
+        http_reply_error(req, 409, HTTP_E_CONFLICT, NULL,
+                         "run %lld has no best checkpoint of both stages yet", (long long)id);
         sample_call_free(c);
         return;
     }
     c->job.run = id;
+    c->job.version = version;
+    /* the shape of its showers from the sampler the worker loaded; before
+     * it has, the worker admits the request once it knows the shape */
+    int V = 0, layers = 0;
+    if (!sampling_shape(a->sampling, id, 0, version, &V, &layers))
+        c->job.admit = admit_on_worker;
+    else if (!admit(req, a, c, V, layers)) {
+        sample_call_free(c);
+        return;
+    }
     call_submit(req, a, c);
 }
 
@@ -372,33 +392,23 @@ void route_runs_samples(http_request *req, void *ctx)
  * POST /v1/models/{name}/samples: the same from an imported model
  * ------------------------------------------------------------------------- */
 
-/* The samples of model `name` (the models route, and a replica's run-scoped
- * one once it found the run's model). */
-static void model_samples(http_request *req, app *a, const char *name)
+/* The samples of model m (the models route, and a replica's run-scoped one
+ * once it found the run's model): its shape from its manifest, read with
+ * it. */
+static void model_samples(http_request *req, app *a, const models_source *m)
 {
-    json_t *row = NULL;
-    gt_error err = {0};
-    int rc = models_get(a->db, name, &row, &err);
-    if (!routes_reply_rc(req, rc, &err, 404, 0, NULL))
-        return;
-    /* the shape for admission, from the manifest (checked at import) */
-    json_t *geo = json_object_get(json_object_get(row, "manifest"), "geometry");
-    int V = (int)json_integer_value(json_object_get(geo, "voxels"));
-    int layers = (int)json_integer_value(json_object_get(geo, "layers"));
-    int64_t model = (int64_t)json_integer_value(json_object_get(row, "id"));
-    int64_t source = (int64_t)json_integer_value(json_object_get(row, "source_run_id"));
-    json_decref(row);
-    sample_call *c = call_new(req);
+    sample_call *c = call_new(req, a);
     if (!c)
         return;
-    if (!parse_samples(req, a, http_body_json(req), c) || !admit(req, a, c, V, layers)) {
+    if (!parse_samples(req, a, http_body_json(req), c) ||
+        !admit(req, a, c, m->voxels, m->layers)) {
         sample_call_free(c);
         return;
     }
-    c->job.model = model;
+    c->job.model = m->id;
     c->job.version = 0;            /* a model's file never changes */
-    c->source_run = source;
-    snprintf(c->model, sizeof c->model, "%s", name);
+    c->source_run = m->source_run;
+    snprintf(c->model, sizeof c->model, "%s", m->name);
     call_submit(req, a, c);
 }
 
@@ -417,8 +427,14 @@ static int replica_loaded(http_request *req, app *a)
 void route_models_samples(http_request *req, void *ctx)
 {
     app *a = ctx;
-    if (replica_loaded(req, a))
-        model_samples(req, a, http_param(req, "name"));
+    if (!replica_loaded(req, a))
+        return;
+    const char *name = http_param(req, "name");
+    models_source m;
+    gt_error err = {0};
+    int rc = models_source_by_name(a->db, name, &m, &err);
+    if (routes_reply_rc(req, rc, &err, 404, 0, NULL))
+        model_samples(req, a, &m);
 }
 
 /* ---------------------------------------------------------------------------
@@ -434,13 +450,13 @@ void route_replica_runs_samples(http_request *req, void *ctx)
         return;
     const char *id = http_param(req, "id");
     int64_t run = routes_parse_id(id);
-    char name[MODELS_NAME_MAX + 1];
+    models_source m;
     gt_error err = {0};
-    int rc = run > 0 ? models_name_by_source_run(a->db, run, name, &err) : GT_ENOTFOUND;
+    int rc = run > 0 ? models_source_by_run(a->db, run, &m, &err) : GT_ENOTFOUND;
     if (rc == GT_ENOTFOUND)
         http_reply_error(req, 404, HTTP_E_NOT_FOUND, NULL,
                          "run '%s' does not exist here: this sampling replica serves only the"
                          " runs its models were exported from", id);
     else if (routes_reply_rc(req, rc, &err, 0, 409, NULL))
-        model_samples(req, a, name);
+        model_samples(req, a, &m);
 }

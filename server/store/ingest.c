@@ -249,23 +249,16 @@ int ingest_checkpoint(ingest *g, int64_t run, int stage, long long step, float v
         goto out;
     }
     /* precision and retention come from the run's own config */
-    char *config = NULL;
+    model_config cfg;
     json_t *row = NULL;
-    if ((rc = runs_config(g->db, run, &config, err)) || (rc = runs_get(g->db, run, &row, err))) {
-        free(config);
+    if ((rc = runs_read_config(g->db, run, &cfg, err)) || (rc = runs_get(g->db, run, &row, err)))
         goto out;
-    }
-    json_t *cfg = json_loads(config, 0, NULL);
-    free(config);
-    long long keep = json_integer_value(
-        json_object_get(json_object_get(cfg, "train"), "keep_checkpoints"));
-    json_decref(cfg);
     char precision[8];
     snprintf(precision, sizeof precision, "%s",
              json_string_value(json_object_get(row, "precision")) ?: "fp32");
     json_decref(row);
     rc = runs_record_checkpoint(g->db, run, stage, step, val_loss, precision, blob, len,
-                                keep > 0 ? (int)keep : 2, best, err);
+                                cfg.keep_checkpoints, best, err);
     if (rc == GT_OK)
         rc = runs_checkpoint_at(g->db, run, stage, step, checkpoint, have, err);
 out:
@@ -278,7 +271,8 @@ int ingest_acceptance(ingest *g, int64_t run, const char *const sha256[2], int64
                       char *conflict, gt_error *err)
 {
     conflict[0] = '\0';
-    char status[16], *config = NULL;
+    char status[16];
+    model_config cfg;
     pthread_mutex_lock(&g->mu);
     int rc = run_state(g->db, run, status, NULL, err);
     if (rc)
@@ -288,12 +282,9 @@ int ingest_acceptance(ingest *g, int64_t run, const char *const sha256[2], int64
                  (long long)run, status);
         goto out;
     }
-    if ((rc = runs_config(g->db, run, &config, err)))
+    if ((rc = runs_read_config(g->db, run, &cfg, err)))
         goto out;
-    json_t *cfg = json_loads(config, 0, NULL);
-    int asks = json_is_object(json_object_get(json_object_get(cfg, "model"), "accept"));
-    json_decref(cfg);
-    if (!asks) {
+    if (!cfg.accept.enabled) {
         snprintf(conflict, INGEST_CONFLICT_CAP,
                  "run %lld's config has no model.accept: it takes no acceptance test",
                  (long long)run);
@@ -307,6 +298,5 @@ int ingest_acceptance(ingest *g, int64_t run, const char *const sha256[2], int64
     }
 out:
     pthread_mutex_unlock(&g->mu);
-    free(config);
     return rc;
 }

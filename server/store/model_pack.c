@@ -137,9 +137,15 @@ int model_pack_write(const model_pack_src *src, void **out, size_t *out_len, gt_
                                 "the acceptance test was trained against other checkpoints");
         }
     }
-    json_t *cfg = json_loads(src->config_json, 0, NULL);
+    /* the geometry as a reader of the config takes it (model_pack_config);
+     * a config that does not read names none, and the reader refuses it */
+    model_config cfg;
+    gt_error ignored = {0};
     const char *geometry =
-        json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
+        model_config_parse_stored(src->config_json, strlen(src->config_json), &cfg, NULL, 0,
+                                  &ignored) == GT_OK
+            ? cfg.geometry
+            : "";
 
     char content[65], sum[65];
     json_t *parts = json_array();
@@ -155,13 +161,12 @@ int model_pack_write(const model_pack_src *src, void **out, size_t *out_len, gt_
         "giant", "version", src->giant_version ? src->giant_version : "",
         "git_commit", src->git_commit ? src->git_commit : "",
         "run", "id", (json_int_t)src->run_id, "name", src->run_name,
-        "geometry", "name", geometry ? geometry : "", "voxels", voxels, "layers", layers,
+        "geometry", "name", geometry, "voxels", voxels, "layers", layers,
         "checkpoints", "energy", ckpt_json(&v[0]), "shower", ckpt_json(&v[1]),
         "parts", parts);
     if (man && acceptance)
         json_object_set(man, "acceptance", acceptance);
     json_decref(acceptance);
-    json_decref(cfg);
     /* sorted keys, no clock: the same run exports to the same bytes */
     char *mtext = man ? numfmt_dumps(man, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(man);

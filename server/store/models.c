@@ -113,11 +113,12 @@ int models_export(store *s, int64_t id, void **out, size_t *len, gt_error *err)
         (rc = runs_load_checkpoint(s, id, 2, 1, &ck[1], &cl[1], NULL, err)) ||
         (rc = acceptance_for_export(s, id, ck, cl, &acc, &acc_len, err)))
         goto out;
-    char geometry[RUNS_GEOMETRY_MAX];
-    runs_config_geometry(config, geometry, sizeof geometry);
+    /* the file carries the config as recorded, and the geometry it names */
+    model_config cfg;
     const void *xml = NULL;
     size_t xml_len = 0;
-    if ((rc = geometry_bytes(geometry, &xml, &xml_len, &owned, err)))
+    if ((rc = runs_parse_config(config, &cfg, err)) ||
+        (rc = geometry_bytes(cfg.geometry, &xml, &xml_len, &owned, err)))
         goto out;
     const build_info *bi = build_info_get();
     model_pack_src src = {
@@ -174,29 +175,59 @@ int models_get(store *s, const char *name, json_t **row, gt_error *err)
     return rc;
 }
 
-int models_name_by_source_run(store *s, int64_t run, char name[MODELS_NAME_MAX + 1],
-                              gt_error *err)
+/* The columns of a models_source, then how many models the WHERE clause
+ * matched. */
+#define MODEL_SOURCE                                                                       \
+    "SELECT id, source_run_id, name, json_extract(manifest, '$.geometry.voxels') AS voxels," \
+    " json_extract(manifest, '$.geometry.layers') AS layers, count(*) OVER () AS matched"  \
+    " FROM models"
+
+static int read_source(store *s, const char *sql, const store_val *args, int nargs,
+                       models_source *out, int *matched, gt_error *err)
 {
-    int64_t n = 0;
-    int rc = store_int64(s, "finding a run's model",
-                         "SELECT count(*) FROM models WHERE source_run_id = ?",
-                         STORE_ARGS(STORE_INT(run)), &n, err);
+    json_t *row = NULL;
+    memset(out, 0, sizeof *out);
+    *matched = 0;
+    int rc = store_row_json(s, "finding a model", sql, args, nargs, &row, err);
+    if (rc == GT_ENOTFOUND)
+        return GT_OK;
+    if (rc)
+        return rc;
+    const char *name = json_string_value(json_object_get(row, "name"));
+    out->id = json_integer_value(json_object_get(row, "id"));
+    out->source_run = json_integer_value(json_object_get(row, "source_run_id"));
+    snprintf(out->name, sizeof out->name, "%s", name ? name : "");
+    out->voxels = (int)json_integer_value(json_object_get(row, "voxels"));
+    out->layers = (int)json_integer_value(json_object_get(row, "layers"));
+    *matched = (int)json_integer_value(json_object_get(row, "matched"));
+    json_decref(row);
+    return GT_OK;
+}
+
+int models_source_by_name(store *s, const char *name, models_source *out, gt_error *err)
+{
+    int n = 0;
+    int rc = read_source(s, MODEL_SOURCE " WHERE name = ?", STORE_ARGS(STORE_TEXT(name)), out,
+                         &n, err);
+    if (rc == GT_OK && n == 0)
+        return gt_error_set(err, GT_ENOTFOUND, "model '%s' does not exist", name);
+    return rc;
+}
+
+int models_source_by_run(store *s, int64_t run, models_source *out, gt_error *err)
+{
+    int n = 0;
+    int rc = read_source(s, MODEL_SOURCE " WHERE source_run_id = ? ORDER BY id LIMIT 1",
+                         STORE_ARGS(STORE_INT(run)), out, &n, err);
     if (rc)
         return rc;
     if (n == 0)
         return gt_error_set(err, GT_ENOTFOUND, "no model here was exported from run %lld",
                             (long long)run);
     if (n > 1)
-        return gt_error_set(err, GT_EINVAL, "%lld models here were exported from a run %lld"
-                            " (of different trainers): ask for one by name", (long long)n,
+        return gt_error_set(err, GT_EINVAL, "%d models here were exported from a run %lld"
+                            " (of different trainers): ask for one by name", n,
                             (long long)run);
-    char *text = NULL;
-    rc = store_string(s, "finding a run's model", "SELECT name FROM models WHERE source_run_id = ?",
-                      STORE_ARGS(STORE_INT(run)), &text, err);
-    if (rc)
-        return rc;
-    snprintf(name, MODELS_NAME_MAX + 1, "%s", text);
-    free(text);
     return GT_OK;
 }
 

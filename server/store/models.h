@@ -47,12 +47,21 @@ int models_import(store *s, const char *name, const void *buf, size_t len, json_
  * the file).  GT_ENOTFOUND when there is none. */
 int models_get(store *s, const char *name, json_t **row, gt_error *err);
 
-/* The name of the model exported from run `run` (its source_run_id), for a
- * sampling replica that serves POST /v1/runs/{id}/samples from its models.
+/* What a sample request needs of a model, in one statement: its id, name,
+ * the run it was exported from, and its showers' shape as its manifest
+ * gives it (geometry.voxels and .layers, checked at import), so no
+ * geometry is loaded for it.  By name: GT_ENOTFOUND when there is none.
+ * By the run it was exported from (its source_run_id), for a sampling
+ * replica that serves POST /v1/runs/{id}/samples from its models:
  * GT_ENOTFOUND when none is; GT_EINVAL when several are (runs of two
  * trainers may share an id: the caller must not guess). */
-int models_name_by_source_run(store *s, int64_t run, char name[MODELS_NAME_MAX + 1],
-                              gt_error *err);
+typedef struct models_source {
+    int64_t id, source_run;
+    char name[MODELS_NAME_MAX + 1];
+    int voxels, layers;
+} models_source;
+int models_source_by_name(store *s, const char *name, models_source *out, gt_error *err);
+int models_source_by_run(store *s, int64_t run, models_source *out, gt_error *err);
 
 /* Every model, newest first (at most 1000). */
 int models_list(store *s, json_t **rows, gt_error *err);

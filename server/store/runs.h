@@ -23,7 +23,8 @@
  * duplicates.  runs_record_* run transactions: call them on a connection no
  * other thread uses (the scheduler's, giant train's).  Stage names in the
  * database: 1 = "energy", 2 = "shower".
- * Depends on store, numfmt, gt_sha256, Jansson and the engine's model_stage. */
+ * Depends on store, numfmt, gt_sha256, Jansson and the engine's model_stage
+ * and model_config. */
 #ifndef RUNS_H
 #define RUNS_H
 
@@ -33,6 +34,7 @@
 #include <jansson.h>
 
 #include "gt_error.h"
+#include "model_config.h"
 #include "model_stage.h"
 #include "store.h"
 
@@ -124,16 +126,18 @@ int runs_requeue(store *s, int64_t id, int *requeued, gt_error *err);
  * Reads for the workers and commands: C values
  * ------------------------------------------------------------------------- */
 
-/* The run's config, malloc'ed JSON text. */
+/* The run's config as recorded, malloc'ed JSON text: for what passes it
+ * on as it is (a model file's config.json).  A run's settings are read
+ * with runs_read_config. */
 int runs_config(store *s, int64_t id, char **config_json, gt_error *err);
 
-/* The geometry a run trains on, as its stored config names it
- * (dataset.geometry), or "dataset_2" (a config's default) when it names
- * none: runs_config_geometry reads config_json (NULL or unparsable gives
- * the default), runs_geometry the run's stored config. */
-#define RUNS_GEOMETRY_MAX 1024     /* a config's geometry field, NUL included */
-void runs_config_geometry(const char *config_json, char *out, size_t size);
-int runs_geometry(store *s, int64_t id, char *out, size_t size, gt_error *err);
+/* The run's settings: its recorded config read as a stored config
+ * (model_config_parse_stored), so a field it leaves out means what it did
+ * when it was recorded.  runs_parse_config reads recorded text in hand.
+ * A recorded config that does not read is GT_EINVAL, its message naming
+ * the field. */
+int runs_read_config(store *s, int64_t id, model_config *cfg, gt_error *err);
+int runs_parse_config(const char *config_json, model_config *cfg, gt_error *err);
 
 /* The run's status (up to 15 characters). */
 int runs_status(store *s, int64_t id, char status[16], gt_error *err);
@@ -175,6 +179,11 @@ int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *ou
  * GT_ENOTFOUND otherwise. */
 int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err);
 
+/* What a sample request needs of a run, in one statement: GT_ENOTFOUND
+ * when the run does not exist; else *ready says whether both stages have a
+ * best checkpoint, and *version is then runs_best_pair's. */
+int runs_sample_source(store *s, int64_t id, int *ready, int64_t *version, gt_error *err);
+
 /* The run's learned acceptance test (model.accept; engine/model/
  * model_accept.h), trained against its current best checkpoints: stored
  * with their ids (replacing an older test), and loaded only while they are
@@ -213,19 +222,25 @@ int runs_exists(store *s, int64_t id, gt_error *err);
  * since started_at, null before). */
 int runs_get(store *s, int64_t id, json_t **row, gt_error *err);
 
-/* Up to limit run rows, newest first: status NULL for any, before_id 0 for
- * the newest (keyset paging: stable however many runs are added). */
+/* A run as the API shows it, in one statement: runs_get's row, and
+ *   "best": the best checkpoint of each stage that has one,
+ *     {"energy": {"checkpoint_id", "step", "val_loss"}, "shower": {...}};
+ *   "acceptance": the acceptance test the run serves (the one for its
+ *     current best pair), {"showers", "auc", "acceptance", "sha256",
+ *     "created_at"}, or null when it has none (none asked for, not trained
+ *     yet, or stale);
+ *   "slurm_job": its Slurm job as last seen, {"job_id", "state", "reason",
+ *     "node", "submissions", "restarts", "submitted_at"}, or null. */
+int runs_show(store *s, int64_t id, json_t **row, gt_error *err);
+
+/* Up to limit runs as runs_show gives them (config null: a listing shows
+ * none), newest first, in one statement: status NULL for any, before_id 0
+ * for the newest (keyset paging: stable however many runs are added). */
 int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t **rows,
               gt_error *err);
 
-/* The best checkpoint of each stage that has one:
- * {"energy": {"checkpoint_id", "step", "val_loss"}, "shower": {...}}. */
+/* The best checkpoint of each stage that has one, as runs_show's "best". */
 int runs_best(store *s, int64_t id, json_t **best, gt_error *err);
-
-/* The acceptance test the run serves (one for its current best pair):
- * {"showers", "auc", "acceptance", "sha256", "created_at"}, or JSON null
- * when it has none (none asked for, not trained yet, or stale). */
-int runs_acceptance_info(store *s, int64_t id, json_t **info, gt_error *err);
 
 /* Checkpoint rows (no bytes), energy first, by step: id, stage, step,
  * val_loss, is_best, precision, size_bytes, checksum, created_at. */

@@ -8,11 +8,38 @@
 #include "numfmt.h"
 #include "runs_internal.h"
 
-/* The columns of a run row (runs_get, runs_list). */
+/* The columns of a run row (runs_get). */
 #define RUN_COLUMNS                                                                          \
     "id, name, status, config, stage, device, precision, progress, step, total_steps, error," \
     " cancel_requested, attempts, created_at, started_at, finished_at, updated_at, executor," \
     " (julianday('now') - julianday(started_at)) * 86400.0 AS elapsed_s"
+
+/* A run as the API shows it (runs_show, runs_list), in one statement: its
+ * row (RUN_SHOWN_ROW columns, named as RUN_COLUMNS), its best checkpoint of
+ * each stage, the acceptance test of that pair, and its Slurm job.  Each
+ * run has at most one best checkpoint per stage (checkpoints_one_best),
+ * one acceptance test and one slurm_jobs row, so the joins never repeat a
+ * run.  The slurm_jobs columns are read here beside the run so that a page
+ * of runs is one statement; slurm_jobs.c owns every write of them. */
+#define RUN_SHOWN_ROW 19
+#define RUN_SHOWN(config)                                                                     \
+    "SELECT r.id AS id, r.name AS name, r.status AS status, " config " AS config,"            \
+    " r.stage AS stage, r.device AS device, r.precision AS precision,"                       \
+    " r.progress AS progress, r.step AS step, r.total_steps AS total_steps, r.error AS error," \
+    " r.cancel_requested AS cancel_requested, r.attempts AS attempts,"                       \
+    " r.created_at AS created_at, r.started_at AS started_at, r.finished_at AS finished_at,"  \
+    " r.updated_at AS updated_at, r.executor AS executor,"                                   \
+    " (julianday('now') - julianday(r.started_at)) * 86400.0 AS elapsed_s,"                  \
+    " e.id, e.step, e.val_loss, h.id, h.step, h.val_loss,"                                   \
+    " a.showers, a.auc, a.acceptance, a.checksum, a.created_at,"                             \
+    " j.run_id, j.job_id, j.state, j.reason, j.node, j.submissions, j.restarts,"             \
+    " j.submitted_at"                                                                        \
+    " FROM runs r"                                                                           \
+    " LEFT JOIN checkpoints e ON e.run_id = r.id AND e.stage = 'energy' AND e.is_best = 1"   \
+    " LEFT JOIN checkpoints h ON h.run_id = r.id AND h.stage = 'shower' AND h.is_best = 1"   \
+    " LEFT JOIN acceptance_tests a ON a.run_id = r.id AND a.energy_ckpt = e.id"              \
+    " AND a.shower_ckpt = h.id"                                                              \
+    " LEFT JOIN slurm_jobs j ON j.run_id = r.id"
 
 /* ---------------------------------------------------------------------------
  * Reads the HTTP API shows
@@ -33,17 +60,98 @@ int runs_get(store *s, int64_t id, json_t **row, gt_error *err)
     return rc == GT_ENOTFOUND ? runs_no_run(err, id) : rc;
 }
 
+static json_t *series_real(double v);
+
+/* A val_loss column (a float kept as a double) in the float's shortest
+ * digits, the number the event stream sent. */
+static json_t *val_loss_json(sqlite3_stmt *st, int i)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_FLOAT)
+        return series_real(sqlite3_column_double(st, i));
+    return store_column_json(st, i);
+}
+
+/* Sets o[keys[k]] to column first + k for each key. */
+static void set_columns(json_t *o, sqlite3_stmt *st, int first, const char *const *keys, int n)
+{
+    for (int k = 0; k < n; k++)
+        json_object_set_new(o, keys[k], store_column_json(st, first + k));
+}
+
+/* One row of RUN_SHOWN as the run's columns plus "best" (the stages that
+ * have one: {"checkpoint_id", "step", "val_loss"}), "acceptance" (as
+ * runs_acceptance_info) and "slurm_job" (the slurm_jobs columns the API
+ * shows, or null). */
+static json_t *shown_row(sqlite3_stmt *st)
+{
+    json_t *o = json_object(), *best = json_object();
+    if (!o || !best) {
+        json_decref(o);
+        json_decref(best);
+        return NULL;
+    }
+    for (int i = 0; i < RUN_SHOWN_ROW; i++)
+        json_object_set_new(o, sqlite3_column_name(st, i), store_column_json(st, i));
+    static const char *const stages[2] = {"energy", "shower"};
+    for (int k = 0, c = RUN_SHOWN_ROW; k < 2; k++, c += 3) {
+        if (sqlite3_column_type(st, c) == SQLITE_NULL)
+            continue;
+        json_t *b = json_object();
+        json_object_set_new(b, "checkpoint_id", store_column_json(st, c));
+        json_object_set_new(b, "step", store_column_json(st, c + 1));
+        json_object_set_new(b, "val_loss", val_loss_json(st, c + 2));
+        json_object_set_new(best, stages[k], b);
+    }
+    json_object_set_new(o, "best", best);
+    int c = RUN_SHOWN_ROW + 6;
+    json_t *acc = json_null();
+    if (sqlite3_column_type(st, c + 3) != SQLITE_NULL) {      /* its checksum */
+        static const char *const keys[] = {"showers", "auc", "acceptance", "sha256",
+                                           "created_at"};
+        acc = json_object();
+        set_columns(acc, st, c, keys, 5);
+    }
+    json_object_set_new(o, "acceptance", acc);
+    c += 5;
+    json_t *job = json_null();
+    if (sqlite3_column_type(st, c) != SQLITE_NULL) {          /* its run_id */
+        static const char *const keys[] = {"job_id", "state", "reason", "node",
+                                           "submissions", "restarts", "submitted_at"};
+        job = json_object();
+        set_columns(job, st, c + 1, keys, 7);
+    }
+    json_object_set_new(o, "slurm_job", job);
+    return o;
+}
+
+int runs_show(store *s, int64_t id, json_t **row, gt_error *err)
+{
+    json_t *rows = NULL;
+    *row = NULL;
+    int rc = store_rows_with(s, "reading a run", RUN_SHOWN("r.config") " WHERE r.id = ?1",
+                             STORE_ARGS(STORE_INT(id)), shown_row, &rows, err);
+    if (rc)
+        return rc;
+    if (json_array_size(rows) == 0) {
+        json_decref(rows);
+        return runs_no_run(err, id);
+    }
+    *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    return GT_OK;
+}
+
 int runs_list(store *s, const char *status, int64_t before_id, int limit, json_t **rows,
               gt_error *err)
 {
-    return store_rows_json(s, "listing runs",
-                           "SELECT " RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR status = ?1)"
-                           " AND (?2 = 0 OR id < ?2) ORDER BY id DESC LIMIT ?3",
-                           STORE_ARGS(STORE_TEXT(status), STORE_INT(before_id), STORE_INT(limit)),
-                           rows, err);
+    /* a listing shows no config: it is not read */
+    return store_rows_with(s, "listing runs",
+                           RUN_SHOWN("NULL") " WHERE (?1 IS NULL OR r.status = ?1)"
+                           " AND (?2 = 0 OR r.id < ?2) ORDER BY r.id DESC LIMIT ?3",
+                           STORE_ARGS(STORE_TEXT(status), STORE_INT(before_id),
+                                      STORE_INT(limit)),
+                           shown_row, rows, err);
 }
-
-static json_t *series_real(double v);
 
 /* Each row's val_loss (a float kept as a double) in the float's shortest
  * digits, the number the event stream sent. */
@@ -80,19 +188,6 @@ int runs_best(store *s, int64_t id, json_t **best, gt_error *err)
     }
     json_decref(rows);
     return GT_OK;
-}
-
-int runs_acceptance_info(store *s, int64_t id, json_t **info, gt_error *err)
-{
-    int rc = store_row_json(s, "reading the acceptance test",
-                            "SELECT a.showers, a.auc, a.acceptance, a.checksum AS sha256,"
-                            " a.created_at" CURRENT_ACCEPTANCE,
-                            STORE_ARGS(STORE_INT(id)), info, err);
-    if (rc == GT_ENOTFOUND) {
-        *info = json_null();
-        return GT_OK;
-    }
-    return rc;
 }
 
 int runs_checkpoints(store *s, int64_t id, json_t **rows, gt_error *err)

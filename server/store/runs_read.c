@@ -20,21 +20,19 @@ int runs_config(store *s, int64_t id, char **config_json, gt_error *err)
     return rc == GT_ENOTFOUND ? runs_no_run(err, id) : rc;
 }
 
-void runs_config_geometry(const char *config_json, char *out, size_t size)
+int runs_parse_config(const char *config_json, model_config *cfg, gt_error *err)
 {
-    json_t *cfg = config_json ? json_loads(config_json, 0, NULL) : NULL;
-    const char *g =
-        json_string_value(json_object_get(json_object_get(cfg, "dataset"), "geometry"));
-    snprintf(out, size, "%s", g ? g : "dataset_2");
-    json_decref(cfg);
+    char field[128] = "";
+    const char *text = config_json ? config_json : "";
+    return model_config_parse_stored(text, strlen(text), cfg, field, sizeof field, err);
 }
 
-int runs_geometry(store *s, int64_t id, char *out, size_t size, gt_error *err)
+int runs_read_config(store *s, int64_t id, model_config *cfg, gt_error *err)
 {
     char *text = NULL;
     int rc = runs_config(s, id, &text, err);
     if (rc == GT_OK)
-        runs_config_geometry(text, out, size);
+        rc = runs_parse_config(text, cfg, err);
     free(text);
     return rc;
 }
@@ -175,26 +173,49 @@ int runs_checkpoint_blob(store *s, int64_t id, int64_t checkpoint, runs_blob *ou
     return rc;
 }
 
-int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err)
+/* The run's best pair in one statement: no row when the run does not
+ * exist; else how many stages have a best checkpoint and the pair's
+ * version (runs.h, runs_best_pair). */
+static int best_pair_row(store *s, int64_t id, int *both, int64_t *version, gt_error *err)
 {
     json_t *row = NULL;
     int rc = store_row_json(s, "reading a run",
-                            "SELECT COUNT(*) AS n, SUM(id) AS version,"
+                            "SELECT (SELECT COUNT(*) FROM checkpoints WHERE run_id = ?1"
+                            " AND is_best = 1) AS n, (SELECT SUM(id) FROM checkpoints"
+                            " WHERE run_id = ?1 AND is_best = 1) AS version,"
                             " (SELECT a.id" CURRENT_ACCEPTANCE ") AS accept"
-                            " FROM checkpoints WHERE run_id = ?1 AND is_best = 1",
+                            " FROM runs WHERE id = ?1",
                             STORE_ARGS(STORE_INT(id)), &row, err);
     if (rc)
         return rc;
-    int both = json_integer_value(json_object_get(row, "n")) == 2;
+    *both = json_integer_value(json_object_get(row, "n")) == 2;
     /* checkpoint ids stay far under 2^32: the test's id shifted past them
      * makes a version no pair of checkpoints alone can have */
     *version = json_integer_value(json_object_get(row, "version")) +
                (json_integer_value(json_object_get(row, "accept")) << 32);
     json_decref(row);
-    return both ? GT_OK
-                : gt_error_set(err, GT_ENOTFOUND,
-                               "run %lld has no best checkpoint of both stages yet",
-                               (long long)id);
+    return GT_OK;
+}
+
+int runs_best_pair(store *s, int64_t id, int64_t *version, gt_error *err)
+{
+    int both = 0;
+    int rc = best_pair_row(s, id, &both, version, err);
+    if (rc && rc != GT_ENOTFOUND)
+        return rc;
+    return rc == GT_OK && both
+               ? GT_OK
+               : gt_error_set(err, GT_ENOTFOUND,
+                              "run %lld has no best checkpoint of both stages yet",
+                              (long long)id);
+}
+
+int runs_sample_source(store *s, int64_t id, int *ready, int64_t *version, gt_error *err)
+{
+    *ready = 0;
+    *version = 0;
+    int rc = best_pair_row(s, id, ready, version, err);
+    return rc == GT_ENOTFOUND ? runs_no_run(err, id) : rc;
 }
 
 int runs_record_acceptance(store *s, int64_t id, const char *const sha256[2], int64_t showers,

@@ -212,6 +212,12 @@ int store_row_json(store *s, const char *what, const char *sql, const store_val 
 int store_rows_json(store *s, const char *what, const char *sql, const store_val *args,
                     int nargs, json_t **out, gt_error *err)
 {
+    return store_rows_with(s, what, sql, args, nargs, row_json, out, err);
+}
+
+int store_rows_with(store *s, const char *what, const char *sql, const store_val *args,
+                    int nargs, json_t *(*row)(sqlite3_stmt *st), json_t **out, gt_error *err)
+{
     sqlite3_stmt *st;
     *out = NULL;
     int rc = store_query(s, what, sql, args, nargs, &st, err), r;
@@ -219,7 +225,7 @@ int store_rows_json(store *s, const char *what, const char *sql, const store_val
         return rc;
     json_t *rows = json_array();
     while ((r = store_step(s, st, what, err)) == 1)
-        if (json_array_append_new(rows, row_json(st)) != 0) {
+        if (json_array_append_new(rows, row(st)) != 0) {
             r = -1;
             gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
             break;

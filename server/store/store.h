@@ -140,6 +140,11 @@ int store_row_json(store *s, const char *what, const char *sql, const store_val 
 int store_rows_json(store *s, const char *what, const char *sql, const store_val *args,
                     int nargs, json_t **out, gt_error *err);
 
+/* The same with each row made by row (a new reference; NULL when out of
+ * memory): a table owner's own shape of its rows. */
+int store_rows_with(store *s, const char *what, const char *sql, const store_val *args,
+                    int nargs, json_t *(*row)(sqlite3_stmt *st), json_t **out, gt_error *err);
+
 /* A column as JSON: INTEGER, REAL and TEXT as such; NULL, blobs and text
  * that is not UTF-8 as null. */
 json_t *store_column_json(sqlite3_stmt *st, int i);

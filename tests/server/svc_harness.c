@@ -142,13 +142,18 @@ int svc_start(svc *s, const char *db, const char *data_dir, const char *const *e
     for (int i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    if (svc_spawn(s, (char *const *)argv) != 0)
+    return svc_launch(s, (char *const *)argv);
+}
+
+int svc_launch(svc *s, char *const argv[])
+{
+    if (svc_spawn(s, argv) != 0)
         return -1;
-    if (!svc_await_listening(s, 60000)) {
+    if (!svc_await_listening(s, 60000) || s->port <= 0) {
         svc_stop(s, SIGKILL, 1000);
         return -1;
     }
-    return s->port > 0 ? 0 : -1;
+    return 0;
 }
 
 int svc_wait_exit(svc *s, long ms)
@@ -231,6 +236,30 @@ json_t *svc_wait_run(gc_client *c, long long id, const char *want, long ms)
         svc_sleep_ms(50);
     }
     return run;
+}
+
+long long svc_dataset_ready(gc_client *c, const char *body, long ms)
+{
+    json_t *j = NULL;
+    if (svc_json(c, "POST", "/v1/datasets", body, NULL, &j) != 202) {
+        json_decref(j);
+        return 0;
+    }
+    long long id = json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    char path[64];
+    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
+    for (long t = 0; t <= ms; t += 10) {
+        j = NULL;
+        svc_json(c, "GET", path, NULL, NULL, &j);
+        const char *st = json_string_value(json_object_get(j, "status"));
+        int ready = st && strcmp(st, "ready") == 0, pending = st && strcmp(st, "pending") == 0;
+        json_decref(j);
+        if (!pending)
+            return ready ? id : 0;
+        svc_sleep_ms(10);
+    }
+    return 0;
 }
 
 char *svc_tiny_config(const char *name, int steps, int log_every, int ckpt_every,

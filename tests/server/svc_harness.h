@@ -35,6 +35,10 @@ int svc_spawn(svc *s, char *const argv[]);
 /* Waits up to ms for the "listening" line of a started server; 1 with port
  * and url set from it, 0 when it did not come. */
 int svc_await_listening(svc *s, long ms);
+/* svc_spawn of a server's command line (argv[0] giant or giant_test_server),
+ * then svc_await_listening (60 s): 0 with port and url set, else -1 with
+ * the process killed and its log kept.  svc_start is this with giant's. */
+int svc_launch(svc *s, char *const argv[]);
 int svc_log_has(svc *s, const char *needle);
 int svc_log_wait(svc *s, const char *needle, long ms);
 /* Waits up to ms for the process to exit; returns the exit status, -1 when
@@ -62,6 +66,10 @@ long svc_json(gc_client *c, const char *method, const char *path, const char *bo
 /* Polls GET /v1/runs/{id} until its status is want (or any final status
  * when want is NULL); returns the last run object (new reference). */
 json_t *svc_wait_run(gc_client *c, long long id, const char *want, long ms);
+
+/* POST /v1/datasets with body, then polls the dataset up to ms until it is
+ * no longer pending: its id when it is ready, else 0. */
+long long svc_dataset_ready(gc_client *c, const char *body, long ms);
 
 /* A tiny run config (dataset_1_photons, hidden 32): steps per stage, with
  * the dataset given as extra JSON members (e.g. "\"dataset_id\": 1") or

@@ -1,13 +1,15 @@
 /* Test-only routes, compiled into giant_test_server and never into giant.
  * They exercise machinery shared by every route that takes a body (the
  * cap, the media-type check, JSON parsing), path captures, and shutdown
- * with a request in flight. */
+ * with a request in flight, and show what call_counts.c counts. */
 #include "test_routes.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "app.h"
+#include "call_counts.h"
 #include "fault_vfs.h"
 #include "log.h"
 
@@ -94,6 +96,17 @@ static void route_fault(http_request *req, void *ctx)
                                         (json_int_t)fault_vfs_injected()));
 }
 
+/* GET /test/counts: what call_counts.c counted since the last POST, per
+ * thread.  POST /test/counts: zeroes the counts and traces the statements
+ * of the shared connection (the HTTP pool's and the sampling worker's). */
+static void route_counts(http_request *req, void *ctx)
+{
+    app *a = ctx;
+    if (strcmp(http_method(req), "POST") == 0)
+        call_counts_reset(a->db);
+    http_reply_json(req, 200, call_counts_json());
+}
+
 int test_routes_add(http_router *r, gt_error *err)
 {
     int rc;
@@ -102,7 +115,9 @@ int test_routes_add(http_router *r, gt_error *err)
         (rc = http_router_add(r, "GET", "/test/slow", route_slow, 0, err)) ||
         (rc = http_router_add(r, "GET", "/test/stream", route_stream, 0, err)) ||
         (rc = http_router_add(r, "GET", "/test/fault", route_fault, 0, err)) ||
-        (rc = http_router_add(r, "POST", "/test/fault", route_fault, HTTP_JSON_BODY, err)))
+        (rc = http_router_add(r, "POST", "/test/fault", route_fault, HTTP_JSON_BODY, err)) ||
+        (rc = http_router_add(r, "GET", "/test/counts", route_counts, 0, err)) ||
+        (rc = http_router_add(r, "POST", "/test/counts", route_counts, 0, err)))
         return rc;
     return GT_OK;
 }

@@ -101,6 +101,11 @@ static int64_t create_run_accept(const char *name, int steps, int accept)
     gt_error err = {0};
     int64_t id = 0;
     CHECK_EQ_INT(model_config_parse(text, strlen(text), &cfg, field, sizeof field, &err), GT_OK);
+    free(text);
+    /* recorded as the service records it: every default filled in */
+    json_t *canon = model_config_to_json(&cfg);
+    text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(canon);
     CHECK_EQ_INT(runs_create(db, cfg.name, text, "fp32", NULL, cfg.steps1 + cfg.steps2, &id,
                              &err), GT_OK);
     free(text);
