@@ -15,68 +15,9 @@
 
 /* ------------------------------------------------------------------------ */
 /* the walker: the first problem found is reported with its dotted path     */
+/* (mcf_fail and mcf_lookup, which the sections' hooks call too, are in     */
+/* model_config_fields.c, below this file)                                  */
 /* ------------------------------------------------------------------------ */
-
-int mcf_fail(mcf_walk *w, const char *path, const char *msg)
-{
-    if (w->field && w->field_len)
-        snprintf(w->field, w->field_len, "%s", path);
-    return gt_error_set(w->err, GT_EINVAL, "%s: %s", path[0] ? path : "config", msg);
-}
-
-int mcf_fail_key(mcf_walk *w, const char *path, const char *key, const char *msg)
-{
-    char p[256];
-    if (path[0])
-        snprintf(p, sizeof p, "%s.%s", path, key);
-    else
-        snprintf(p, sizeof p, "%s", key);
-    return mcf_fail(w, p, msg);
-}
-
-int mcf_lookup(mcf_walk *w, const json_t *obj, const char *path, const char *key,
-               mcf_type type, const char *what, const json_t **out)
-{
-    const json_t *v = json_object_get(obj, key);
-    *out = v;
-    if (!v)
-        return GT_OK;
-    /* "a number" accepts integers too ("lr": 1 is a number) */
-    const char *word;
-    switch (type) {
-    case MCF_SECTION:
-        if (json_is_object(v))
-            return GT_OK;
-        word = "an object";
-        break;
-    case MCF_INT:
-    case MCF_INT64:
-    case MCF_SEED:
-    case MCF_VERSION:
-        if (json_is_integer(v))
-            return GT_OK;
-        word = "an integer";
-        break;
-    case MCF_REAL:
-        if (json_is_number(v))
-            return GT_OK;
-        word = "a number";
-        break;
-    case MCF_BOOL:
-        if (json_is_boolean(v))
-            return GT_OK;
-        word = "true or false";
-        break;
-    default:
-        if (json_is_string(v))
-            return GT_OK;
-        word = "a string";
-        break;
-    }
-    char msg[160];
-    snprintf(msg, sizeof msg, "must be %s", what ? what : word);
-    return mcf_fail_key(w, path, key, msg);
-}
 
 /* The key of a row under its section's path ("train.lr" under "train":
  * "lr"), or NULL when the row is not directly under it. */

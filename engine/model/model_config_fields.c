@@ -1,5 +1,7 @@
-/* The run config's fields, one row each, and the rules between fields that
- * the rows' types and ranges cannot say (the sections' hooks). */
+/* The run config's fields, one row each, the rules between fields that the
+ * rows' types and ranges cannot say (the sections' hooks), and the walker's
+ * refusals they call.  model_config.c walks this table; nothing here calls
+ * back into it. */
 #include "model_config_fields.h"
 #include "model_energy.h"
 
@@ -25,6 +27,72 @@ _Static_assert(sizeof(model_trunk_skip) == sizeof(int), "enum size");
 _Static_assert(sizeof(model_block_cond) == sizeof(int), "enum size");
 _Static_assert(sizeof(model_solver) == sizeof(int), "enum size");
 _Static_assert(sizeof(model_executor_kind) == sizeof(int), "enum size");
+
+/* ------------------------------------------------------------------------ */
+/* the walker's refusals, which the hooks below and model_config.c share: */
+/* the first problem found is reported with its dotted path                 */
+/* ------------------------------------------------------------------------ */
+
+int mcf_fail(mcf_walk *w, const char *path, const char *msg)
+{
+    if (w->field && w->field_len)
+        snprintf(w->field, w->field_len, "%s", path);
+    return gt_error_set(w->err, GT_EINVAL, "%s: %s", path[0] ? path : "config", msg);
+}
+
+int mcf_fail_key(mcf_walk *w, const char *path, const char *key, const char *msg)
+{
+    char p[256];
+    if (path[0])
+        snprintf(p, sizeof p, "%s.%s", path, key);
+    else
+        snprintf(p, sizeof p, "%s", key);
+    return mcf_fail(w, p, msg);
+}
+
+int mcf_lookup(mcf_walk *w, const json_t *obj, const char *path, const char *key,
+               mcf_type type, const char *what, const json_t **out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = v;
+    if (!v)
+        return GT_OK;
+    /* "a number" accepts integers too ("lr": 1 is a number) */
+    const char *word;
+    switch (type) {
+    case MCF_SECTION:
+        if (json_is_object(v))
+            return GT_OK;
+        word = "an object";
+        break;
+    case MCF_INT:
+    case MCF_INT64:
+    case MCF_SEED:
+    case MCF_VERSION:
+        if (json_is_integer(v))
+            return GT_OK;
+        word = "an integer";
+        break;
+    case MCF_REAL:
+        if (json_is_number(v))
+            return GT_OK;
+        word = "a number";
+        break;
+    case MCF_BOOL:
+        if (json_is_boolean(v))
+            return GT_OK;
+        word = "true or false";
+        break;
+    default:
+        if (json_is_string(v))
+            return GT_OK;
+        word = "a string";
+        break;
+    }
+    char msg[160];
+    snprintf(msg, sizeof msg, "must be %s", what ? what : word);
+    return mcf_fail_key(w, path, key, msg);
+}
 
 /* ------------------------------------------------------------------------ */
 /* when a field is written back                                             */
