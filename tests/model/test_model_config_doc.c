@@ -50,7 +50,8 @@ static const char *type_word(const model_config_field *f)
     case MCF_BOOL: return "boolean";
     case MCF_INT:
     case MCF_INT64:
-    case MCF_SEED: return "integer";
+    case MCF_SEED:
+    case MCF_VERSION: return "integer";
     case MCF_REAL: return "number";
     case MCF_ENERGY: return "object or string";
     default: return "string";
