@@ -42,17 +42,9 @@
 #include "check.h"
 #include "nn_backend.h"
 #include "nn_trunk.h"
+#include "nn/nn_fixture.h"
 
 static gt_error E;
-
-/* a call that must succeed: on failure the rest would crash, so stop */
-#define MUST(call)                                                             \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #call, rc_, E.message);        \
-        if (rc_)                                                               \
-            exit(check_finish() ? 1 : 1);                                      \
-    } while (0)
 
 static double now_s(void)
 {
@@ -87,15 +79,8 @@ static void *xalloc(size_t bytes)
 
 /* deterministic data */
 static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd32(void)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng >> 32);
-}
-static float frand(void)   /* [-1, 1) */
-{
-    return (float)((rnd32() >> 8) / 16777216.0) * 2.0f - 1.0f;
-}
+static uint32_t rnd32(void) { return (uint32_t)(nnfx_next(&rng) >> 32); }
+static float frand(void) { return nnfx_frand(&rng); }   /* [-1, 1) */
 
 /* ------------------------------------------------------------------------ */
 /* kernels: one CPU backend per fixed-order kernel                          */
@@ -909,7 +894,7 @@ static void test_elementwise_kernels(void)
         uint16_t *yh = xalloc(n * sizeof(uint16_t));
         uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)big;
         for (size_t q = 0; q < n; q++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            nnfx_next(&st);
             float u = (float)((st >> 40) / 16777216.0);
             x[q] = q % 7 == 3 ? edge[(q / 7) % (sizeof edge / sizeof edge[0])]
                               : (u - 0.5f) * (q % 5 == 0 ? 200.0f : 12.0f);
@@ -960,7 +945,7 @@ static void test_elementwise_kernels(void)
         float mean[131], rstd[131], gam[COLS], dg[COLS], db[COLS], wdg[COLS], wdb[COLS];
         uint64_t st = 0x2545f4914f6cdd1dull + (uint64_t)big;
         for (size_t q = 0; q < n; q++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            nnfx_next(&st);
             x[q] = (float)((st >> 40) / 16777216.0) * 4.0f - 1.5f;
             dy[q] = (float)((st >> 16 & 0xffffff) / 16777216.0) - 0.5f;
         }
@@ -1284,17 +1269,7 @@ enum { TB = 41, TPLAN = 64, TIN = 40, TOUT = 39 };
 
 static void trunk_config(nn_trunk_config *c, nn_trunk_kind kind, nn_dtype prec)
 {
-    nn_trunk_config_default(c);
-    c->kind = kind;
-    c->in_dim = TIN;
-    c->cond_dim = 2;
-    c->emb_dim = 4;
-    c->emb_scale = 2.0f;
-    c->hidden = 32;
-    c->blocks = 2;
-    c->out_dim = TOUT;
-    c->n_experts = 4;
-    c->top_k = 2;
+    nnfx_trunk_config(c, kind, TIN, 32, TOUT);
     c->precision = prec;
 }
 
