@@ -1,6 +1,5 @@
 #include "replica_fixture.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,13 +41,7 @@ int replica_fixture_start(svc *s, const char *dir, const char *listen, const cha
     const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", dir,
                           "--listen", listen, "--db", db, "--data-dir", data_dir,
                           "--device", "cpu", "--threads", "2", NULL};
-    if (svc_spawn(s, (char *const *)argv) != 0)
-        return -1;
-    if (!svc_await_listening(s, 60000)) {
-        svc_stop(s, SIGKILL, 1000);
-        return -1;
-    }
-    return s->port > 0 ? 0 : -1;
+    return svc_launch(s, (char *const *)argv);
 }
 
 long replica_fixture_post(gc_client *c, const char *path, const char *body, const char *accept,

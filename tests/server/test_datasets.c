@@ -24,6 +24,7 @@
 
 #include "data/h5_fixture.h"
 #include "giant_client.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define NV 368   /* dataset_1_photons */
@@ -215,15 +216,9 @@ static void write_fixtures(void)
 /* The server under test: started on db and data, the client open. */
 static gc_client *start(void)
 {
-    if (svc_start(&S, db, data, NULL) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server", db, data, NULL) != 0)
         return NULL;
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
-    return c;
+    return svc_check_client(&S);
 }
 
 /* A restart finds a dataset a crash left pending and checks it again. */
@@ -299,10 +294,7 @@ int main(void)
     json_decref(wait_dataset(c, busy));
 
     gc_close(c);
-    CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    svc_free(&S);
+    svc_check_stop(&S);
     restart_checks_again(good);
     if (check_failures_)
         svc_dump(&S);

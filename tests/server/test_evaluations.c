@@ -24,6 +24,7 @@
 
 #include "calo_h5.h"
 #include "giant_client.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static svc S;
@@ -370,9 +371,7 @@ static int restart(gc_client **c)
  * running. */
 static void test_stop_and_crash(void)
 {
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     json_t *l = NULL;
     CHECK_EQ_INT(svc_json(c, "GET", "/v1/runs?status=succeeded", NULL, NULL, &l), 200);
     long long run = num(json_array_get(json_object_get(l, "items"), 0), "id");
@@ -423,14 +422,9 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL);
     snprintf(db, sizeof db, "%s/test.db", dir);
     snprintf(data, sizeof data, "%s/data", dir);
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     test_evaluation(c);
     gc_close(c);
     if (!check_failures_)

@@ -35,6 +35,7 @@
 #include "giant_client.h"
 #include "gt_sha256.h"
 #include "runs.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define STEPS 4            /* per stage */
@@ -465,11 +466,7 @@ int main(void)
                      "--data-dir", data, "--default-dataset", "0", "--device", "cpu",
                      "--threads", "2", NULL };
     svc s;
-    int started = svc_spawn(&s, argv) == 0;
-    if (started && !(svc_await_listening(&s, 60000) && s.port > 0)) {
-        svc_stop(&s, SIGKILL, 1000);
-        started = 0;
-    }
+    int started = svc_launch(&s, argv) == 0;
     CHECK_MSG(started, "giant_test_server did not start:\n%s", s.log ? s.log : "");
     if (!started)
         return check_finish();
@@ -528,9 +525,7 @@ int main(void)
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     check_integrity("the shutdown");
     check_nothing_lost("the shutdown");
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
     printf("test_faults: %.1f s\n", now_s() - t_all);
     return check_finish();
 }

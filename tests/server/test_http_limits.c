@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "svc_check.h"
 #include "svc_harness.h"
 
 enum {
@@ -690,11 +691,7 @@ int main(void)
                      "--max-streams-per-ip", streams, "--admin-listen", "127.0.0.1:0",
                      "--shutdown-grace", "5", NULL };
     svc s;
-    int started = svc_spawn(&s, argv) == 0;
-    if (started && !(svc_await_listening(&s, 60000) && s.port > 0)) {
-        svc_stop(&s, SIGKILL, 1000);
-        started = 0;
-    }
+    int started = svc_launch(&s, argv) == 0;
     CHECK_MSG(started, "giant serve did not start:\n%s", s.log ? s.log : "");
     static const char needle[] = "msg=admin_listening addr=127.0.0.1:";
     int admin_port = 0;
@@ -713,9 +710,7 @@ int main(void)
         check_streams(s.port);
         CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     }
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
     if (!check_failures_) {
         const char *left[] = { "giant.db", "giant.db-wal", "giant.db-shm" };
         char path[512];

@@ -38,6 +38,7 @@
 #include <openssl/evp.h>
 
 #include "model_accept.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[64], fake[320];
@@ -304,14 +305,10 @@ int main(void)
     write_fakes();
     const char *extra[] = {"--slurm-bin", fake, "--slurm-poll-ms", "100",
                            "--slurm-partition", "short", NULL};
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "the server did not start");
+    if (svc_check_start(&S, "the server", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     json_t *j = NULL;
 
     /* the executor section, validated */
@@ -673,9 +670,7 @@ int main(void)
 
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 20000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    svc_free(&S);
+    svc_check_done(&S);
 
     /* a server without the Slurm commands refuses slurm runs */
     char db2[320], nobin[320];

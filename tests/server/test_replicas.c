@@ -27,6 +27,7 @@
 #include "geo.h"
 #include "model_data.h"
 #include "replica_fixture.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[256];
@@ -134,9 +135,7 @@ static void refused_tokens(const char *models, const char *file, const char *why
     CHECK_MSG(rc == 1 && svc_log_has(&s, why), "%s: exit %d, want 1 and '%s'", file, rc, why);
     /* the secret never shows, not even its public prefix's neighbours */
     CHECK(!svc_log_has(&s, "0123456789abcdef0123") && !svc_log_has(&s, "fedcba9876543210"));
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
 }
 
 /* A replica on models that must stop it: exit 1 with why in its log. */
@@ -152,9 +151,7 @@ static void refused_dir(const char *models, const char *listen, const char *why)
     CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
     int rc = svc_wait_exit(&s, 60000);
     CHECK_MSG(rc == 1 && svc_log_has(&s, why), "%s: exit %d, want 1 and '%s'", models, rc, why);
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
 }
 
 int main(void)
@@ -172,11 +169,8 @@ int main(void)
     static const char *const extra[] = {"--threads", "2", "--max-json-showers", "20", NULL};
     svc T, R;
     int r_started = 0;
-    if (svc_start(&T, db, data, extra) != 0) {
-        svc_dump(&T);
-        CHECK_MSG(0, "the trainer did not start");
+    if (svc_check_start(&T, "the trainer", db, data, extra) != 0)
         return check_finish();
-    }
     gc_client *t = NULL, *r = NULL;
     gt_error err = {0};
     CHECK_EQ_INT(gc_open(&t, T.url, &err), GT_OK);
@@ -311,9 +305,7 @@ int main(void)
             CHECK_MSG(0, "the replica with --model-url did not start");
             svc_stop(&U, SIGKILL, 1000);
         }
-        if (check_failures_)
-            svc_dump(&U);
-        svc_free(&U);
+        svc_check_done(&U);
     }
 
     /* a replica with a token file: any address, tokens required */
@@ -364,9 +356,7 @@ int main(void)
             svc_stop(&K, SIGKILL, 1000);
         }
         CHECK(!svc_log_has(&K, "0123456789abcdef0123") && !svc_log_has(&K, "fedcba9876543210"));
-        if (check_failures_)
-            svc_dump(&K);
-        svc_free(&K);
+        svc_check_done(&K);
         /* and on a non-loopback address it starts (the harness talks to
          * 127.0.0.1 only: the start is what is checked) */
         {
@@ -379,10 +369,7 @@ int main(void)
                       svc_log_wait(&W, "msg=ready role=sampler", 30000),
                       "the replica with --token-file did not start on 0.0.0.0");
             CHECK(svc_log_has(&W, "usable_tokens=2 require_tokens=1"));
-            CHECK_EQ_INT(svc_stop(&W, SIGTERM, 30000), 0);
-            if (check_failures_)
-                svc_dump(&W);
-            svc_free(&W);
+            svc_check_stop(&W);
         }
         /* refused: readable by others or its group, a malformed line (its
          * number, never its text), an unknown role, nothing in it */
@@ -427,9 +414,7 @@ int main(void)
             CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
             CHECK_EQ_INT(svc_wait_exit(&s, 60000), 1);
             CHECK(svc_log_has(&s, "status 404"));
-            if (check_failures_)
-                svc_dump(&s);
-            svc_free(&s);
+            svc_check_done(&s);
         }
     }
 

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "replica_fixture.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define NREPLICAS 3
@@ -319,14 +320,10 @@ int main(void)
     f.count = env_long("GIANT_REPLICA_BENCH_COUNT", 20);
     long phase_ms = env_long("GIANT_REPLICA_BENCH_MS", 1500);
     farm_thread ts[NTHREADS];
-    if (svc_start(&T, db, data, extra) != 0) {
-        svc_dump(&T);
-        CHECK_MSG(0, "the trainer did not start");
+    if (svc_check_start(&T, "the trainer", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *t = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&t, T.url, &err), GT_OK);
+    gc_client *t = svc_check_client(&T);
     f.run = replica_fixture_train(t, file);
     CHECK_MSG(f.run > 0, "no tiny run and model file");
     if (check_failures_)
@@ -462,9 +459,7 @@ out:
         /* SIGUSR1: haproxy's soft stop (it exits 0 once its connections
          * are closed; SIGTERM would kill it outright) */
         CHECK_EQ_INT(svc_stop(&H, SIGUSR1, 10000), 0);
-        if (check_failures_)
-            svc_dump(&H);
-        svc_free(&H);
+        svc_check_done(&H);
     }
     for (int i = 0; i < NREPLICAS; i++) {
         if (!r_up[i])

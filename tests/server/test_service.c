@@ -26,6 +26,7 @@
 #include "giant_client.h"
 #include "gt_sha256.h"
 #include "runs.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static svc S;
@@ -991,14 +992,9 @@ static void test_bf16_policy(void)
         snprintf(datap, sizeof datap, "%s/data", d);
         const char *extra[] = {"--allow-bf16-emulation", allow ? "1" : "0", NULL};
         svc s;
-        if (svc_start(&s, dbp, datap, extra) != 0) {
-            svc_dump(&s);
-            CHECK_MSG(0, "server did not start");
+        if (svc_check_start(&s, "server", dbp, datap, extra) != 0)
             continue;
-        }
-        gc_client *c = NULL;
-        gt_error err = {0};
-        CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
+        gc_client *c = svc_check_client(&s);
         json_t *info = NULL;
         CHECK_EQ_INT(svc_json(c, "GET", "/v1/info", NULL, NULL, &info), 200);
         json_t *cpu = json_array_get(json_object_get(info, "devices"), 0);
@@ -1099,11 +1095,8 @@ static void test_sample_memory(long long run)
 {
     svc s2;
     const char *extra[] = {"--sample-memory-mb", "1", "--batch-delay-ms", "400", NULL};
-    if (svc_start(&s2, db, data, extra) != 0) {
-        svc_dump(&s2);
-        CHECK_MSG(0, "second server did not start");
+    if (svc_check_start(&s2, "second server", db, data, extra) != 0)
         return;
-    }
     for (int retry = 0; retry < 2; retry++) {
         mem_call m[4];
         pthread_t t[4];
@@ -1129,10 +1122,7 @@ static void test_sample_memory(long long run)
         for (int i = 0; i < 4; i++)
             free(m[i].body);
     }
-    CHECK_EQ_INT(svc_stop(&s2, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&s2);
-    svc_free(&s2);
+    svc_check_stop(&s2);
 }
 
 /* The service's quotas, on a server of its own with small ones: steps per
@@ -1145,14 +1135,10 @@ static void test_quotas(void)
     const char *extra[] = {"--max-active-runs", "1", "--max-train-steps", "100",
                            "--max-synthetic-showers", "100000000", "--default-dataset", "0",
                            "--max-dataset-mb", "1", "--max-sample-steps", "50", NULL};
-    if (svc_start(&s3, db, data, extra) != 0) {
-        svc_dump(&s3);
-        CHECK_MSG(0, "quota server did not start");
+    if (svc_check_start(&s3, "quota server", db, data, extra) != 0)
         return;
-    }
-    gc_client *c = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, s3.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&s3);
     expect(c, "POST", "/v1/runs", "{\"train\": {\"steps\": {\"stage1\": 10, \"stage2\": 101}}}",
            NULL, 422, "validation_failed", "train.steps.stage2");
     expect(c, "POST", "/v1/runs", "{\"train\": {\"steps\": {\"stage1\": 1000}}}", NULL, 422,
@@ -1233,10 +1219,7 @@ static void test_quotas(void)
     json_decref(run);
     free(cfg);
     gc_close(c);
-    CHECK_EQ_INT(svc_stop(&s3, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&s3);
-    svc_free(&s3);
+    svc_check_stop(&s3);
 }
 
 int main(void)
@@ -1248,14 +1231,9 @@ int main(void)
     const char *extra[] = {"--max-showers", "2000", "--max-json-showers", "50",
                            "--min-energy-mev", "500", "--batch-delay-ms", "500",
                            "--threads", "2", "--per-ip-connections", "0", NULL};
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     long long ds = test_datasets(c);
     long long run = test_run(c, ds);
     test_metrics_and_checkpoints(c, run);

@@ -27,6 +27,7 @@
 #include "giant_client.h"
 #include "gt_sha256.h"
 #include "runs.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define STEPS 800          /* per stage: long enough for several kills */
@@ -264,9 +265,7 @@ int main(void)
         slept += ms / 1000.0;
         svc_stop(&s, SIGKILL, 5000);
         check_integrity(k);
-        if (check_failures_)
-            svc_dump(&s);
-        svc_free(&s);
+        svc_check_done(&s);
         gc_close(c);
         c = NULL;
         if (start(&s, &c) != 0)

@@ -23,6 +23,7 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
@@ -255,11 +256,8 @@ static void test_stop_signal_anywhere(const char *dir)
     snprintf(db, sizeof db, "%s/stop.db", dir);
     snprintf(data, sizeof data, "%s/stop-data", dir);
     svc s;
-    if (svc_start(&s, db, data, NULL) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&s, "server", db, data, NULL) != 0)
         return;
-    }
     pid_t tid = thread_taking(s.pid, SIGTERM);
     if (tid) {
         fprintf(stderr, "stop signal: SIGTERM sent to thread %d, which does not block it\n",
@@ -273,9 +271,7 @@ static void test_stop_signal_anywhere(const char *dir)
     }
     CHECK(svc_log_has(&s, "msg=shutdown signal=15"));
     CHECK(svc_log_has(&s, "msg=stopped clean=1"));
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
 
     /* during start-up, as soon as the handler is in (before it any
      * program takes the default action): the main thread does not wait for
@@ -291,9 +287,7 @@ static void test_stop_signal_anywhere(const char *dir)
         svc_sleep_ms(delay_ms);
         int rc = svc_stop(&s, SIGTERM, 30000);
         CHECK_MSG(rc == 0, "SIGTERM %d ms after start: exit %d", delay_ms, rc);
-        if (check_failures_)
-            svc_dump(&s);
-        svc_free(&s);
+        svc_check_done(&s);
     }
 }
 
@@ -307,11 +301,8 @@ int main(void)
     gt_error err = {0};
     gc_client *c = NULL;
     test_stop_signal_anywhere(dir);
-    if (svc_start(&s, db, data, NULL) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&s, "server", db, data, NULL) != 0)
         return check_finish();
-    }
     CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
     test_cancel(c);
 

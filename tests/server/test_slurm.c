@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[64];
@@ -373,9 +374,8 @@ int main(void)
     have_giant = 1;
     /* logged just after "listening", which svc_start waits for: wait for it too */
     CHECK(svc_log_wait(&S, "msg=slurm available=1", 10000));
-    gc_client *c = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     json_t *j = NULL;
 
     /* run A: pending -> running -> succeeded, everything through ingest,
