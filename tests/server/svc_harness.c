@@ -506,3 +506,27 @@ int svc_openmetrics_check(const char *text, char *why, size_t cap)
     free(classic);
     return ok;
 }
+
+/* ---------------------------------------------------------------------------
+ * What several service tests share
+ * ------------------------------------------------------------------------- */
+
+const char *svc_str(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+long long svc_num(json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+const char *svc_ecode(json_t *j)
+{
+    return svc_str(json_object_get(j, "error"), "code");
+}
+
+const char *svc_efield(json_t *j)
+{
+    return svc_str(json_object_get(j, "error"), "field");
+}

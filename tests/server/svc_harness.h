@@ -99,4 +99,11 @@ int svc_openmetrics_check(const char *text, char *why, size_t cap);
  * exactly as written), or -1 when there is none. */
 double svc_metric(const char *text, const char *series);
 
+/* Members of a reply: a string (or NULL), an integer (or 0). */
+const char *svc_str(json_t *o, const char *key);
+long long svc_num(json_t *o, const char *key);
+/* The code and the field of an error reply ({"error": {...}}), or NULL. */
+const char *svc_ecode(json_t *j);
+const char *svc_efield(json_t *j);
+
 #endif

@@ -32,8 +32,6 @@
 static svc S;
 static char dir[256], db[320], data[320], root[PATH_MAX];
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 /* printf's %s of a string that may be missing */
 static const char *nz(const char *s) { return s ? s : "(none)"; }
 static const char *emember(json_t *j, const char *k)
@@ -83,10 +81,10 @@ static long long register_ok(gc_client *c, const char *name, const char *file)
     double secs;
     long st = post(c, name, file, &j, &secs);
     CHECK_MSG(st == 202, "%s: status %ld", file, st);
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "pending") == 0, "%s: status %s",
-              file, nz(str(j, "status")));
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0, "%s: status %s",
+              file, nz(svc_str(j, "status")));
     CHECK_MSG(secs < 1.0, "%s: the reply took %.3f s", file, secs);
-    long long id = num(j, "id");
+    long long id = svc_num(j, "id");
     json_decref(j);
     return id;
 }
@@ -122,7 +120,7 @@ static json_t *wait_dataset(gc_client *c, long long id)
         json_decref(j);
         j = NULL;
         svc_json(c, "GET", path, NULL, NULL, &j);
-        if (str(j, "status") && strcmp(str(j, "status"), "pending") != 0)
+        if (svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") != 0)
             break;
         svc_sleep_ms(50);
     }
@@ -132,10 +130,10 @@ static json_t *wait_dataset(gc_client *c, long long id)
 static void expect_ready(gc_client *c, long long id, long long rows)
 {
     json_t *j = wait_dataset(c, id);
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "ready") == 0,
-              "dataset %lld: %s (%s)", id, nz(str(j, "status")), nz(str(j, "error")));
-    CHECK_EQ_INT(num(j, "n_showers"), rows);
-    CHECK_EQ_INT(num(j, "n_voxels"), NV);
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "ready") == 0,
+              "dataset %lld: %s (%s)", id, nz(svc_str(j, "status")), nz(svc_str(j, "error")));
+    CHECK_EQ_INT(svc_num(j, "n_showers"), rows);
+    CHECK_EQ_INT(svc_num(j, "n_voxels"), NV);
     CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 0, 0);
     json_t *range = json_object_get(j, "energy_range_mev");
     CHECK_CLOSE(json_number_value(json_object_get(range, "min")), h5fx_energy(0), 0, 0);
@@ -147,9 +145,9 @@ static void expect_ready(gc_client *c, long long id, long long rows)
 static void expect_failed(gc_client *c, long long id, const char *file, const char *needle)
 {
     json_t *j = wait_dataset(c, id);
-    const char *e = str(j, "error");
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "failed") == 0, "%s: status %s",
-              file, nz(str(j, "status")));
+    const char *e = svc_str(j, "error");
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "failed") == 0, "%s: status %s",
+              file, nz(svc_str(j, "status")));
     CHECK_MSG(e && strstr(e, needle), "%s: error \"%s\" lacks \"%s\"", file, nz(e), needle);
     CHECK_MSG(e && strstr(e, file), "%s: error \"%s\" does not name the file", file, nz(e));
     CHECK_MSG(e && !strstr(e, root), "%s: the error names the data directory: %s", file, nz(e));
@@ -285,7 +283,7 @@ int main(void)
     json_t *j;
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", "{\"name\": \"busy\", \"synthetic\":"
                           " {\"geometry\": \"dataset_2\", \"n\": 5000}}", NULL, &j), 202);
-    long long busy = num(j, "id");
+    long long busy = svc_num(j, "id");
     json_decref(j);
     long long later = register_ok(c, "later", "later.h5");
     expect_run_refused(c, later, "its rows are being checked");

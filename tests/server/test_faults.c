@@ -43,9 +43,6 @@
 #define CKPT_EVERY 2
 #define MAX_RECORDS 512
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
 static char g_db[256];
 static gc_client *C;
 
@@ -65,7 +62,7 @@ static long long vfs_count(const char *what)
     json_t *j = NULL;
     long st = svc_json(C, "GET", "/test/fault", NULL, NULL, &j);
     CHECK_EQ_INT(st, 200);
-    long long v = num(j, what);
+    long long v = svc_num(j, what);
     json_decref(j);
     return v;
 }
@@ -240,7 +237,7 @@ static void check_json_error(long st, json_t *j, const char *when)
 {
     CHECK_MSG(st >= 500 && st < 600, "%s: status %ld", when, st);
     json_t *e = json_object_get(j, "error");
-    CHECK_MSG(str(e, "code") && str(e, "message") && str(e, "message")[0],
+    CHECK_MSG(svc_str(e, "code") && svc_str(e, "message") && svc_str(e, "message")[0],
               "%s: not a JSON error", when);
 }
 
@@ -268,7 +265,7 @@ static long long post_dataset(int n, long *st, json_t **j)
              " \"n\": %d, \"seed\": %d}}",
              seq, n, seq);
     *st = svc_json(C, "POST", "/v1/datasets", body, NULL, j);
-    return *st == 202 ? num(*j, "id") : 0;
+    return *st == 202 ? svc_num(*j, "id") : 0;
 }
 
 /* Waits until the dataset is no longer pending; its status (static). */
@@ -281,10 +278,10 @@ static const char *wait_dataset(long long id, char *reason, size_t cap)
     for (double t0 = now_s(); now_s() - t0 < 30;) {
         json_t *j = NULL;
         svc_json(C, "GET", path, NULL, NULL, &j);
-        const char *s = str(j, "status");
+        const char *s = svc_str(j, "status");
         if (s && strcmp(s, "pending") != 0) {
             snprintf(status, sizeof status, "%s", s);
-            snprintf(reason, cap, "%s", str(j, "error") ? str(j, "error") : "");
+            snprintf(reason, cap, "%s", svc_str(j, "error") ? svc_str(j, "error") : "");
             json_decref(j);
             break;
         }
@@ -347,7 +344,7 @@ static long long run_trial(long long after, long long count, const char *kind)
     json_t *j = NULL;
     long st = svc_json(C, "POST", "/v1/runs", cfg, NULL, &j);
     free(cfg);
-    long long id = st >= 200 && st < 300 ? num(j, "id") : 0;
+    long long id = st >= 200 && st < 300 ? svc_num(j, "id") : 0;
     if (!id)
         check_json_error(st, j, when);
     json_decref(j);
@@ -358,10 +355,11 @@ static long long run_trial(long long after, long long count, const char *kind)
         for (double t0 = now_s(); now_s() - t0 < 60;) {
             json_t *r = NULL;
             svc_json(C, "GET", path, NULL, NULL, &r);
-            const char *s = str(r, "status");
+            const char *s = svc_str(r, "status");
             if (s && (!strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "cancelled"))) {
                 snprintf(status, sizeof status, "%s", s);
-                snprintf(reason, sizeof reason, "%s", str(r, "error") ? str(r, "error") : "");
+                snprintf(reason, sizeof reason, "%s",
+                         svc_str(r, "error") ? svc_str(r, "error") : "");
                 json_decref(r);
                 break;
             }
@@ -427,7 +425,7 @@ static void lasting_full_disk(long long after)
     char *cfg = svc_tiny_config("full", STEPS, LOG_EVERY, CKPT_EVERY, members);
     json_t *j = NULL;
     long st = svc_json(C, "POST", "/v1/runs", cfg, NULL, &j);
-    long long id = st >= 200 && st < 300 ? num(j, "id") : 0;
+    long long id = st >= 200 && st < 300 ? svc_num(j, "id") : 0;
     CHECK_MSG(id > 0, "%s: the run was not accepted (%ld)", when, st);
     json_decref(j);
     /* until the faults start and the worker has given up on the run */
@@ -443,9 +441,9 @@ static void lasting_full_disk(long long after)
     free(cfg);
     arm(0, 0, "full");
     json_t *r = svc_wait_run(C, id, NULL, 20000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "failed") == 0,
-              "%s: status %s once space is back", when, str(r, "status"));
-    check_reason(str(r, "error"), when);
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "failed") == 0,
+              "%s: status %s once space is back", when, svc_str(r, "status"));
+    check_reason(svc_str(r, "error"), when);
     json_decref(r);
     check_integrity(when);
     sqlite3 *h = open_db();
@@ -515,8 +513,8 @@ int main(void)
     CHECK_MSG(after_ds > 0 && strcmp(wait_dataset(after_ds, reason, sizeof reason), "ready") == 0,
               "a dataset after %s", when);
     json_t *r = svc_wait_run(C, after_run, NULL, 1000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0,
-              "a run after %s: %s", when, str(r, "status"));
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "a run after %s: %s", when, svc_str(r, "status"));
     json_decref(r);
     check_nothing_lost(when);
     check_integrity(when);

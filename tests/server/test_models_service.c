@@ -31,15 +31,6 @@ static char dir[256];
 static const char *const extra[] = {"--default-dataset", "0", "--threads", "2",
                                     "--max-json-showers", "20", NULL};
 
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
-static const char *efield(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "field"));
-}
-
 static long post_file(gc_client *c, const char *path, const void *buf, size_t len,
                       const char *type, json_t **j)
 {
@@ -152,11 +143,11 @@ static void refused(gc_client *b, const void *buf, size_t len, long status, cons
     json_t *j = NULL;
     long st = post_file(b, "/v1/models?name=bad", buf, len, "application/octet-stream", &j);
     CHECK_MSG(st == status, "%s: %ld, want %ld", what, st, status);
-    CHECK_MSG(ecode(j) && strcmp(ecode(j), code) == 0, "%s: code %s, want %s", what,
-              ecode(j) ? ecode(j) : "(none)", code);
+    CHECK_MSG(svc_ecode(j) && strcmp(svc_ecode(j), code) == 0, "%s: code %s, want %s", what,
+              svc_ecode(j) ? svc_ecode(j) : "(none)", code);
     if (field)
-        CHECK_MSG(efield(j) && strcmp(efield(j), field) == 0, "%s: field %s, want %s", what,
-                  efield(j) ? efield(j) : "null", field);
+        CHECK_MSG(svc_efield(j) && strcmp(svc_efield(j), field) == 0, "%s: field %s, want %s", what,
+                  svc_efield(j) ? svc_efield(j) : "null", field);
     json_decref(j);
 }
 
@@ -294,8 +285,8 @@ int main(void)
         /* a bad name is refused before the file is looked at */
         CHECK_EQ_INT(post_file(b, "/v1/models?name=1234", file, len, "application/octet-stream",
                                &j), 422);
-        CHECK(ecode(j) && strcmp(ecode(j), "validation_failed") == 0);
-        CHECK(efield(j) && strcmp(efield(j), "name") == 0);
+        CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "validation_failed") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "name") == 0);
         json_decref(j);
     }
     /* a JSON body type for a file: 415 */

@@ -32,11 +32,6 @@
 
 static char dir[256];
 
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
-
 /* the datasets of two HDF5 replies */
 static int same_h5(const void *a, size_t la, const void *b, size_t lb)
 {
@@ -232,7 +227,7 @@ int main(void)
     CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 30 --seed 4 -o %s/farm.h5"
                         " > /dev/null 2>&1", svc_binary(), R.url, run, dir), 0);
     CHECK_EQ_INT(svc_json(r, "POST", "/v1/runs/999/samples", "{\"count\": 1}", NULL, &j), 404);
-    CHECK(ecode(j) && strcmp(ecode(j), "not_found") == 0);
+    CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "not_found") == 0);
     json_decref(j);
     CHECK_EQ_INT(svc_json(r, "POST", "/v1/models/tiny/samples", "{\"count\": 0}", NULL, &j), 422);
     json_decref(j);
@@ -255,9 +250,9 @@ int main(void)
     for (size_t i = 0; i < sizeof trainer_only / sizeof trainer_only[0]; i++) {
         long code = svc_json(r, trainer_only[i].method, trainer_only[i].path,
                              trainer_only[i].body, NULL, &j);
-        CHECK_MSG(code == 404 && ecode(j) && strcmp(ecode(j), "not_on_sampler") == 0,
+        CHECK_MSG(code == 404 && svc_ecode(j) && strcmp(svc_ecode(j), "not_on_sampler") == 0,
                   "%s %s: %ld %s", trainer_only[i].method, trainer_only[i].path, code,
-                  ecode(j) ? ecode(j) : "(no code)");
+                  svc_ecode(j) ? svc_ecode(j) : "(no code)");
         json_decref(j);
     }
     /* an import is refused before its body is read (the declared length
@@ -342,7 +337,7 @@ int main(void)
             CHECK_EQ_INT(svc_json(k, "GET", "/v1/models", NULL, NULL, &j), 200);
             json_decref(j);
             CHECK_EQ_INT(svc_json(k, "POST", "/v1/models/tiny/samples", body, NULL, &j), 403);
-            CHECK(ecode(j) && strcmp(ecode(j), "forbidden") == 0);
+            CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "forbidden") == 0);
             json_decref(j);
             /* one not in the file */
             CHECK_EQ_INT(gc_set_token(k, "gt_00000000" "0123456789abcdef0123456789abcdef"

@@ -35,9 +35,6 @@
 #define CKPT_EVERY 40
 #define MAX_RUNS 32
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
 static char g_db[256], g_data[256];
 
 static double now_s(void)
@@ -169,7 +166,7 @@ static long long submit(gc_client *c, long long dataset, const char *name)
     gt_error err = {0};
     CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
     free(cfg);
-    long long id = num(run, "id");
+    long long id = svc_num(run, "id");
     json_decref(run);
     return id;
 }
@@ -182,7 +179,7 @@ static int await_running(gc_client *c, long long run)
     for (double t0 = now_s(); now_s() - t0 < 30;) {
         json_t *r = NULL;
         svc_json(c, "GET", path, NULL, NULL, &r);
-        const char *s = str(r, "status");
+        const char *s = svc_str(r, "status");
         int state = !s ? -2 : !strcmp(s, "running") ? 1 : !strcmp(s, "queued") ? -2 : 0;
         json_decref(r);
         if (state != -2)
@@ -229,14 +226,14 @@ int main(void)
                           " \"n\": 300, \"seed\": 3}}",
                           NULL, &j),
                  202);
-    long long dataset = num(j, "id");
+    long long dataset = svc_num(j, "id");
     json_decref(j);
     char dpath[64];
     snprintf(dpath, sizeof dpath, "/v1/datasets/%lld", dataset);
     for (double t0 = now_s(); now_s() - t0 < 60;) {
         j = NULL;
         svc_json(c, "GET", dpath, NULL, NULL, &j);
-        int pending = str(j, "status") && strcmp(str(j, "status"), "pending") == 0;
+        int pending = svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0;
         json_decref(j);
         if (!pending)
             break;
@@ -276,15 +273,15 @@ int main(void)
            slept);
     for (int i = 0; i < nruns; i++) {
         json_t *r = svc_wait_run(c, runs[i], NULL, 120000);
-        CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0,
-                  "run %lld: status %s (%s)", runs[i], str(r, "status"), str(r, "error"));
+        CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+                  "run %lld: status %s (%s)", runs[i], svc_str(r, "status"), svc_str(r, "error"));
         json_decref(r);
     }
     /* the same run, never interrupted */
     long long ref = submit(c, dataset, "reference");
     json_t *r = svc_wait_run(c, ref, NULL, 120000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0,
-              "reference run: status %s", str(r, "status"));
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "reference run: status %s", svc_str(r, "status"));
     json_decref(r);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);

@@ -26,9 +26,6 @@
 #include "svc_check.h"
 #include "svc_harness.h"
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
 static long long submit(gc_client *c, const char *name, int steps, int ckpt_every)
 {
     char *cfg = svc_tiny_config(name, steps, 5, ckpt_every, NULL);
@@ -36,7 +33,7 @@ static long long submit(gc_client *c, const char *name, int steps, int ckpt_ever
     gt_error err = {0};
     CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
     free(cfg);
-    long long id = num(run, "id");
+    long long id = svc_num(run, "id");
     json_decref(run);
     return id;
 }
@@ -48,8 +45,8 @@ static long long done_steps(gc_client *c, long long id, char *status)
     if (gc_get_run(c, id, &run, &err) != GT_OK)
         return -1;
     if (status)
-        snprintf(status, 16, "%s", str(run, "status") ? str(run, "status") : "");
-    long long d = num(json_object_get(run, "progress"), "done_steps");
+        snprintf(status, 16, "%s", svc_str(run, "status") ? svc_str(run, "status") : "");
+    long long d = svc_num(json_object_get(run, "progress"), "done_steps");
     json_decref(run);
     return d;
 }
@@ -74,17 +71,17 @@ static void test_cancel(gc_client *c)
     json_t *run = NULL;
     gt_error err = {0};
     CHECK_EQ_INT(gc_cancel_run(c, b, &run, &err), GT_OK);
-    CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "cancelled") == 0, "status %s",
-              str(run, "status"));
+    CHECK_MSG(svc_str(run, "status") && strcmp(svc_str(run, "status"), "cancelled") == 0,
+              "status %s", svc_str(run, "status"));
     json_decref(run);
     /* a is running: cancelled within a step. */
     CHECK_EQ_INT(gc_cancel_run(c, a, &run, &err), GT_OK);
     CHECK(json_is_true(json_object_get(run, "cancel_requested")));
     json_decref(run);
     run = svc_wait_run(c, a, NULL, 10000);
-    CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "cancelled") == 0, "status %s",
-              str(run, "status"));
-    CHECK(num(json_object_get(run, "progress"), "done_steps") < 800);
+    CHECK_MSG(svc_str(run, "status") && strcmp(svc_str(run, "status"), "cancelled") == 0,
+              "status %s", svc_str(run, "status"));
+    CHECK(svc_num(json_object_get(run, "progress"), "done_steps") < 800);
     json_decref(run);
     /* b never ran. */
     run = svc_wait_run(c, b, NULL, 1000);
@@ -323,10 +320,10 @@ int main(void)
     int from1 = resumed_from(&s);
     CHECK_MSG(from1 >= 40 && from1 % 20 == 0 && from1 < steps, "resumed from step %d", from1);
     json_t *r = svc_wait_run(c, run, NULL, 240000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
-              str(r, "status"), str(r, "error"));
-    CHECK_EQ_INT(num(r, "attempts"), 2);
-    CHECK_EQ_INT(num(json_object_get(r, "progress"), "done_steps"), 2 * steps);
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "status %s (%s)", svc_str(r, "status"), svc_str(r, "error"));
+    CHECK_EQ_INT(svc_num(r, "attempts"), 2);
+    CHECK_EQ_INT(svc_num(json_object_get(r, "progress"), "done_steps"), 2 * steps);
     json_decref(r);
     /* One best checkpoint per stage after all that. */
     json_t *j;
@@ -363,9 +360,9 @@ int main(void)
     int from = resumed_from(&s);
     CHECK_MSG(from >= 25 && from % 25 == 0 && from < steps2, "resumed from step %d", from);
     r = svc_wait_run(c, run2, NULL, 240000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
-              str(r, "status"), str(r, "error"));
-    CHECK_EQ_INT(num(r, "attempts"), 2);
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "status %s (%s)", svc_str(r, "status"), svc_str(r, "error"));
+    CHECK_EQ_INT(svc_num(r, "attempts"), 2);
     json_decref(r);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
