@@ -530,3 +530,20 @@ const char *svc_efield(json_t *j)
 {
     return svc_str(json_object_get(j, "error"), "field");
 }
+
+json_t *svc_wait_dataset(gc_client *c, long long id, long ms)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
+    json_t *j = NULL;
+    for (long t = 0; t < ms; t += 50) {
+        json_decref(j);
+        j = NULL;
+        svc_json(c, "GET", path, NULL, NULL, &j);
+        const char *st = svc_str(j, "status");
+        if (st && strcmp(st, "pending") != 0)
+            break;
+        svc_sleep_ms(50);
+    }
+    return j;
+}

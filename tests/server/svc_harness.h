@@ -106,4 +106,8 @@ long long svc_num(json_t *o, const char *key);
 const char *svc_ecode(json_t *j);
 const char *svc_efield(json_t *j);
 
+/* Polls GET /v1/datasets/{id} every 50 ms, for up to ms, until its status
+ * is no longer "pending"; the last reply (new reference, or NULL). */
+json_t *svc_wait_dataset(gc_client *c, long long id, long ms);
+
 #endif

@@ -113,18 +113,7 @@ static void register_refused(gc_client *c, const char *name, const char *file,
 /* GET /v1/datasets/{id} until it is no longer pending (up to 120 s). */
 static json_t *wait_dataset(gc_client *c, long long id)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
-    json_t *j = NULL;
-    for (int t = 0; t < 2400; t++) {
-        json_decref(j);
-        j = NULL;
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        if (svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") != 0)
-            break;
-        svc_sleep_ms(50);
-    }
-    return j;
+    return svc_wait_dataset(c, id, 120000);
 }
 
 static void expect_ready(gc_client *c, long long id, long long rows)

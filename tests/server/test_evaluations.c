@@ -35,7 +35,7 @@ static const char *const extra[] = {"--max-showers", "1000", "--default-dataset"
 /* A synthetic dataset_1_photons dataset of 400 showers, waited for. */
 static long long make_dataset(gc_client *c, const char *name, int seed)
 {
-    char body[512], path[64];
+    char body[512];
     snprintf(body, sizeof body,
              "{\"name\": \"%s\", \"synthetic\": {\"geometry\": \"dataset_1_photons\", \"n\": 400,"
              " \"seed\": %d, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
@@ -44,15 +44,8 @@ static long long make_dataset(gc_client *c, const char *name, int seed)
     json_t *j = NULL;
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", body, NULL, &j), 202);
     long long id = svc_num(j, "id");
-    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
-    for (int t = 0; t < 1200; t++) {
-        json_decref(j);
-        j = NULL;
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        if (svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") != 0)
-            break;
-        svc_sleep_ms(50);
-    }
+    json_decref(j);
+    j = svc_wait_dataset(c, id, 60000);
     CHECK_MSG(svc_str(j, "status") && !strcmp(svc_str(j, "status"), "ready"), "dataset %s: %s",
               name, svc_str(j, "status"));
     json_decref(j);

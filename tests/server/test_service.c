@@ -36,30 +36,32 @@ static char dir[256], db[320], data[320];
  * Datasets
  * ------------------------------------------------------------------------- */
 
+/* POSTs a dataset (202, its reply's member key is want; *id its id) and
+ * waits until it is no longer pending: the last reply, checked to be ready
+ * ("<what> status ..." when not). */
+static json_t *dataset_ready(gc_client *c, const char *body, const char *key, const char *want,
+                             const char *what, long long *id)
+{
+    json_t *j = NULL;
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", body, NULL, &j), 202);
+    CHECK(svc_str(j, key) && strcmp(svc_str(j, key), want) == 0);
+    *id = svc_num(j, "id");
+    json_decref(j);
+    j = svc_wait_dataset(c, *id, 60000);
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "ready") == 0,
+              "%s status %s", what, svc_str(j, "status"));
+    return j;
+}
+
 static long long test_datasets(gc_client *c)
 {
-    json_t *j;
-    long st = svc_json(c, "POST", "/v1/datasets",
-                       "{\"name\": \"tiny\", \"synthetic\": {\"geometry\": \"dataset_1_photons\","
-                       " \"n\": 300, \"seed\": 2, \"energy\": {\"dist\": \"log-uniform\","
-                       " \"min_mev\": 1000, \"max_mev\": 100000}}}",
-                       NULL, &j);
-    CHECK_EQ_INT(st, 202);
-    CHECK(svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0);
-    long long id = svc_num(j, "id");
-    json_decref(j);
-    char path[64];
-    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
-    j = NULL;
-    for (int t = 0; t < 1200; t++) {
-        json_decref(j);
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        if (svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") != 0)
-            break;
-        svc_sleep_ms(50);
-    }
-    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "ready") == 0,
-              "dataset status %s", svc_str(j, "status"));
+    long long id, file_id;
+    json_t *j = dataset_ready(c,
+                              "{\"name\": \"tiny\", \"synthetic\": {\"geometry\":"
+                              " \"dataset_1_photons\", \"n\": 300, \"seed\": 2, \"energy\":"
+                              " {\"dist\": \"log-uniform\", \"min_mev\": 1000, \"max_mev\":"
+                              " 100000}}}",
+                              "status", "pending", "dataset", &id);
     CHECK_EQ_INT(svc_num(j, "n_showers"), 300);
     CHECK_EQ_INT(svc_num(j, "n_voxels"), 368);
     CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 1e-9, 0);
@@ -68,21 +70,10 @@ static long long test_datasets(gc_client *c)
     /* The file just made, registered under another name: pending while the
      * datasets worker checks its rows, then ready (test_datasets covers
      * the files that fail). */
-    st = svc_json(c, "POST", "/v1/datasets",
-                  "{\"name\": \"tiny-file\", \"path\": \"tiny.h5\", \"geometry\":"
-                  " \"dataset_1_photons\"}",
-                  NULL, &j);
-    CHECK_EQ_INT(st, 202);
-    CHECK(svc_str(j, "kind") && strcmp(svc_str(j, "kind"), "file") == 0);
-    snprintf(path, sizeof path, "/v1/datasets/%lld", svc_num(j, "id"));
-    for (int t = 0;
-         t < 1200 && svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0; t++) {
-        svc_sleep_ms(50);
-        json_decref(j);
-        svc_json(c, "GET", path, NULL, NULL, &j);
-    }
-    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "ready") == 0, "file status %s",
-              svc_str(j, "status"));
+    j = dataset_ready(c,
+                      "{\"name\": \"tiny-file\", \"path\": \"tiny.h5\", \"geometry\":"
+                      " \"dataset_1_photons\"}",
+                      "kind", "file", "file", &file_id);
     CHECK_EQ_INT(svc_num(j, "n_showers"), 300);
     json_t *range = json_object_get(j, "energy_range_mev");
     double lo = json_number_value(json_object_get(range, "min"));
@@ -91,7 +82,7 @@ static long long test_datasets(gc_client *c)
     json_decref(j);
 
     /* Paths out of the data directory are refused, links included. */
-    st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"esc\", \"path\": \"../test.db\"}",
+    long st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"esc\", \"path\": \"../test.db\"}",
                   NULL, &j);
     CHECK_EQ_INT(st, 422);
     CHECK(svc_efield(j) && strcmp(svc_efield(j), "path") == 0);
