@@ -110,4 +110,8 @@ const char *svc_efield(json_t *j);
  * is no longer "pending"; the last reply (new reference, or NULL). */
 json_t *svc_wait_dataset(gc_client *c, long long id, long ms);
 
+/* A loopback TCP port nobody listens on now (the kernel's pick, released
+ * at once), or 0. */
+int svc_free_port(void);
+
 #endif

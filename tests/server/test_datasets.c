@@ -22,6 +22,7 @@
 
 #include <sqlite3.h>
 
+#include "gt_clock.h"
 #include "data/h5_fixture.h"
 #include "giant_client.h"
 #include "svc_check.h"
@@ -37,13 +38,6 @@ static const char *nz(const char *s) { return s ? s : "(none)"; }
 static const char *emember(json_t *j, const char *k)
 {
     return json_string_value(json_object_get(json_object_get(j, "error"), k));
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Writes data/<name> (a dataset_1_photons shape unless x says otherwise). */
@@ -68,9 +62,9 @@ static long post(gc_client *c, const char *name, const char *file, json_t **j, d
     char body[512];
     snprintf(body, sizeof body, "{\"name\": \"%s\", \"path\": \"%s\", \"geometry\":"
              " \"dataset_1_photons\"}", name, file);
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     long st = svc_json(c, "POST", "/v1/datasets", body, NULL, j);
-    *secs = now_s() - t0;
+    *secs = gt_clock_s() - t0;
     return st;
 }
 

@@ -33,6 +33,7 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "gt_clock.h"
 #include "gt_sha256.h"
 #include "runs.h"
 #include "svc_check.h"
@@ -45,13 +46,6 @@
 
 static char g_db[256];
 static gc_client *C;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* ---------------------------------------------------------------------------
  * The fault VFS over HTTP
@@ -275,7 +269,7 @@ static const char *wait_dataset(long long id, char *reason, size_t cap)
     char path[64];
     snprintf(path, sizeof path, "/v1/datasets/%lld", id);
     snprintf(status, sizeof status, "timeout");
-    for (double t0 = now_s(); now_s() - t0 < 30;) {
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 30;) {
         json_t *j = NULL;
         svc_json(C, "GET", path, NULL, NULL, &j);
         const char *s = svc_str(j, "status");
@@ -352,7 +346,7 @@ static long long run_trial(long long after, long long count, const char *kind)
     if (id) {
         char path[64];
         snprintf(path, sizeof path, "/v1/runs/%lld", id);
-        for (double t0 = now_s(); now_s() - t0 < 60;) {
+        for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 60;) {
             json_t *r = NULL;
             svc_json(C, "GET", path, NULL, NULL, &r);
             const char *s = svc_str(r, "status");
@@ -429,7 +423,7 @@ static void lasting_full_disk(long long after)
     CHECK_MSG(id > 0, "%s: the run was not accepted (%ld)", when, st);
     json_decref(j);
     /* until the faults start and the worker has given up on the run */
-    for (double t0 = now_s(); now_s() - t0 < 20 && vfs_count("injected") < before + 3;)
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 20 && vfs_count("injected") < before + 3;)
         svc_sleep_ms(20);
     svc_sleep_ms(300);
     CHECK(vfs_count("injected") >= before + 3);
@@ -454,7 +448,7 @@ static void lasting_full_disk(long long after)
 
 int main(void)
 {
-    double t_all = now_s();
+    double t_all = gt_clock_s();
     char dir[64] = "faults-XXXXXX", data[256];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(g_db, sizeof g_db, "%s/giant.db", dir);
@@ -479,7 +473,7 @@ int main(void)
     g_dataset = dataset_trial(0, "none", 300);
     long long wd = vfs_count("ops") - o0;
     CHECK(g_dataset > 0 && wd > 0);
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int nd = pick(wd, 4096, idx), trials = 0;
     for (int i = 0; i < nd && !check_failures_; i++) {
         dataset_trial(idx[i], "ioerr", 20);
@@ -487,18 +481,18 @@ int main(void)
         trials += 2;
     }
     printf("datasets: %lld writes and syncs each; %d trials in %.1f s\n", wd, trials,
-           now_s() - t0);
+           gt_clock_s() - t0);
 
     /* Runs. */
     o0 = vfs_count("ops");
     run_trial(0, 0, "none");
     long long wr = vfs_count("ops") - o0;
-    t0 = now_s();
+    t0 = gt_clock_s();
     int nr = pick(wr, budget < 4096 ? budget : 4096, idx);
     for (int i = 0; i < nr && !check_failures_; i++)
         run_trial(idx[i], 1, i % 2 ? "full" : "ioerr");
     printf("runs: %lld writes and syncs each; %d of them failed in turn in %.1f s; %d trials"
-           " without a fault (their index did not come)\n", wr, nr, now_s() - t0, g_missed);
+           " without a fault (their index did not come)\n", wr, nr, gt_clock_s() - t0, g_missed);
 
     if (!check_failures_)
         lasting_full_disk(wr / 2);
@@ -524,6 +518,6 @@ int main(void)
     check_integrity("the shutdown");
     check_nothing_lost("the shutdown");
     svc_check_done(&s);
-    printf("test_faults: %.1f s\n", now_s() - t_all);
+    printf("test_faults: %.1f s\n", gt_clock_s() - t_all);
     return check_finish();
 }

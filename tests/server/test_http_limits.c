@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gt_clock.h"
 #include "svc_check.h"
 #include "svc_harness.h"
 
@@ -45,13 +46,6 @@ enum {
     FLOOD_ADDRESSES = 3,       /* 127.0.0.2 .. 127.0.0.4, PER_IP each */
     STREAMS_PER_IP = 4,        /* from 127.0.0.5 */
 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* A connection to 127.0.0.1:port from 127.0.0.<from> (0: any); -1 on
  * failure. */
@@ -278,9 +272,9 @@ static void check_gate_errors(int port)
     for (int i = 0; i < 2000; i++)
         n += snprintf(req + n, sizeof req - (size_t)n, "; a=1");
     snprintf(req + n, sizeof req - (size_t)n, "\r\nConnection: close\r\n\r\n");
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 431, "headers_too_large") && now_s() - t0 < 4.0,
+    CHECK_MSG(is_json_error(out, 431, "headers_too_large") && gt_clock_s() - t0 < 4.0,
               "2 000 cookies: %.300s", out);
     /* A head that trickles in is judged once complete, byte by byte. */
     int fd = dial(port, 0);
@@ -449,7 +443,7 @@ static void check_metrics(int port, int admin_port)
 static int healthz_from(int port, int from, int timeout_s, double *took)
 {
     static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int fd = dial(port, from);
     char buf[1024] = "";
     if (fd >= 0) {
@@ -457,7 +451,7 @@ static int healthz_from(int port, int from, int timeout_s, double *took)
         read_all(fd, buf, sizeof buf, timeout_s);
         close(fd);
     }
-    *took = now_s() - t0;
+    *took = gt_clock_s() - t0;
     return strncmp(buf, "HTTP/1.1 200 ", 13) == 0;
 }
 
@@ -471,8 +465,8 @@ static int healthz(int port, int timeout_s, double *took)
 static int await_closed(int *fds, int n, double timeout_s)
 {
     int closed = 0;
-    double end = now_s() + timeout_s;
-    while (closed < n && now_s() < end) {
+    double end = gt_clock_s() + timeout_s;
+    while (closed < n && gt_clock_s() < end) {
         for (int i = 0; i < n; i++) {
             if (fds[i] < 0)
                 continue;
@@ -502,7 +496,7 @@ static void check_headroom(svc *s, int admin_port)
             else if (fd >= 0)
                 close(fd);
         }
-    double t_flood = now_s();
+    double t_flood = gt_clock_s();
     /* More than --max-connections: the API's port is full, the admin
      * listener is not. */
     CHECK_MSG(opened > MAX_CONNECTIONS, "only %d half-open connections", opened);
@@ -517,7 +511,7 @@ static void check_headroom(svc *s, int admin_port)
     /* The header timeout closes them: the accepted ones after about 2 s,
      * the ones waiting in the backlog 2 s after they are accepted. */
     int closed = await_closed(fds, opened, 30.0);
-    double t_closed = now_s() - t_flood;
+    double t_closed = gt_clock_s() - t_flood;
     CHECK_MSG(closed == opened, "%d of %d half-open connections closed in %.0f s", closed,
               opened, t_closed);
     CHECK_MSG(t_closed >= HEADER_TIMEOUT_S - 0.5, "closed after %.1f s, before the timeout",
@@ -564,11 +558,11 @@ static void check_slow_headers(int port)
                                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     int fd = dial(port, 0);
     CHECK(fd >= 0);
-    double t0 = now_s(), t_cut = -1;
-    for (size_t i = 0; fd >= 0 && i < sizeof line - 1 && now_s() - t0 < 5.0 * HEADER_TIMEOUT_S;
+    double t0 = gt_clock_s(), t_cut = -1;
+    for (size_t i = 0; fd >= 0 && i < sizeof line - 1 && gt_clock_s() - t0 < 5.0 * HEADER_TIMEOUT_S;
          i++) {
         if (send(fd, line + i, 1, MSG_NOSIGNAL) != 1 || peer_closed(fd)) {
-            t_cut = now_s() - t0;
+            t_cut = gt_clock_s() - t0;
             break;
         }
         svc_sleep_ms(400);
@@ -595,17 +589,17 @@ static void check_slow_headers(int port)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
     CHECK(r > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0);
-    double t1 = now_s();
+    double t1 = gt_clock_s();
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof req - 1; i++) {
         ok = send(fd, req + i, 1, MSG_NOSIGNAL) == 1;
-        if (now_s() - t1 < 2.0 * HEADER_TIMEOUT_S)
+        if (gt_clock_s() - t1 < 2.0 * HEADER_TIMEOUT_S)
             svc_sleep_ms(200);
     }
     r = ok ? recv(fd, buf, sizeof buf - 1, 0) : -1;
     CHECK_MSG(r > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0,
               "a second request trickling in over %.1f s was not answered",
-              now_s() - t1);
+              gt_clock_s() - t1);
     close(fd);
 }
 

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "replica_fixture.h"
 #include "svc_check.h"
 #include "svc_harness.h"
@@ -41,32 +42,10 @@
  * socket's path must fit in 108 bytes */
 static char dir[64], sock_path[96];
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static long env_long(const char *name, long def)
 {
     const char *v = getenv(name);
     return v && atol(v) > 0 ? atol(v) : def;
-}
-
-/* A port nobody listens on now (the kernel's pick, released at once). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
 }
 
 /* One command on haproxy's admin socket; its reply (malloc'ed) or NULL. */
@@ -363,7 +342,7 @@ int main(void)
         r_up[i] = 1;
         ports[i] = R[i].port;
     }
-    int front = free_port();
+    int front = svc_free_port();
     CHECK_MSG(write_config(cfg, front, T.port, ports),
               "deploy/haproxy.cfg lacks an address this test replaces, or has it twice");
     if (check_failures_)
@@ -396,11 +375,11 @@ int main(void)
             CHECK(await_status(sv, i < n ? "UP" : "MAINT", 15000));
         }
         long ok0 = atomic_load(&f.showers);
-        double t0 = now_s();
+        double t0 = gt_clock_s();
         farm_start(&f, ts);
         svc_sleep_ms(phase_ms);
         farm_stop(&f, ts);
-        rate[n - 1] = (double)(atomic_load(&f.showers) - ok0) / (now_s() - t0);
+        rate[n - 1] = (double)(atomic_load(&f.showers) - ok0) / (gt_clock_s() - t0);
         printf("replicas=%d threads=%d showers_per_request=%ld showers_per_s=%.0f\n", n,
                NTHREADS, f.count, rate[n - 1]);
     }

@@ -25,6 +25,7 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "gt_clock.h"
 #include "gt_sha256.h"
 #include "runs.h"
 #include "svc_check.h"
@@ -36,13 +37,6 @@
 #define MAX_RUNS 32
 
 static char g_db[256], g_data[256];
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static long long q_int(sqlite3 *h, const char *sql, long long a, long long b)
 {
@@ -176,7 +170,7 @@ static int await_running(gc_client *c, long long run)
 {
     char path[64];
     snprintf(path, sizeof path, "/v1/runs/%lld", run);
-    for (double t0 = now_s(); now_s() - t0 < 30;) {
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 30;) {
         json_t *r = NULL;
         svc_json(c, "GET", path, NULL, NULL, &r);
         const char *s = svc_str(r, "status");
@@ -203,7 +197,7 @@ static int start(svc *s, gc_client **c)
 
 int main(void)
 {
-    double t_all = now_s();
+    double t_all = gt_clock_s();
     char dir[64] = "svc-kill-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     snprintf(g_db, sizeof g_db, "%s/test.db", dir);
@@ -230,7 +224,7 @@ int main(void)
     json_decref(j);
     char dpath[64];
     snprintf(dpath, sizeof dpath, "/v1/datasets/%lld", dataset);
-    for (double t0 = now_s(); now_s() - t0 < 60;) {
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 60;) {
         j = NULL;
         svc_json(c, "GET", dpath, NULL, NULL, &j);
         int pending = svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0;
@@ -269,7 +263,7 @@ int main(void)
             return check_finish();
         done = k++;
     }
-    printf("%d kills in %.1f s (%.1f s of it training before a kill)\n", done, now_s() - t_all,
+    printf("%d kills in %.1f s (%.1f s of it training before a kill)\n", done, gt_clock_s() - t_all,
            slept);
     for (int i = 0; i < nruns; i++) {
         json_t *r = svc_wait_run(c, runs[i], NULL, 120000);
@@ -305,6 +299,6 @@ int main(void)
             fprintf(stderr, "could not remove %s\n", dir);
     }
     svc_free(&s);
-    printf("test_service_kill: %.1f s\n", now_s() - t_all);
+    printf("test_service_kill: %.1f s\n", gt_clock_s() - t_all);
     return check_finish();
 }

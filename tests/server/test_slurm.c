@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "svc_check.h"
 #include "svc_harness.h"
 
@@ -53,27 +54,6 @@ static int find_program(const char *name, char *out, size_t cap)
             return 1;
     }
     return 0;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void teardown(void)
@@ -157,9 +137,9 @@ static void start_slurm(void)
     if (stat(p, &st) != 0)
         skip("munged did not create its socket");
 
-    int port_ctld = free_port(), port_d = free_port();
+    int port_ctld = svc_free_port(), port_d = svc_free_port();
     while (port_d == port_ctld)
-        port_d = free_port();
+        port_d = svc_free_port();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
     FILE *f = fopen(conf, "w");
@@ -352,13 +332,13 @@ static char *two_rank_config(const char *name, int steps1, int steps2, int log_e
 
 int main(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     snprintf(dir, sizeof dir, "/tmp/giant-slurm-XXXXXX");
     if (!mkdtemp(dir))
         check_skip("cannot make a temporary directory");
     chmod(dir, 0755);
     start_slurm();
-    double t_up = now_s();
+    double t_up = gt_clock_s();
     printf("slurm up in %.1f s\n", t_up - t0);
 
     char db[320], data[320];
@@ -430,7 +410,7 @@ int main(void)
     CHECK_EQ_INT(gc_request(c, "GET", ckpath, NULL, NULL, 0, NULL, &r, &err), GT_OK);
     CHECK(r.status == 200 && strcmp(r.checksum, want) == 0 && r.len > 0);
     gc_response_free(&r);
-    double t_a = now_s();
+    double t_a = gt_clock_s();
     printf("run A succeeded on Slurm in %.1f s\n", t_a - t_up);
 
     /* run B: requeued after its first checkpoint, resumed from it */
@@ -486,7 +466,7 @@ int main(void)
             svc_sleep_ms(100);
     }
     CHECK_MSG(resumed, "the requeued job did not resume with '%s' (%s)", resume_line, out);
-    double t_b = now_s();
+    double t_b = gt_clock_s();
     printf("run B requeued and resumed in %.1f s\n", t_b - t_a);
 
     /* cancelled through the API: scancel */
@@ -498,8 +478,8 @@ int main(void)
               jstr(j, "error", NULL), jstr(j, "executor", "state"));
     CHECK(strstr(jstr(j, "error", NULL), "scancel") != NULL);
     json_decref(j);
-    printf("run B cancelled in %.1f s\n", now_s() - t_b);
-    double t_c0 = now_s();
+    printf("run B cancelled in %.1f s\n", gt_clock_s() - t_b);
+    double t_c0 = gt_clock_s();
 
     /* run C: data parallel in its job (executor.ranks 2: the job's trainer
      * launches two CPU processes, rank 0 reports), every step once */
@@ -531,11 +511,11 @@ int main(void)
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
     CHECK(json_array_size(json_object_get(j, "items")) >= 2);
     json_decref(j);
-    printf("run C (2 ranks) succeeded on Slurm in %.1f s\n", now_s() - t_c0);
+    printf("run C (2 ranks) succeeded on Slurm in %.1f s\n", gt_clock_s() - t_c0);
 
     /* run D: a rank other than 0 dies (SIGKILL): the launcher stops the
      * other and reports which rank failed */
-    double t_d0 = now_s();
+    double t_d0 = gt_clock_s();
     cfg = two_rank_config("slurm-d", 200, 20000, 10, 20);
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
     free(cfg);
@@ -550,8 +530,8 @@ int main(void)
     CHECK_MSG(status_is(j, "failed") && strstr(jstr(j, "error", NULL), "rank 1 of 2"),
               "run D: %s (%s)", jstr(j, "status", NULL), jstr(j, "error", NULL));
     json_decref(j);
-    printf("run D failed with its rank in %.1f s; %.1f s in all\n", now_s() - t_d0,
-           now_s() - t0);
+    printf("run D failed with its rank in %.1f s; %.1f s in all\n", gt_clock_s() - t_d0,
+           gt_clock_s() - t0);
 
     gc_close(c);
     if (check_failures_) {
