@@ -5,19 +5,23 @@
 #define SVC_CHECK_H
 
 #include <signal.h>
+#include <string.h>
+
+#include <sqlite3.h>
 
 #include "check.h"
 #include "svc_harness.h"
 
 /* svc_start; when the server does not start, its log is printed and a
- * check fails saying "<what> did not start".  0 when it listens. */
-static inline int svc_check_start(svc *s, const char *what, const char *db,
+ * check fails with the message failed ("the trainer did not start").  0
+ * when it listens. */
+static inline int svc_check_start(svc *s, const char *failed, const char *db,
                                   const char *data_dir, const char *const *extra)
 {
     if (svc_start(s, db, data_dir, extra) == 0)
         return 0;
     svc_dump(s);
-    CHECK_MSG(0, "%s did not start", what);
+    CHECK_MSG(0, "%s", failed);
     return -1;
 }
 
@@ -45,6 +49,72 @@ static inline void svc_check_stop(svc *s)
 {
     CHECK_EQ_INT(svc_stop(s, SIGTERM, 30000), 0);
     svc_check_done(s);
+}
+
+/* The stop of a server that may not have started: when up, with SIGTERM
+ * and checked to exit with 0 within 30 s; else a check fails with the
+ * message failed and the process, if any, is killed. */
+static inline void svc_check_stop_started(svc *s, int up, const char *failed)
+{
+    if (up) {
+        CHECK_EQ_INT(svc_stop(s, SIGTERM, 30000), 0);
+    } else {
+        CHECK_MSG(0, "%s", failed);
+        svc_stop(s, SIGKILL, 1000);
+    }
+}
+
+/* The end of a test's folder: removed when no check failed, kept for a
+ * look otherwise. */
+static inline void svc_check_cleanup(const char *dir)
+{
+    if (!check_failures_)
+        svc_remove_tree(dir);
+}
+
+/* The database at path on a read-only connection of the test's own (busy
+ * for up to 5 s), checked to open. */
+static inline sqlite3 *svc_check_open_db(const char *path)
+{
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    return h;
+}
+
+/* The first column of the first row sql gives on h (its parameters ?1 ..
+ * bound to the n values of args), or -1 when it gives none; a check fails
+ * when sql does not prepare. */
+static inline long long svc_check_query(sqlite3 *h, const char *sql, const long long *args,
+                                        int n)
+{
+    sqlite3_stmt *st;
+    long long v = -1;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+        CHECK_MSG(0, "%s: %s", sql, sqlite3_errmsg(h));
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(st, i + 1, args[i]);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* PRAGMA integrity_check on the database at path answers "ok"; a failure
+ * says "integrity_check after <when>" and what it answered. */
+static inline void svc_check_integrity(const char *path, const char *when)
+{
+    sqlite3 *h = svc_check_open_db(path);
+    sqlite3_stmt *st;
+    CHECK(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK);
+    int ok = sqlite3_step(st) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+    CHECK_MSG(ok, "integrity_check after %s: %s", when,
+              sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
+    sqlite3_finalize(st);
+    sqlite3_close(h);
 }
 
 #endif

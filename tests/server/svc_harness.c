@@ -564,3 +564,9 @@ int svc_free_port(void)
         close(fd);
     return port;
 }
+
+void svc_remove_tree(const char *dir)
+{
+    if (svc_sh("rm -rf '%s'", dir) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}

@@ -114,4 +114,8 @@ json_t *svc_wait_dataset(gc_client *c, long long id, long ms);
  * at once), or 0. */
 int svc_free_port(void);
 
+/* Removes dir and all under it (a test's folder, kept when a check failed,
+ * for a look); says so on stderr when it cannot. */
+void svc_remove_tree(const char *dir);
+
 #endif

@@ -568,7 +568,8 @@ static void test_non_loopback(void)
                            NULL};
     CHECK(svc_spawn(&p, (char *const *)argv2) == 0);
     static const char needle[] = "msg=listening addr=0.0.0.0:";
-    if (svc_log_wait(&p, needle, 60000)) {
+    int up = svc_log_wait(&p, needle, 60000);
+    if (up) {
         pthread_mutex_lock(&p.mu);
         int port = atoi(strstr(p.log, needle) + strlen(needle));
         pthread_mutex_unlock(&p.mu);
@@ -576,11 +577,8 @@ static void test_non_loopback(void)
         snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
         CHECK_EQ_INT(request(url, "GET", "/metrics", NULL, NULL).status, 200);
         CHECK_EQ_INT(request(url, "GET", "/v1/info", NULL, NULL).status, 401);
-        CHECK_EQ_INT(svc_stop(&p, SIGTERM, 30000), 0);
-    } else {
-        CHECK_MSG(0, "serve on 0.0.0.0 with a token did not start");
-        svc_stop(&p, SIGKILL, 1000);
     }
+    svc_check_stop_started(&p, up, "serve on 0.0.0.0 with a token did not start");
     svc_check_done(&p);
 }
 
@@ -602,7 +600,7 @@ int main(void)
     svc s;
     const char *strict[] = {"--require-tokens", "1", "--public-metrics", "0", "--rate-limit", "0",
                             "--max-queued-runs-per-token", "1", NULL};
-    if (svc_check_start(&s, "the server", db, data, strict) != 0)
+    if (svc_check_start(&s, "the server did not start", db, data, strict) != 0)
         return check_finish();
     test_route_table(s.url, &t);
     test_token_routes(s.url, &t);
@@ -614,7 +612,7 @@ int main(void)
 
     /* tokens optional on loopback, a small rate limit */
     const char *limited[] = {"--rate-limit", "12", "--rate-burst", "3", NULL};
-    if (svc_check_start(&s, "the rate-limited server", db, data, limited) != 0)
+    if (svc_check_start(&s, "the rate-limited server did not start", db, data, limited) != 0)
         return check_finish();
     test_rate_limit(s.url, &t);
     svc_check_stop(&s);

@@ -197,7 +197,7 @@ static void write_fixtures(void)
 /* The server under test: started on db and data, the client open. */
 static gc_client *start(void)
 {
-    if (svc_check_start(&S, "server", db, data, NULL) != 0)
+    if (svc_check_start(&S, "server did not start", db, data, NULL) != 0)
         return NULL;
     return svc_check_client(&S);
 }
@@ -277,10 +277,7 @@ int main(void)
     gc_close(c);
     svc_check_stop(&S);
     restart_checks_again(good);
-    if (check_failures_)
-        svc_dump(&S);
-    else
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
-    svc_free(&S);
+    svc_check_done(&S);
+    svc_check_cleanup(dir);
     return check_finish();
 }

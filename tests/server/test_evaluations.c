@@ -405,7 +405,7 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL);
     snprintf(db, sizeof db, "%s/test.db", dir);
     snprintf(data, sizeof data, "%s/data", dir);
-    if (svc_check_start(&S, "server", db, data, extra) != 0)
+    if (svc_check_start(&S, "server did not start", db, data, extra) != 0)
         return check_finish();
     gc_client *c = svc_check_client(&S);
     test_evaluation(c);
@@ -413,10 +413,7 @@ int main(void)
     if (!check_failures_)
         test_stop_and_crash();
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    else
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
-    svc_free(&S);
+    svc_check_done(&S);
+    svc_check_cleanup(dir);
     return check_finish();
 }

@@ -75,38 +75,17 @@ static void arm(long long after, long long count, const char *kind)
 
 static sqlite3 *open_db(void)
 {
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open_v2(g_db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    return h;
+    return svc_check_open_db(g_db);
 }
 
 static long long q_int(sqlite3 *h, const char *sql, long long id)
 {
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        CHECK_MSG(0, "%s: %s", sql, sqlite3_errmsg(h));
-        return -1;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+    return svc_check_query(h, sql, &id, 1);
 }
 
 static void check_integrity(const char *when)
 {
-    sqlite3 *h = open_db();
-    sqlite3_stmt *st;
-    CHECK(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK);
-    int ok = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-    CHECK_MSG(ok, "integrity_check after %s: %s", when,
-              sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
-    sqlite3_finalize(st);
-    sqlite3_close(h);
+    svc_check_integrity(g_db, when);
 }
 
 /* A run's rows hang together: for each stage the logged steps are

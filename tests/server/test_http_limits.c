@@ -705,15 +705,6 @@ int main(void)
         CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     }
     svc_check_done(&s);
-    if (!check_failures_) {
-        const char *left[] = { "giant.db", "giant.db-wal", "giant.db-shm" };
-        char path[512];
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, left[i]);
-            remove(path);
-        }
-        rmdir(data);
-        rmdir(dir);
-    }
+    svc_check_cleanup(dir);
     return check_finish();
 }

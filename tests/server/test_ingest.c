@@ -295,7 +295,7 @@ int main(void)
     write_fakes();
     const char *extra[] = {"--slurm-bin", fake, "--slurm-poll-ms", "100",
                            "--slurm-partition", "short", NULL};
-    if (svc_check_start(&S, "the server", db, data, extra) != 0)
+    if (svc_check_start(&S, "the server did not start", db, data, extra) != 0)
         return check_finish();
     gt_error err = {0};
     gc_client *c = svc_check_client(&S);
@@ -680,7 +680,6 @@ int main(void)
         CHECK_MSG(0, "the second server did not start");
     }
     svc_free(&S);
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);
+    svc_check_cleanup(dir);
     return check_finish();
 }

@@ -24,6 +24,7 @@
 #include "gt_le.h"
 #include "model_data.h"
 #include "model_pack.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static svc A, B;
@@ -313,13 +314,8 @@ out:
     free(file);
     CHECK_EQ_INT(svc_stop(&A, SIGTERM, 30000), 0);
     CHECK_EQ_INT(svc_stop(&B, SIGTERM, 30000), 0);
-    if (check_failures_) {
-        svc_dump(&A);
-        svc_dump(&B);
-    } else {
-        svc_sh("rm -rf %s", dir);
-    }
-    svc_free(&A);
-    svc_free(&B);
+    svc_check_done(&A);
+    svc_check_done(&B);
+    svc_check_cleanup(dir);
     return check_finish();
 }

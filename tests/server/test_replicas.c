@@ -164,7 +164,7 @@ int main(void)
     static const char *const extra[] = {"--threads", "2", "--max-json-showers", "20", NULL};
     svc T, R;
     int r_started = 0;
-    if (svc_check_start(&T, "the trainer", db, data, extra) != 0)
+    if (svc_check_start(&T, "the trainer did not start", db, data, extra) != 0)
         return check_finish();
     gc_client *t = NULL, *r = NULL;
     gt_error err = {0};
@@ -273,7 +273,8 @@ int main(void)
         const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--model-url", url,
                               "--listen", "127.0.0.1:0", "--db", udb, "--data-dir", udata,
                               "--device", "cpu", NULL};
-        if (svc_spawn(&U, (char *const *)argv) == 0 && svc_await_listening(&U, 60000)) {
+        int up = svc_spawn(&U, (char *const *)argv) == 0 && svc_await_listening(&U, 60000);
+        if (up) {
             gc_client *u = NULL;
             CHECK_EQ_INT(gc_open(&u, U.url, &err), GT_OK);
             j = replica_fixture_ready(u, 30000);
@@ -295,11 +296,8 @@ int main(void)
             free(want);
             free(got);
             gc_close(u);
-            CHECK_EQ_INT(svc_stop(&U, SIGTERM, 30000), 0);
-        } else {
-            CHECK_MSG(0, "the replica with --model-url did not start");
-            svc_stop(&U, SIGKILL, 1000);
         }
+        svc_check_stop_started(&U, up, "the replica with --model-url did not start");
         svc_check_done(&U);
     }
 
@@ -311,7 +309,8 @@ int main(void)
         const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", models,
                               "--token-file", tf, "--listen", "127.0.0.1:0", "--device", "cpu",
                               "--threads", "2", NULL};
-        if (svc_spawn(&K, (char *const *)argv) == 0 && svc_await_listening(&K, 60000)) {
+        int up = svc_spawn(&K, (char *const *)argv) == 0 && svc_await_listening(&K, 60000);
+        if (up) {
             gc_client *k = NULL;
             CHECK_EQ_INT(gc_open(&k, K.url, &err), GT_OK);
             j = replica_fixture_ready(k, 30000);       /* /readyz needs no token */
@@ -345,11 +344,8 @@ int main(void)
             CHECK_EQ_INT(svc_json(k, "POST", "/v1/models/tiny/samples", body, NULL, &j), 401);
             json_decref(j);
             gc_close(k);
-            CHECK_EQ_INT(svc_stop(&K, SIGTERM, 30000), 0);
-        } else {
-            CHECK_MSG(0, "the replica with --token-file did not start");
-            svc_stop(&K, SIGKILL, 1000);
         }
+        svc_check_stop_started(&K, up, "the replica with --token-file did not start");
         CHECK(!svc_log_has(&K, "0123456789abcdef0123") && !svc_log_has(&K, "fedcba9876543210"));
         svc_check_done(&K);
         /* and on a non-loopback address it starts (the harness talks to
@@ -419,15 +415,9 @@ out:
     if (r_started)
         CHECK_EQ_INT(svc_stop(&R, SIGTERM, 30000), 0);
     CHECK_EQ_INT(svc_stop(&T, SIGTERM, 30000), 0);
-    if (check_failures_) {
-        svc_dump(&T);
-        if (r_started)
-            svc_dump(&R);
-    } else {
-        svc_sh("rm -rf %s", dir);
-    }
+    svc_check_done(&T);
     if (r_started)
-        svc_free(&R);
-    svc_free(&T);
+        svc_check_done(&R);
+    svc_check_cleanup(dir);
     return check_finish();
 }

@@ -299,7 +299,7 @@ int main(void)
     f.count = env_long("GIANT_REPLICA_BENCH_COUNT", 20);
     long phase_ms = env_long("GIANT_REPLICA_BENCH_MS", 1500);
     farm_thread ts[NTHREADS];
-    if (svc_check_start(&T, "the trainer", db, data, extra) != 0)
+    if (svc_check_start(&T, "the trainer did not start", db, data, extra) != 0)
         return check_finish();
     gt_error err = {0};
     gc_client *t = svc_check_client(&T);
@@ -449,11 +449,8 @@ out:
         svc_free(&R[i]);
     }
     CHECK_EQ_INT(svc_stop(&T, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&T);
-    else
-        svc_sh("rm -rf %s", dir);
-    svc_free(&T);
+    svc_check_done(&T);
+    svc_check_cleanup(dir);
     for (int k = 0; k < NBODIES; k++) {
         free(f.bodies[k]);
         free(f.want[k]);

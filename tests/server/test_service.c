@@ -971,7 +971,7 @@ static void test_bf16_policy(void)
         snprintf(datap, sizeof datap, "%s/data", d);
         const char *extra[] = {"--allow-bf16-emulation", allow ? "1" : "0", NULL};
         svc s;
-        if (svc_check_start(&s, "server", dbp, datap, extra) != 0)
+        if (svc_check_start(&s, "server did not start", dbp, datap, extra) != 0)
             continue;
         gc_client *c = svc_check_client(&s);
         json_t *info = NULL;
@@ -1075,7 +1075,7 @@ static void test_sample_memory(long long run)
 {
     svc s2;
     const char *extra[] = {"--sample-memory-mb", "1", "--batch-delay-ms", "400", NULL};
-    if (svc_check_start(&s2, "second server", db, data, extra) != 0)
+    if (svc_check_start(&s2, "second server did not start", db, data, extra) != 0)
         return;
     for (int retry = 0; retry < 2; retry++) {
         mem_call m[4];
@@ -1115,7 +1115,7 @@ static void test_quotas(void)
     const char *extra[] = {"--max-active-runs", "1", "--max-train-steps", "100",
                            "--max-synthetic-showers", "100000000", "--default-dataset", "0",
                            "--max-dataset-mb", "1", "--max-sample-steps", "50", NULL};
-    if (svc_check_start(&s3, "quota server", db, data, extra) != 0)
+    if (svc_check_start(&s3, "quota server did not start", db, data, extra) != 0)
         return;
     gt_error err = {0};
     gc_client *c = svc_check_client(&s3);
@@ -1214,7 +1214,7 @@ int main(void)
     const char *extra[] = {"--max-showers", "2000", "--max-json-showers", "50",
                            "--min-energy-mev", "500", "--batch-delay-ms", "500",
                            "--threads", "2", "--per-ip-connections", "0", NULL};
-    if (svc_check_start(&S, "server", db, data, extra) != 0)
+    if (svc_check_start(&S, "server did not start", db, data, extra) != 0)
         return check_finish();
     gc_client *c = svc_check_client(&S);
     long long ds = test_datasets(c);
@@ -1236,8 +1236,7 @@ int main(void)
         svc_dump(&S);
     test_sample_memory(run);
     test_quotas();
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
+    svc_check_cleanup(dir);
     svc_free(&S);
     return check_finish();
 }

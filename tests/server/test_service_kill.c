@@ -40,39 +40,20 @@ static char g_db[256], g_data[256];
 
 static long long q_int(sqlite3 *h, const char *sql, long long a, long long b)
 {
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        CHECK_MSG(0, "%s: %s", sql, sqlite3_errmsg(h));
-        return -1;
-    }
-    sqlite3_bind_int64(st, 1, a);
-    sqlite3_bind_int64(st, 2, b);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+    const long long args[2] = {a, b};
+    return svc_check_query(h, sql, args, 2);
 }
 
 static sqlite3 *open_db(void)
 {
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open_v2(g_db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    return h;
+    return svc_check_open_db(g_db);
 }
 
 static void check_integrity(int kill)
 {
-    sqlite3 *h = open_db();
-    sqlite3_stmt *st;
-    CHECK(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK);
-    int ok = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-    CHECK_MSG(ok, "integrity_check after kill %d: %s", kill,
-              sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
-    sqlite3_finalize(st);
-    sqlite3_close(h);
+    char when[32];
+    snprintf(when, sizeof when, "kill %d", kill);
+    svc_check_integrity(g_db, when);
 }
 
 /* Rows of a finished run: one per logged step, one event each, checkpoints
@@ -185,13 +166,9 @@ static int await_running(gc_client *c, long long run)
 
 static int start(svc *s, gc_client **c)
 {
-    if (svc_start(s, g_db, g_data, NULL) != 0) {
-        svc_dump(s);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(s, "server did not start", g_db, g_data, NULL) != 0)
         return -1;
-    }
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(c, s->url, &err), GT_OK);
+    *c = svc_check_client(s);
     return 0;
 }
 
@@ -290,15 +267,8 @@ int main(void)
                q_int(h, "SELECT attempts FROM runs WHERE id = ?", runs[i], 0));
     }
     sqlite3_close(h);
-    if (check_failures_) {
-        svc_dump(&s);
-    } else {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);   /* kept on failure, for a look */
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dir);
-    }
-    svc_free(&s);
+    svc_check_done(&s);
+    svc_check_cleanup(dir);
     printf("test_service_kill: %.1f s\n", gt_clock_s() - t_all);
     return check_finish();
 }

@@ -163,17 +163,11 @@ static void check_no_duplicates(const char *db, long long run, int steps, int lo
  * the same database and reconnects; -1 (reported) when it does not start. */
 static int restart(svc *s, gc_client **c, const char *db, const char *data)
 {
-    if (check_failures_)
-        svc_dump(s);
-    svc_free(s);
+    svc_check_done(s);
     gc_close(*c);
-    if (svc_start(s, db, data, NULL) != 0) {
-        svc_dump(s);
-        CHECK_MSG(0, "server did not restart");
+    if (svc_check_start(s, "server did not restart", db, data, NULL) != 0)
         return -1;
-    }
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(c, s->url, &err), GT_OK);
+    *c = svc_check_client(s);
     return 0;
 }
 
@@ -253,7 +247,7 @@ static void test_stop_signal_anywhere(const char *dir)
     snprintf(db, sizeof db, "%s/stop.db", dir);
     snprintf(data, sizeof data, "%s/stop-data", dir);
     svc s;
-    if (svc_check_start(&s, "server", db, data, NULL) != 0)
+    if (svc_check_start(&s, "server did not start", db, data, NULL) != 0)
         return;
     pid_t tid = thread_taking(s.pid, SIGTERM);
     if (tid) {
@@ -298,7 +292,7 @@ int main(void)
     gt_error err = {0};
     gc_client *c = NULL;
     test_stop_signal_anywhere(dir);
-    if (svc_check_start(&s, "server", db, data, NULL) != 0)
+    if (svc_check_start(&s, "server did not start", db, data, NULL) != 0)
         return check_finish();
     CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
     test_cancel(c);
@@ -368,14 +362,7 @@ int main(void)
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     check_no_duplicates(db, run, steps, 5);
     check_no_duplicates(db, run2, steps2, 5);
-    if (check_failures_) {
-        svc_dump(&s);
-    } else {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);   /* kept on failure, for a look */
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dir);
-    }
-    svc_free(&s);
+    svc_check_done(&s);
+    svc_check_cleanup(dir);
     return check_finish();
 }

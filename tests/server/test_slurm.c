@@ -544,7 +544,6 @@ int main(void)
     svc_free(&ctld);
     svc_free(&slurmd);
     svc_free(&munge_d);
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);
+    svc_check_cleanup(dir);
     return check_finish();
 }

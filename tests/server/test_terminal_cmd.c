@@ -340,7 +340,7 @@ static void test_chunked_equals_one(long long run)
 {
     svc T;
     const char *extra[] = {"--max-showers", "500", NULL};
-    if (svc_check_start(&T, "second server", db, data, extra) != 0)
+    if (svc_check_start(&T, "second server did not start", db, data, extra) != 0)
         return;
     gc_client *c = NULL;
     gt_error err = {0};
@@ -476,7 +476,7 @@ int main(void)
     test_train_tty();
 
     const char *extra[] = {"--max-showers", "50", "--max-json-showers", "10", NULL};
-    if (svc_check_start(&S, "server", db, data, extra) != 0)
+    if (svc_check_start(&S, "server did not start", db, data, extra) != 0)
         return check_finish();
     gc_client *c = svc_check_client(&S);
     long long run = test_submit_key();
@@ -493,7 +493,6 @@ int main(void)
     test_chunked_equals_one(run);
     test_sample_gzip(run);
     test_sample_disk_full(run);
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
+    svc_check_cleanup(dir);
     return check_finish();
 }
