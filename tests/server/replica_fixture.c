@@ -3,6 +3,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+int replica_fixture_paths(replica_paths *p, const char *dir)
+{
+    snprintf(p->db, sizeof p->db, "%s/trainer.db", dir);
+    snprintf(p->data, sizeof p->data, "%s/trainer-data", dir);
+    snprintf(p->models, sizeof p->models, "%s/models", dir);
+    snprintf(p->file, sizeof p->file, "%s/tiny.giant", p->models);
+    return mkdir(p->models, 0755);
+}
 
 long long replica_fixture_train(gc_client *c, const char *path)
 {

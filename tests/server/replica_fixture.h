@@ -9,6 +9,16 @@
 #include "giant_client.h"
 #include "svc_harness.h"
 
+/* Where a replica test keeps its trainer and model under its folder: the
+ * trainer's database and data directory, the models directory and the
+ * model file in it. */
+typedef struct replica_paths {
+    char db[320], data[320], models[320], file[400];
+} replica_paths;
+
+/* Fills p under dir and makes p->models (0755): 0, or mkdir's -1. */
+int replica_fixture_paths(replica_paths *p, const char *dir);
+
 /* Trains a tiny run on the trainer c speaks to and writes its model file
  * (GET /v1/runs/{id}/model) to path.  The run's id, or 0 on failure. */
 long long replica_fixture_train(gc_client *c, const char *path);

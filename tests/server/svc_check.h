@@ -64,6 +64,18 @@ static inline void svc_check_stop_started(svc *s, int up, const char *failed)
     }
 }
 
+/* Submits the run config text (gc_submit_run, checked); the run's id, or
+ * 0 when refused. */
+static inline long long svc_check_submit(gc_client *c, const char *text)
+{
+    json_t *run = NULL;
+    gt_error err = {0};
+    CHECK_EQ_INT(gc_submit_run(c, text, NULL, &run, &err), GT_OK);
+    long long id = svc_num(run, "id");
+    json_decref(run);
+    return id;
+}
+
 /* The end of a test's folder: removed when no check failed, kept for a
  * look otherwise. */
 static inline void svc_check_cleanup(const char *dir)

@@ -153,14 +153,12 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "svc-replicas-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
-    char db[320], data[320], models[320], file[400], rdb[320], rdata[320];
-    snprintf(db, sizeof db, "%s/trainer.db", dir);
-    snprintf(data, sizeof data, "%s/trainer-data", dir);
-    snprintf(models, sizeof models, "%s/models", dir);
-    snprintf(file, sizeof file, "%s/tiny.giant", models);
+    replica_paths P;
+    CHECK_EQ_INT(replica_fixture_paths(&P, dir), 0);
+    const char *db = P.db, *data = P.data, *models = P.models, *file = P.file;
+    char rdb[320], rdata[320];
     snprintf(rdb, sizeof rdb, "%s/replica.db", dir);
     snprintf(rdata, sizeof rdata, "%s/replica-data", dir);
-    CHECK_EQ_INT(mkdir(models, 0755), 0);
     static const char *const extra[] = {"--threads", "2", "--max-json-showers", "20", NULL};
     svc T, R;
     int r_started = 0;

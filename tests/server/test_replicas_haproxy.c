@@ -281,14 +281,12 @@ int main(void)
 
     snprintf(dir, sizeof dir, "svc-haproxy-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
-    char db[320], data[320], models[320], file[400], cfg[320];
+    replica_paths P;
+    CHECK_EQ_INT(replica_fixture_paths(&P, dir), 0);
+    const char *db = P.db, *data = P.data, *models = P.models, *file = P.file;
+    char cfg[320];
     snprintf(sock_path, sizeof sock_path, "%s/admin.sock", dir);
-    snprintf(db, sizeof db, "%s/trainer.db", dir);
-    snprintf(data, sizeof data, "%s/trainer-data", dir);
-    snprintf(models, sizeof models, "%s/models", dir);
-    snprintf(file, sizeof file, "%s/tiny.giant", models);
     snprintf(cfg, sizeof cfg, "%s/haproxy.cfg", dir);
-    CHECK_EQ_INT(mkdir(models, 0755), 0);
 
     static const char *const extra[] = {"--threads", "2", NULL};
     svc T, R[NREPLICAS], H;

@@ -998,8 +998,7 @@ static void test_bf16_policy(void)
         }
         json_decref(j);
         gc_close(c);
-        CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
-        svc_free(&s);
+        svc_check_stop(&s);
     }
     /* giant train: refused before any run is recorded, then allowed */
     char cfgp[512], dbp[512];

@@ -137,12 +137,8 @@ static long long submit(gc_client *c, long long dataset, const char *name)
     char members[64];
     snprintf(members, sizeof members, "\"dataset_id\": %lld", dataset);
     char *cfg = svc_tiny_config(name, STEPS, LOG_EVERY, CKPT_EVERY, members);
-    json_t *run = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+    long long id = svc_check_submit(c, cfg);
     free(cfg);
-    long long id = svc_num(run, "id");
-    json_decref(run);
     return id;
 }
 

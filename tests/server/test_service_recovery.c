@@ -29,12 +29,8 @@
 static long long submit(gc_client *c, const char *name, int steps, int ckpt_every)
 {
     char *cfg = svc_tiny_config(name, steps, 5, ckpt_every, NULL);
-    json_t *run = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+    long long id = svc_check_submit(c, cfg);
     free(cfg);
-    long long id = svc_num(run, "id");
-    json_decref(run);
     return id;
 }
 
