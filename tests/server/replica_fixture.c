@@ -5,6 +5,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+const replica_request replica_fixture_requests[REPLICA_FIXTURE_REQUESTS] = {
+    {"{\"energies\": [1000, 5000, 20000, 80000, 500000], \"seed\": 11}",
+     "application/octet-stream"},
+    {"{\"count\": 64, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
+     " \"max_mev\": 1000000}, \"seed\": 5, \"steps\": 4, \"row0\": 100}",
+     "application/octet-stream"},
+    {"{\"count\": 30, \"seed\": 2}", "application/x-hdf5"},
+    {"{\"energies\": [2000, 30000], \"seed\": 3}", "application/json"},
+};
+
 int replica_fixture_paths(replica_paths *p, const char *dir)
 {
     snprintf(p->db, sizeof p->db, "%s/trainer.db", dir);

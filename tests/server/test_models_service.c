@@ -24,6 +24,7 @@
 #include "gt_le.h"
 #include "model_data.h"
 #include "model_pack.h"
+#include "replica_fixture.h"
 #include "svc_check.h"
 #include "svc_harness.h"
 
@@ -237,14 +238,9 @@ int main(void)
     free(back);
 
     /* served: the same bytes as the run, request for request */
-    same_showers(a, b, run, "{\"energies\": [1000, 5000, 20000, 80000, 500000], \"seed\": 11}",
-                 "application/octet-stream");
-    same_showers(a, b, run,
-                 "{\"count\": 64, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
-                 " \"max_mev\": 1000000}, \"seed\": 5, \"steps\": 4, \"row0\": 100}",
-                 "application/octet-stream");
-    same_showers(a, b, run, "{\"count\": 30, \"seed\": 2}", "application/x-hdf5");
-    same_showers(a, b, run, "{\"energies\": [2000, 30000], \"seed\": 3}", "application/json");
+    for (int i = 0; i < REPLICA_FIXTURE_REQUESTS; i++)
+        same_showers(a, b, run, replica_fixture_requests[i].body,
+                     replica_fixture_requests[i].accept);
     CHECK_EQ_INT(svc_json(b, "POST", "/v1/models/tiny/samples", "{\"count\": 0}", NULL, &j),
                  422);
     json_decref(j);

@@ -213,14 +213,9 @@ int main(void)
     json_decref(j);
 
     /* the trainer's bytes, from both of the replica's routes */
-    same_showers(t, r, run, "{\"energies\": [1000, 5000, 20000, 80000, 500000], \"seed\": 11}",
-                 "application/octet-stream");
-    same_showers(t, r, run,
-                 "{\"count\": 64, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
-                 " \"max_mev\": 1000000}, \"seed\": 5, \"steps\": 4, \"row0\": 100}",
-                 "application/octet-stream");
-    same_showers(t, r, run, "{\"count\": 30, \"seed\": 2}", "application/x-hdf5");
-    same_showers(t, r, run, "{\"energies\": [2000, 30000], \"seed\": 3}", "application/json");
+    for (int i = 0; i < REPLICA_FIXTURE_REQUESTS; i++)
+        same_showers(t, r, run, replica_fixture_requests[i].body,
+                     replica_fixture_requests[i].accept);
     /* a farm job's command, pointed at the replica, unchanged */
     CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 30 --seed 4 -o %s/farm.h5"
                         " > /dev/null 2>&1", svc_binary(), R.url, run, dir), 0);
