@@ -185,34 +185,31 @@ static void test_evaluation(gc_client *c)
               st);
     json_decref(j);
 
-    /* bad requests, each naming its field; the server keeps serving */
-    char b[512];
-    snprintf(b, sizeof b, "{\"dataset_id\": 999, \"n\": 300}");
-    expect_422(c, run, b, "dataset_id");
-    expect_422(c, run, "{\"n\": 300}", "dataset_id");
-    expect_422(c, run, "{\"dataset_id\": \"one\"}", "dataset_id");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 5}", ref);
-    expect_422(c, run, b, "n");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 100000}", ref);
-    expect_422(c, run, b, "n");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 450}", ref);   /* the dataset has 400 */
-    expect_422(c, run, b, "n");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 300, \"seed\": -1}", ref);
-    expect_422(c, run, b, "seed");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld}", ref, ref);
-    expect_422(c, run, b, "ref2_dataset_id");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"metrics\": [\"fpd_kpd\", \"fid\"]}", ref);
-    expect_422(c, run, b, "metrics[1]");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"metrics\": []}", ref);
-    expect_422(c, run, b, "metrics");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", ref);
-    expect_422(c, run, b, "classifier.epochs");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", ref);
-    expect_422(c, run, b, "classifier.repeats");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", ref);
-    expect_422(c, run, b, "classifier.repeats");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"bogus\": 1}", ref);
-    expect_422(c, run, b, "bogus");
+    /* bad requests, each naming its field; the server keeps serving (%lld:
+     * the reference dataset) */
+    static const struct {
+        const char *body, *field;
+    } bad[] = {
+        {"{\"dataset_id\": 999, \"n\": 300}", "dataset_id"},
+        {"{\"n\": 300}", "dataset_id"},
+        {"{\"dataset_id\": \"one\"}", "dataset_id"},
+        {"{\"dataset_id\": %lld, \"n\": 5}", "n"},
+        {"{\"dataset_id\": %lld, \"n\": 100000}", "n"},
+        {"{\"dataset_id\": %lld, \"n\": 450}", "n"},   /* the dataset has 400 */
+        {"{\"dataset_id\": %lld, \"n\": 300, \"seed\": -1}", "seed"},
+        {"{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld}", "ref2_dataset_id"},
+        {"{\"dataset_id\": %lld, \"metrics\": [\"fpd_kpd\", \"fid\"]}", "metrics[1]"},
+        {"{\"dataset_id\": %lld, \"metrics\": []}", "metrics"},
+        {"{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", "classifier.epochs"},
+        {"{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", "classifier.repeats"},
+        {"{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", "classifier.repeats"},
+        {"{\"dataset_id\": %lld, \"bogus\": 1}", "bogus"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char b[512];
+        snprintf(b, sizeof b, bad[i].body, ref, ref);
+        expect_422(c, run, b, bad[i].field);
+    }
     CHECK_EQ_INT(post_eval(c, run, "{\"dataset_id\": ", &j), 400);
     CHECK(svc_ecode(j) && !strcmp(svc_ecode(j), "malformed_json"));
     json_decref(j);
