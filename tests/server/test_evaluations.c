@@ -60,8 +60,13 @@ static long post_eval(gc_client *c, long long run, const char *body, json_t **j)
     return svc_json(c, "POST", path, body, NULL, j);
 }
 
-static void expect_422(gc_client *c, long long run, const char *body, const char *field)
+/* POSTs the body fmt (each %lld in it the dataset ref) as an evaluation of
+ * run: 422 naming field. */
+static void expect_422(gc_client *c, long long run, const char *fmt, long long ref,
+                       const char *field)
 {
+    char body[512];
+    snprintf(body, sizeof body, fmt, ref, ref);
     json_t *j = NULL;
     long st = post_eval(c, run, body, &j);
     CHECK_MSG(st == 422, "%s: status %ld", body, st);
@@ -187,29 +192,24 @@ static void test_evaluation(gc_client *c)
 
     /* bad requests, each naming its field; the server keeps serving (%lld:
      * the reference dataset) */
-    static const struct {
-        const char *body, *field;
-    } bad[] = {
-        {"{\"dataset_id\": 999, \"n\": 300}", "dataset_id"},
-        {"{\"n\": 300}", "dataset_id"},
-        {"{\"dataset_id\": \"one\"}", "dataset_id"},
-        {"{\"dataset_id\": %lld, \"n\": 5}", "n"},
-        {"{\"dataset_id\": %lld, \"n\": 100000}", "n"},
-        {"{\"dataset_id\": %lld, \"n\": 450}", "n"},   /* the dataset has 400 */
-        {"{\"dataset_id\": %lld, \"n\": 300, \"seed\": -1}", "seed"},
-        {"{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld}", "ref2_dataset_id"},
-        {"{\"dataset_id\": %lld, \"metrics\": [\"fpd_kpd\", \"fid\"]}", "metrics[1]"},
-        {"{\"dataset_id\": %lld, \"metrics\": []}", "metrics"},
-        {"{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", "classifier.epochs"},
-        {"{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", "classifier.repeats"},
-        {"{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", "classifier.repeats"},
-        {"{\"dataset_id\": %lld, \"bogus\": 1}", "bogus"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char b[512];
-        snprintf(b, sizeof b, bad[i].body, ref, ref);
-        expect_422(c, run, b, bad[i].field);
-    }
+    expect_422(c, run, "{\"dataset_id\": 999, \"n\": 300}", ref, "dataset_id");
+    expect_422(c, run, "{\"n\": 300}", ref, "dataset_id");
+    expect_422(c, run, "{\"dataset_id\": \"one\"}", ref, "dataset_id");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 5}", ref, "n");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 100000}", ref, "n");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 450}", ref, "n");   /* the dataset has 400 */
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 300, \"seed\": -1}", ref, "seed");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld}", ref, "ref2_dataset_id");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"metrics\": [\"fpd_kpd\", \"fid\"]}", ref,
+               "metrics[1]");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"metrics\": []}", ref, "metrics");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", ref,
+               "classifier.epochs");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", ref,
+               "classifier.repeats");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", ref,
+               "classifier.repeats");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"bogus\": 1}", ref, "bogus");
     CHECK_EQ_INT(post_eval(c, run, "{\"dataset_id\": ", &j), 400);
     CHECK(svc_ecode(j) && !strcmp(svc_ecode(j), "malformed_json"));
     json_decref(j);
