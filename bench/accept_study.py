@@ -86,10 +86,8 @@ def train_discriminator(x_gen, x_ref, epochs, seed):
 
 
 def main():
-    ap = arg_parser(__doc__, "gen_train", "train_ref", "pool", "out")
+    ap = arg_parser(__doc__, "gen_train", "train_ref", "pool", "out", epochs=10)
     ap.add_argument("--cap-quantile", type=float, default=0.5)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(1)
     _, _, x_gen = load(a.gen_train, a.alpha, a.radial)

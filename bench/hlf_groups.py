@@ -62,10 +62,7 @@ def classifier_auc(xg, xr, epochs, seed):
 
 
 def main():
-    ap = arg_parser(__doc__, "generated", "reference")
-    ap.add_argument("--epochs", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = arg_parser(__doc__, "generated", "reference", epochs=40).parse_args()
     torch.set_num_threads(1)
     eg, fg, n_layers = features(a.generated, a.alpha, a.radial)
     er, fr, _ = features(a.reference, a.alpha, a.radial)

@@ -52,16 +52,20 @@ import h5py
 import numpy as np
 
 
-def arg_parser(doc, *files):
+def arg_parser(doc, *files, epochs=None):
     """The command line of this script and the others that read its
     features: the files named (positional), then the binning (--alpha
-    angles, --radial rings: dataset 2's by default).  doc's first paragraph
-    is the description."""
+    angles, --radial rings: dataset 2's by default), and for a script that
+    trains a classifier (epochs given: the default of --epochs) its epochs
+    and --seed (1).  doc's first paragraph is the description."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     for name in files:
         ap.add_argument(name)
     ap.add_argument("--alpha", type=int, default=16)
     ap.add_argument("--radial", type=int, default=9)
+    if epochs is not None:
+        ap.add_argument("--epochs", type=int, default=epochs)
+        ap.add_argument("--seed", type=int, default=1)
     return ap
 
 
