@@ -28,13 +28,11 @@ Usage: bench/accept_study.py GEN_TRAIN.h5 TRAIN_REF.h5 POOL.h5 OUT.h5
 POOL.h5 must be other showers of the same run and sampler settings as
 GEN_TRAIN.h5 (another seed).  OUT.h5 gets the kept showers, in pool order.
 Needs PyTorch (Debian: python3-torch) and h5py."""
-import argparse
-
 import h5py
 import numpy as np
 import torch
 
-from layer_profile import shower_features
+from layer_profile import arg_parser, shower_features
 
 
 def load(path, n_alpha, n_r):
@@ -88,16 +86,8 @@ def train_discriminator(x_gen, x_ref, epochs, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("gen_train")
-    ap.add_argument("train_ref")
-    ap.add_argument("pool")
-    ap.add_argument("out")
+    ap = arg_parser(__doc__, "gen_train", "train_ref", "pool", "out", epochs=10)
     ap.add_argument("--cap-quantile", type=float, default=0.5)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--alpha", type=int, default=16)
-    ap.add_argument("--radial", type=int, default=9)
     a = ap.parse_args()
     torch.set_num_threads(1)
     _, _, x_gen = load(a.gen_train, a.alpha, a.radial)

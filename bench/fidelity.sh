@@ -32,12 +32,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--configs LIST] [--n N] [--device SPEC] [--repeats R]" >&2; exit 2 ;;
   esac
 done
-build="${GIANT_BUILD_DIR:-$root/build-bench-fidelity}"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --target giant -j"$(nproc)" >/dev/null
-giant="$build/giant"
-work="$build/fidelity"
-mkdir -p "$work"
+. "$root/bench/train_sample.sh"
+bench_build fidelity
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) threads," \
      "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
      "$(grep -qw avx512_bf16 /proc/cpuinfo && echo AVX512-BF16 || (grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2))"
@@ -58,14 +54,7 @@ print(g if g.endswith('.xml') else sys.argv[2] + '/configs/geometry/binning_' + 
   done
   ref="$work/ref-$(basename "$geo" .xml)-99-$n.h5"
   ref2="$work/ref-$(basename "$geo" .xml)-98-$n.h5"
-  db="$work/$name.db"
-  rm -f "$db" "$db-wal" "$db-shm"
-  t0=$(date +%s.%N)
-  "$giant" train "$cfg" --db "$db" --device "$device" --quiet > /dev/null
-  t1=$(date +%s.%N)
-  "$giant" sample --n "$n" --seed 1 -o "$work/$name.h5" --db "$db" --device "$device" \
-      2> "$work/$name.sample.log"
-  t2=$(date +%s.%N)
+  bench_train_sample "$name" "$cfg" "$device" "$n" --device "$device"
   "$giant" eval "$work/$name.h5" "$ref" --ref2 "$ref2" --geometry "$geo" \
       --cls-repeats "$repeats" --json "$work/$name.eval.json" > "$work/$name.eval.txt" 2> "$work/$name.eval.log"
   /usr/bin/python3 - "$work/$name.eval.json" "$work/$name.sample.log" "$name" "$t0" "$t1" "$t2" "$n" \

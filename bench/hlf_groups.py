@@ -12,13 +12,11 @@ an empty layer), and log10 E_inc once.
 Usage: bench/hlf_groups.py GENERATED.h5 REFERENCE.h5 [--alpha 16 --radial 9]
        [--epochs 40] [--seed 1]
 Needs PyTorch (Debian: python3-torch) and h5py."""
-import argparse
-
 import h5py
 import numpy as np
 import torch
 
-from layer_profile import shower_features
+from layer_profile import arg_parser, shower_features
 
 
 def features(path, n_alpha, n_r):
@@ -64,14 +62,7 @@ def classifier_auc(xg, xr, epochs, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("generated")
-    ap.add_argument("reference")
-    ap.add_argument("--alpha", type=int, default=16)
-    ap.add_argument("--radial", type=int, default=9)
-    ap.add_argument("--epochs", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = arg_parser(__doc__, "generated", "reference", epochs=40).parse_args()
     torch.set_num_threads(1)
     eg, fg, n_layers = features(a.generated, a.alpha, a.radial)
     er, fr, _ = features(a.reference, a.alpha, a.radial)

@@ -52,6 +52,23 @@ import h5py
 import numpy as np
 
 
+def arg_parser(doc, *files, epochs=None):
+    """The command line of this script and the others that read its
+    features: the files named (positional), then the binning (--alpha
+    angles, --radial rings: dataset 2's by default), and for a script that
+    trains a classifier (epochs given: the default of --epochs) its epochs
+    and --seed (1).  doc's first paragraph is the description."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for name in files:
+        ap.add_argument(name)
+    ap.add_argument("--alpha", type=int, default=16)
+    ap.add_argument("--radial", type=int, default=9)
+    if epochs is not None:
+        ap.add_argument("--epochs", type=int, default=epochs)
+        ap.add_argument("--seed", type=int, default=1)
+    return ap
+
+
 def layer_stats(showers, n_layers, n_alpha, n_r):
     x = showers.reshape(len(showers), n_layers, n_alpha, n_r)
     energy = x.sum((2, 3))
@@ -198,11 +215,7 @@ def print_tails(files, layers, n_layers, n_alpha, n_r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("generated")
-    ap.add_argument("reference")
-    ap.add_argument("--alpha", type=int, default=16)
-    ap.add_argument("--radial", type=int, default=9)
+    ap = arg_parser(__doc__, "generated", "reference")
     ap.add_argument("--auc", type=int, default=0, metavar="K")
     ap.add_argument("--corr", action="store_true")
     ap.add_argument("--angles", action="store_true")

@@ -23,12 +23,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--n N] [--only LIST] [--precisions LIST] [--steps2 S]" >&2; exit 2 ;;
   esac
 done
-build="${GIANT_BUILD_DIR:-$root/build-bench-variants}"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGIANT_CUDA=OFF >/dev/null
-cmake --build "$build" --target giant -j"$(nproc)" >/dev/null
-giant="$build/giant"
-work="$build/variants"
-mkdir -p "$work"
+. "$root/bench/train_sample.sh"
+bench_build variants -DGIANT_CUDA=OFF
 geo="$root/configs/geometry/binning_dataset_2.xml"
 [ -f "$work/ref.h5" ] || "$giant" synth --geometry "$geo" --n "$n" --seed 99 -o "$work/ref.h5" >/dev/null 2>&1
 
@@ -61,13 +57,7 @@ cfg["train"]["steps"]["stage2"] = int(steps2) if steps2 else 3000
 cfg["name"] = "quickstart-%s-%s" % (variant, precision)
 json.dump(cfg, sys.stdout, indent=1)
 PY
-    db="$work/$name.db"
-    rm -f "$db" "$db-wal" "$db-shm"
-    t0=$(date +%s.%N)
-    "$giant" train "$cfg" --db "$db" --device cpu --quiet > /dev/null
-    t1=$(date +%s.%N)
-    "$giant" sample --n "$n" --seed 1 -o "$work/$name.h5" --db "$db" 2> "$work/$name.sample.log"
-    t2=$(date +%s.%N)
+    bench_train_sample "$name" "$cfg" cpu "$n"
     "$giant" eval "$work/$name.h5" "$work/ref.h5" --geometry "$geo" --json "$work/$name.eval.json" \
         > "$work/$name.eval.txt" 2>&1
     /usr/bin/python3 - "$db" "$work/$name.eval.json" "$name" "$t0" "$t1" "$t2" "$n" >> "$results" <<'PY'

@@ -40,26 +40,12 @@
 
 #include "cpu_backend.h"
 #include "check.h"
+#include "gt_clock.h"
 #include "nn_backend.h"
 #include "nn_trunk.h"
+#include "nn/nn_fixture.h"
 
 static gt_error E;
-
-/* a call that must succeed: on failure the rest would crash, so stop */
-#define MUST(call)                                                             \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #call, rc_, E.message);        \
-        if (rc_)                                                               \
-            exit(check_finish() ? 1 : 1);                                      \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint32_t fbits(float f)
 {
@@ -87,15 +73,8 @@ static void *xalloc(size_t bytes)
 
 /* deterministic data */
 static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd32(void)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng >> 32);
-}
-static float frand(void)   /* [-1, 1) */
-{
-    return (float)((rnd32() >> 8) / 16777216.0) * 2.0f - 1.0f;
-}
+static uint32_t rnd32(void) { return (uint32_t)(nnfx_next(&rng) >> 32); }
+static float frand(void) { return nnfx_frand(&rng); }   /* [-1, 1) */
 
 /* ------------------------------------------------------------------------ */
 /* kernels: one CPU backend per fixed-order kernel                          */
@@ -399,7 +378,7 @@ static int pick_r0(int M, int m, int sel)
 
 static void test_row_invariance(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int threads0 = omp_get_max_threads();
     long calls = 0, rows_cmp = 0;
     for (int di = 0; di < 2; di++) {
@@ -478,7 +457,7 @@ static void test_row_invariance(void)
     }
     printf("row invariance: %d fp32 and %d bf16 kernels, %d shapes x %d variants x 1-2 "
            "threads, %ld calls, %ld rows equal to the big call's bytes (%.2f s)\n",
-           nf, nb, NSHAPES, NVAR, calls, rows_cmp, now_s() - t0);
+           nf, nb, NSHAPES, NVAR, calls, rows_cmp, gt_clock_s() - t0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -509,7 +488,7 @@ static int silu_sweep_values(float *v, int cap)
 
 static void test_same_bits_across_isas(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int threads0 = omp_get_max_threads();
     long outputs = 0;
     int kernels_cmp[2] = {0, 0};
@@ -591,7 +570,7 @@ static void test_same_bits_across_isas(void)
            "compared, SiLU at %d extreme pre-activations equal to nn_silu_fixed (%.2f s)\n",
            kernels_cmp[0], kernels_cmp[1],
            KB[K_NATIVE] ? "VDPBF16PS and its emulations" : "emulations only", outputs, n,
-           now_s() - t0);
+           gt_clock_s() - t0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -679,7 +658,7 @@ static double wval(const prob *P, int j, int p)
 
 static void test_reference(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     long elems = 0;
     for (int di = 0; di < 2; di++) {
         nn_dtype dt = di ? NN_BF16 : NN_F32;
@@ -775,7 +754,7 @@ static void test_reference(void)
     printf("reference: %ld outputs bit-identical to the fmaf chain (bf16: pairs, FTZ/DAZ) + "
            "bias, SiLU, old y; %d dot products (k up to 5003) within gamma_k sum|xw|, "
            "observed max |y - exact| = %.2f u sum|xw| (%.2f s)\n",
-           elems, ncl, worst, now_s() - t0);
+           elems, ncl, worst, gt_clock_s() - t0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -821,7 +800,7 @@ static void acc_err(float x, double *emax, float *xe, double *smax, float *xs)
 
 static void test_exp_silu(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     double emax = 0.0, smax = 0.0;
     float xe = 0.0f, xs = 0.0f;
     long pts = 0;
@@ -880,7 +859,7 @@ static void test_exp_silu(void)
     printf("exp/silu: %ld points of [-87, 88]: nn_exp_fixed max %.3f ulp (at %.7g), "
            "nn_silu_fixed max %.3f ulp (at %.7g), bounds %.2f / %.2f; clamps, inf and NaN ok "
            "(%.2f s)\n",
-           pts, emax, (double)xe, smax, (double)xs, EXP_MAX_ULP, SILU_MAX_ULP, now_s() - t0);
+           pts, emax, (double)xe, smax, (double)xs, EXP_MAX_ULP, SILU_MAX_ULP, gt_clock_s() - t0);
 }
 
 /* Training's SiLU ops (silu_fwd to fp32 and to bf16, silu_bwd, in place
@@ -909,7 +888,7 @@ static void test_elementwise_kernels(void)
         uint16_t *yh = xalloc(n * sizeof(uint16_t));
         uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)big;
         for (size_t q = 0; q < n; q++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            nnfx_next(&st);
             float u = (float)((st >> 40) / 16777216.0);
             x[q] = q % 7 == 3 ? edge[(q / 7) % (sizeof edge / sizeof edge[0])]
                               : (u - 0.5f) * (q % 5 == 0 ? 200.0f : 12.0f);
@@ -960,7 +939,7 @@ static void test_elementwise_kernels(void)
         float mean[131], rstd[131], gam[COLS], dg[COLS], db[COLS], wdg[COLS], wdb[COLS];
         uint64_t st = 0x2545f4914f6cdd1dull + (uint64_t)big;
         for (size_t q = 0; q < n; q++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            nnfx_next(&st);
             x[q] = (float)((st >> 40) / 16777216.0) * 4.0f - 1.5f;
             dy[q] = (float)((st >> 16 & 0xffffff) / 16777216.0) - 0.5f;
         }
@@ -1068,7 +1047,7 @@ static int check_against_ref(nn_backend *b, const prob *P, nn_tensor w, const ch
 
 static void test_pack_and_bad_input(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int refused = 0;
     nn_backend *b = DEF;
     /* a weight that is a view: rows 2.., cols 3.. of a wider matrix whose
@@ -1273,7 +1252,7 @@ static void test_pack_and_bad_input(void)
     printf("packing and bad input: views with ld > cols, n/k of 1 equal to the reference on "
            "every kernel; %d bad calls refused with GT_EINVAL and a message, y untouched; m = 0 "
            "and n = 0 no-ops; k = 0 gives act(bias) (+ old y) (%.2f s)\n",
-           refused, now_s() - t0);
+           refused, gt_clock_s() - t0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1284,17 +1263,7 @@ enum { TB = 41, TPLAN = 64, TIN = 40, TOUT = 39 };
 
 static void trunk_config(nn_trunk_config *c, nn_trunk_kind kind, nn_dtype prec)
 {
-    nn_trunk_config_default(c);
-    c->kind = kind;
-    c->in_dim = TIN;
-    c->cond_dim = 2;
-    c->emb_dim = 4;
-    c->emb_scale = 2.0f;
-    c->hidden = 32;
-    c->blocks = 2;
-    c->out_dim = TOUT;
-    c->n_experts = 4;
-    c->top_k = 2;
+    nnfx_trunk_config(c, kind, TIN, 32, TOUT);
     c->precision = prec;
 }
 
@@ -1330,7 +1299,7 @@ static void forward_rows(nn_trunk *t, const float *x, const float *cond, float *
 
 static void test_trunks(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     float *x = xalloc((size_t)TB * TIN * sizeof(float));
     float *cond = xalloc((size_t)TB * 2 * sizeof(float));
     for (int q = 0; q < TB * TIN; q++)
@@ -1466,12 +1435,12 @@ static void test_trunks(void)
            "forwards in chunks of 1/3/8/20 equal the 41-row batch's bytes, on 1 and 2 threads "
            "and on %d other backends (one per kernel); set_precision to another dtype drops "
            "the pack; packed fp32 within 1e-4 of the library (%.2f s)\n",
-           TB, chunk_calls, kernels, now_s() - t0);
+           TB, chunk_calls, kernels, gt_clock_s() - t0);
 }
 
 int main(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     open_kernels();
     size_t live0 = DEF->bytes_live;
     test_row_invariance();
@@ -1489,6 +1458,6 @@ int main(void)
     nn_backend_close(DEF);
     free(env_kernel);
     free(env_bf16);
-    printf("total %.2f s\n", now_s() - t0);
+    printf("total %.2f s\n", gt_clock_s() - t0);
     return check_finish();
 }

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "nn_backend.h"
 #include "nn_rng.h"
+#include "nn/nn_fixture.h"
 
 #define FD_ATOL 2e-3
 #define FD_RTOL 2e-2
@@ -22,11 +23,7 @@ static nn_backend *B;
 static gt_error E;
 
 static uint64_t lcg = 88172645463325252ull;
-static float frand(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) / 16777216.0) * 2.0f - 1.0f;
-}
+static float frand(void) { return nnfx_frand(&lcg); }
 
 static float *buf(size_t n)
 {
@@ -41,8 +38,7 @@ static float *buf(size_t n)
 static float *rbuf(size_t n, float scale)
 {
     float *p = buf(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = scale * frand();
+    nnfx_fill(p, n, scale, &lcg);
     return p;
 }
 
@@ -81,12 +77,6 @@ static void fd_check(const char *what, float *x, size_t n, const float *grad, do
     }
     CHECK_MSG(bad == 0, "%s: %d of %zu gradients off", what, bad, n);
 }
-
-#define OK(call)                                                               \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #call, rc_, E.message);        \
-    } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* matmul                                                                   */

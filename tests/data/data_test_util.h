@@ -1,5 +1,6 @@
 /* Helpers shared by the data tests: the repository's geometry files (path
- * and loading), shell commands and the h5py probe. */
+ * and loading), shell commands, the h5py probe, and the synth and eval
+ * commands called as the giant binary calls them. */
 #ifndef DATA_TEST_UTIL_H
 #define DATA_TEST_UTIL_H
 
@@ -45,5 +46,18 @@ static inline int dt_have_h5py(void)
 {
     return dt_system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") == 0;
 }
+
+/* The commands (server/cli), for the tests that link their sources. */
+int cmd_synth(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+/* Calls a command fn with the arguments after it as argv (argv[0] first),
+ * stdout flushed first so its output stays in order; its exit status. */
+#define RUN(fn, ...)                                                           \
+    ({                                                                         \
+        char *argv_[] = {__VA_ARGS__, NULL};                                   \
+        fflush(stdout);                                                        \
+        fn((int)(sizeof argv_ / sizeof argv_[0]) - 1, argv_);                  \
+    })
 
 #endif

@@ -36,24 +36,34 @@ static inline float h5fx_voxel(int64_t i, int v)
     return (h % 5 == 0) ? (float)(h % 10007) * 0.01f : 0.0f;
 }
 
-/* One float32 dataset rows x width; data NULL stores nothing. */
-static inline int h5fx_dataset(hid_t f, const char *name, const h5fx *x, int64_t width,
-                               const float *data, const char *external)
+/* How a dataset is stored: contiguous (chunk_rows 0) or in chunks of
+ * chunk_rows rows with the filters asked for (gzip: the deflate level, 0
+ * none); its values in the raw file external when not NULL. */
+typedef struct h5fx_layout {
+    int64_t chunk_rows;
+    int shuffle, gzip, fletcher32;
+    const char *external;
+} h5fx_layout;
+
+/* One dataset rows x width stored as type, from native floats; data NULL
+ * stores nothing.  0, or -1 when HDF5 refused something.  The fuzz target
+ * of the reader writes its files with it too. */
+static inline int h5fx_dataset_as(hid_t f, const char *name, int64_t rows, int64_t width,
+                                  hid_t type, const h5fx_layout *l, const float *data)
 {
-    hsize_t dims[2] = {(hsize_t)x->rows, (hsize_t)width};
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)width};
     hid_t space = H5Screate_simple(2, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     int bad = space < 0 || dcpl < 0;
-    if (!bad && x->chunk_rows > 0) {
-        hsize_t chunk[2] = {(hsize_t)x->chunk_rows, (hsize_t)width};
-        bad = H5Pset_chunk(dcpl, 2, chunk) < 0 ||
-              (x->gzip > 0 && (H5Pset_shuffle(dcpl) < 0 ||
-                               H5Pset_deflate(dcpl, (unsigned)x->gzip) < 0));
+    if (!bad && l->chunk_rows > 0) {
+        hsize_t chunk[2] = {(hsize_t)l->chunk_rows, (hsize_t)width};
+        bad = H5Pset_chunk(dcpl, 2, chunk) < 0 || (l->shuffle && H5Pset_shuffle(dcpl) < 0) ||
+              (l->gzip > 0 && H5Pset_deflate(dcpl, (unsigned)l->gzip) < 0) ||
+              (l->fletcher32 && H5Pset_fletcher32(dcpl) < 0);
     }
-    if (!bad && external)
-        bad = H5Pset_external(dcpl, external, 0, (hsize_t)x->rows * (hsize_t)width * 4) < 0;
-    hid_t ds = bad ? -1
-                   : H5Dcreate2(f, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (!bad && l->external)
+        bad = H5Pset_external(dcpl, l->external, 0, (hsize_t)rows * (hsize_t)width * 4) < 0;
+    hid_t ds = bad ? -1 : H5Dcreate2(f, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (ds < 0 || (data && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                                     data) < 0))
         bad = 1;
@@ -64,6 +74,15 @@ static inline int h5fx_dataset(hid_t f, const char *name, const h5fx *x, int64_t
     if (space >= 0)
         H5Sclose(space);
     return bad ? -1 : 0;
+}
+
+/* One float32 dataset rows x width of the fixture x (shuffled and deflated
+ * when it asks for gzip); data NULL stores nothing. */
+static inline int h5fx_dataset(hid_t f, const char *name, const h5fx *x, int64_t width,
+                               const float *data, const char *external)
+{
+    h5fx_layout l = {x->chunk_rows, x->gzip > 0, x->gzip, 0, external};
+    return h5fx_dataset_as(f, name, x->rows, width, H5T_IEEE_F32LE, &l, data);
 }
 
 /* Writes the file; 0, or -1 when HDF5 refused something. */

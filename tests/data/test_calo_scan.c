@@ -11,6 +11,7 @@
 #include "calo_h5.h"
 #include "check.h"
 #include "data/h5_fixture.h"
+#include "gt_clock.h"
 
 #define NV 368   /* dataset 1 photons */
 
@@ -18,13 +19,6 @@ static int64_t file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static h5fx fixture(int64_t rows, int64_t chunk_rows, int gzip)
@@ -181,9 +175,9 @@ static void expect_storage_refused(const char *path, const char *needle, double 
 {
     calo_h5_storage st;
     gt_error err = {0};
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int rc = storage_of(path, &st, &err);
-    double dt = now_s() - t0;
+    double dt = gt_clock_s() - t0;
     CHECK_MSG(rc == GT_EFORMAT, "%s: code %d (%s)", path, rc, err.message);
     CHECK_MSG(strstr(err.message, needle) != NULL, "%s: \"%s\" lacks \"%s\"", path, err.message,
               needle);

@@ -10,16 +10,6 @@
 #include "check.h"
 #include "data_test_util.h"
 
-int cmd_synth(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-
-#define RUN(fn, ...)                                                           \
-    ({                                                                         \
-        char *argv_[] = {__VA_ARGS__, NULL};                                   \
-        fflush(stdout);                                                        \
-        fn((int)(sizeof argv_ / sizeof argv_[0]) - 1, argv_);                  \
-    })
-
 static int files_equal(const char *a, const char *b)
 {
     float *ea, *sa, *eb, *sb;

@@ -18,16 +18,6 @@
 #include "model_backend.h"
 #include "synth.h"
 
-int cmd_synth(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-
-#define RUN(fn, ...)                                                           \
-    ({                                                                         \
-        char *argv_[] = {__VA_ARGS__, NULL};                                   \
-        fflush(stdout);                                                        \
-        fn((int)(sizeof argv_ / sizeof argv_[0]) - 1, argv_);                  \
-    })
-
 /* The number at a path of keys (NULL-terminated), NAN when missing. */
 static double at_(json_t *doc, ...)
 {

@@ -187,13 +187,20 @@ static void sample(const geo_geometry *g, const synth_detector *det, const feat_
     free(s);
 }
 
+/* The simulator's detector for g and the feature layout at its threshold. */
+static void detector_and_features(const geo_geometry *g, synth_detector *det, feat_layout *f)
+{
+    gt_error err = {0};
+    CHECK(synth_detector_init(det, g, &err) == GT_OK);
+    CHECK(feat_layout_init(f, g, (float)det->threshold_mev, &err) == GT_OK);
+}
+
 static void test_same_vs_shifted(const geo_geometry *g)
 {
     synth_detector det;
     feat_layout f;
     gt_error err = {0};
-    CHECK(synth_detector_init(&det, g, &err) == GT_OK);
-    CHECK(feat_layout_init(&f, g, (float)det.threshold_mev, &err) == GT_OK);
+    detector_and_features(g, &det, &f);
     const int n = 1500;
     float *fa = malloc((size_t)n * f.n_features * sizeof *fa), *ea = malloc(n * sizeof *ea);
     float *fb = malloc((size_t)n * f.n_features * sizeof *fb), *eb = malloc(n * sizeof *eb);
@@ -248,8 +255,7 @@ static void test_constant(const geo_geometry *g)
     synth_detector det;
     feat_layout f;
     gt_error err = {0};
-    CHECK(synth_detector_init(&det, g, &err) == GT_OK);
-    CHECK(feat_layout_init(&f, g, (float)det.threshold_mev, &err) == GT_OK);
+    detector_and_features(g, &det, &f);
     const int n = 600, nf = f.n_features;
     float *fa = malloc((size_t)n * nf * sizeof *fa), *ea = malloc(n * sizeof *ea);
     float *fb = malloc((size_t)n * nf * sizeof *fb), *eb = malloc(n * sizeof *eb);

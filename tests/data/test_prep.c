@@ -128,6 +128,55 @@ static double layer_sum(const prep_layout *p, const float *e, int k, int *hits)
     return s;
 }
 
+/* base with dequantized rings and voxel shares' alpha 1e-10: the layout
+ * the ring cases decode with. */
+static prep_layout ring_layout(const prep_layout *base)
+{
+    prep_layout p = *base;
+    p.dequantize = 1;
+    p.voxel_alpha = 1e-10;
+    prep_layout_set_rings(&p, 1);
+    return p;
+}
+
+/* The first active layer with two rings and at least min_alpha angles.
+ * When there is none, or no threshold thr, a failed check says there is no
+ * layer of file to test what on, and -1. */
+static int two_ring_layer(const prep_layout *p, int min_alpha, double thr, const char *file,
+                          const char *what)
+{
+    const geo_geometry *g = p->geo;
+    for (int i = 0; i < g->n_active && thr > 0; i++)
+        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= min_alpha)
+            return i;
+    CHECK_MSG(0, "%s: no layer to test %s on", file, what);
+    return -1;
+}
+
+/* A stage-2 vector x with all the energy in layer k (u = 0 before it, 1 at
+ * it) and every voxel share near 0; returns layer k's block of x. */
+static float *layer_only(const prep_layout *p, int k, float *x)
+{
+    for (int i = 0; i < p->n_u; i++)
+        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
+    for (int i = p->n_u; i < p->dim; i++)
+        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
+    return x + p->n_u + p->block_off[k];
+}
+
+/* The ring counts' layer: ring 0 holds 60 % over voxels of shares 0.4,
+ * 0.3, 0.2, 0.1 (angles 0 to 3), ring 1 the other 40 % on angle 2, the
+ * outer rings nothing. */
+static void ring_shares(float *xb, int nr)
+{
+    const double v0[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int j = 0; j < nr; j++)
+        xb[j] = (float)prep_logit_map_alpha(j == 0 ? 0.6 : j == 1 ? 0.4 : 1e-12, 1e-10);
+    for (int a = 0; a < 4; a++)
+        xb[2 * nr + a * nr + 0] = (float)prep_logit_map_alpha(v0[a], 1e-10);
+    xb[2 * nr + 2 * nr + 1] = (float)prep_logit_map_alpha(1.0, 1e-10); /* ring 1, angle 2 */
+}
+
 /* keep_largest (dequantized rings): a stage-2 vector that spreads a layer's
  * energy so thinly that no voxel reaches the threshold reads out an empty
  * layer without it, and exactly one hit holding the layer's energy with it:
@@ -135,29 +184,16 @@ static double layer_sum(const prep_layout *p, const float *e, int k, int *hits)
  * layer when no ring does. */
 static void keep_largest_cases(const char *file, const prep_layout *base, double thr)
 {
-    prep_layout p = *base;
-    p.dequantize = 1;
-    p.voxel_alpha = 1e-10;
-    prep_layout_set_rings(&p, 1);
-    const geo_geometry *g = p.geo;
-    int k = -1;   /* the first layer with two rings and two angles */
-    for (int i = 0; i < g->n_active && k < 0; i++)
-        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= 2)
-            k = i;
-    if (k < 0 || !(thr > 0)) {
-        CHECK_MSG(0, "%s: no layer to test keep_largest on", file);
+    prep_layout p = ring_layout(base);
+    const int k = two_ring_layer(&p, 2, thr, file, "keep_largest");
+    if (k < 0)
         return;
-    }
-    const geo_layer *l = &g->layers[g->active[k]];
+    const geo_layer *l = &p.geo->layers[p.geo->active[k]];
     const int nr = l->n_r, na = l->n_alpha;
     float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
     /* all the energy in layer k: u = 0 before it, 1 at it */
     const double el = 10.0 * thr * na;
-    for (int i = 0; i < p.n_u; i++)
-        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
-    for (int i = p.n_u; i < p.dim; i++)
-        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
-    float *xb = x + p.n_u + p.block_off[k];
+    float *xb = layer_only(&p, k, x);
     for (int c = 0; c < 2; c++) {
         /* case 0: ring 1 holds 1.5 thr (it reaches the threshold) spread
          * evenly but for angle 1 (1.2 / na); case 1: every ring holds
@@ -200,38 +236,20 @@ static void keep_largest_cases(const char *file, const prep_layout *base, double
  * layer, with keep_largest too (it applies to rings that keep voxels). */
 static void counts_cases(const char *file, const prep_layout *base, double thr)
 {
-    prep_layout p = *base;
-    p.dequantize = 1;
-    p.voxel_alpha = 1e-10;
-    prep_layout_set_rings(&p, 1);
+    prep_layout p = ring_layout(base);
     prep_layout_set_counts(&p, 1);
-    const geo_geometry *g = p.geo;
-    int k = -1;   /* the first layer with two rings and four angles */
-    for (int i = 0; i < g->n_active && k < 0; i++)
-        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= 4)
-            k = i;
-    if (k < 0 || !(thr > 0)) {
-        CHECK_MSG(0, "%s: no layer to test the ring counts on", file);
+    const int k = two_ring_layer(&p, 4, thr, file, "the ring counts");
+    if (k < 0)
         return;
-    }
-    const geo_layer *l = &g->layers[g->active[k]];
+    const geo_layer *l = &p.geo->layers[p.geo->active[k]];
     const int nr = l->n_r;
     CHECK_EQ_INT(p.block_width[k], 2 * nr + l->n_voxels);
     float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
     const double el = 1000.0 * thr;
-    for (int i = 0; i < p.n_u; i++)
-        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
-    for (int i = p.n_u; i < p.dim; i++)
-        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
-    float *xb = x + p.n_u + p.block_off[k];
-    const double v0[4] = {0.4, 0.3, 0.2, 0.1};
-    for (int j = 0; j < nr; j++) {
-        xb[j] = (float)prep_logit_map_alpha(j == 0 ? 0.6 : j == 1 ? 0.4 : 1e-12, 1e-10);
+    float *xb = layer_only(&p, k, x);
+    ring_shares(xb, nr);
+    for (int j = 0; j < nr; j++)
         xb[nr + j] = j < 2 ? 1.5f : 0.5f;
-    }
-    for (int a = 0; a < 4; a++)
-        xb[2 * nr + a * nr + 0] = (float)prep_logit_map_alpha(v0[a], 1e-10);
-    xb[2 * nr + 2 * nr + 1] = (float)prep_logit_map_alpha(1.0, 1e-10); /* ring 1, angle 2 */
     for (int c = 0; c < 3; c++) {
         xb[nr] = c == 0 ? 2.7f : 0.4f;
         p.keep_largest = c == 2;
@@ -261,10 +279,7 @@ static void counts_cases(const char *file, const prep_layout *base, double thr)
  * with energy and the values never ask a ring for more than it holds. */
 static void count_stick_cases(const char *file, const prep_layout *base, double thr)
 {
-    prep_layout p = *base;
-    p.dequantize = 1;
-    p.voxel_alpha = 1e-10;
-    prep_layout_set_rings(&p, 1);
+    prep_layout p = ring_layout(base);
     prep_layout_set_count_stick(&p, 1); /* no counts: stays off */
     CHECK_EQ_INT(p.count_stick, 0);
     prep_layout_set_counts(&p, 1);
@@ -272,30 +287,15 @@ static void count_stick_cases(const char *file, const prep_layout *base, double 
     prep_layout_set_count_stick(&p, 1);
     CHECK_EQ_INT(p.count_stick, 1);
     CHECK_EQ_INT(p.dim, dim); /* the same width */
-    const geo_geometry *g = p.geo;
-    int k = -1;
-    for (int i = 0; i < g->n_active && k < 0; i++)
-        if (g->layers[g->active[i]].n_r >= 2 && g->layers[g->active[i]].n_alpha >= 4)
-            k = i;
-    if (k < 0 || !(thr > 0)) {
-        CHECK_MSG(0, "%s: no layer to test the stick-broken counts on", file);
+    const int k = two_ring_layer(&p, 4, thr, file, "the stick-broken counts");
+    if (k < 0)
         return;
-    }
-    const geo_layer *l = &g->layers[g->active[k]];
+    const geo_layer *l = &p.geo->layers[p.geo->active[k]];
     const int nr = l->n_r;
     float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
     const double el = 1000.0 * thr;
-    for (int i = 0; i < p.n_u; i++)
-        x[i] = (float)prep_logit_map(i < k ? 0.0 : 1.0);
-    for (int i = p.n_u; i < p.dim; i++)
-        x[i] = (float)prep_logit_map_alpha(1e-12, 1e-10);
-    float *xb = x + p.n_u + p.block_off[k];
-    const double v0[4] = {0.4, 0.3, 0.2, 0.1};
-    for (int j = 0; j < nr; j++)
-        xb[j] = (float)prep_logit_map_alpha(j == 0 ? 0.6 : j == 1 ? 0.4 : 1e-12, 1e-10);
-    for (int a = 0; a < 4; a++)
-        xb[2 * nr + a * nr + 0] = (float)prep_logit_map_alpha(v0[a], 1e-10);
-    xb[2 * nr + 2 * nr + 1] = (float)prep_logit_map_alpha(1.0, 1e-10); /* ring 1, angle 2 */
+    float *xb = layer_only(&p, k, x);
+    ring_shares(xb, nr);
     for (int c = 0; c < 3; c++) {
         xb[nr] = c == 0 ? 3.5f : c == 1 ? 2.5f : 1e6f;
         for (int i = 1; i < nr; i++) /* s of ring nr - i */

@@ -106,24 +106,33 @@ out:
     return NULL;
 }
 
-static void test_threads(void)
+/* RANKS threads of rank_main on a new group, rank fail (-1: none)
+ * aborting before its first collective; a[r] holds rank r's results and
+ * out[r] its sums. */
+static void run_ranks(rank_arg a[RANKS], float (*out)[N_ELEM], int fail)
 {
     gt_error err;
     dist_shm_group *g = NULL;
     CHECK_EQ_INT(dist_shm_group_create(RANKS, SLOT, &g, &err), GT_OK);
     pthread_t th[RANKS];
-    rank_arg a[RANKS];
-    static float out[RANKS][N_ELEM];
     for (int r = 0; r < RANKS; r++) {
         memset(&a[r], 0, sizeof a[r]);
         a[r].g = g;
         a[r].rank = r;
-        a[r].fail_at = -1;
+        a[r].fail_at = r == fail ? 0 : -1;
         a[r].out = out[r];
         CHECK(pthread_create(&th[r], NULL, rank_main, &a[r]) == 0);
     }
     for (int r = 0; r < RANKS; r++)
         pthread_join(th[r], NULL);
+    dist_shm_group_destroy(g);
+}
+
+static void test_threads(void)
+{
+    rank_arg a[RANKS];
+    static float out[RANKS][N_ELEM];
+    run_ranks(a, out, -1);
     int wrong = 0, other_order = 0;
     for (int r = 0; r < RANKS; r++)
         CHECK_EQ_INT(a[r].rc, GT_OK);
@@ -154,31 +163,16 @@ static void test_threads(void)
     printf("shm threads: %d ranks, %d floats in %d-float chunks: rank-order sums on every rank "
            "(%d of them differ in the reverse order)\n",
            RANKS, N_ELEM, SLOT, other_order);
-    dist_shm_group_destroy(g);
 }
 
 /* Rank 1 aborts before its first collective: the others fail, promptly. */
 static void test_abort(void)
 {
-    gt_error err;
-    dist_shm_group *g = NULL;
-    CHECK_EQ_INT(dist_shm_group_create(RANKS, SLOT, &g, &err), GT_OK);
-    pthread_t th[RANKS];
     rank_arg a[RANKS];
     static float out[RANKS][N_ELEM];
-    for (int r = 0; r < RANKS; r++) {
-        memset(&a[r], 0, sizeof a[r]);
-        a[r].g = g;
-        a[r].rank = r;
-        a[r].fail_at = r == 1 ? 0 : -1;
-        a[r].out = out[r];
-        CHECK(pthread_create(&th[r], NULL, rank_main, &a[r]) == 0);
-    }
-    for (int r = 0; r < RANKS; r++)
-        pthread_join(th[r], NULL);
+    run_ranks(a, out, 1);
     for (int r = 0; r < RANKS; r++)
         CHECK_EQ_INT(a[r].rc, GT_ECANCELLED);
-    dist_shm_group_destroy(g);
 }
 
 /* A process rank: exit status 0 when its all-reduce gave the rank-order sums. */

@@ -23,6 +23,7 @@
 #include <hdf5.h>
 
 #include "calo_h5.h"
+#include "../data/h5_fixture.h"
 
 typedef struct in_bytes {
     const uint8_t *p;
@@ -46,30 +47,15 @@ static float value(in_bytes *b, float plain)
     return f;
 }
 
+/* One dataset (h5_fixture's writer), chunked and written only when it has
+ * rows: HDF5 refuses chunks larger than a fixed dataset. */
 static int write_dataset(hid_t f, const char *name, int64_t rows, int64_t width, hid_t type,
-                         int chunk_rows, int shuffle, int gzip, int fletcher, const float *data)
+                         const h5fx_layout *l, const float *data)
 {
-    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)width};
-    hid_t space = H5Screate_simple(2, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    int bad = space < 0 || dcpl < 0;
-    if (!bad && chunk_rows > 0 && rows > 0) {
-        hsize_t chunk[2] = {(hsize_t)chunk_rows, (hsize_t)width};
-        bad = H5Pset_chunk(dcpl, 2, chunk) < 0 || (shuffle && H5Pset_shuffle(dcpl) < 0) ||
-              (gzip && H5Pset_deflate(dcpl, (unsigned)gzip) < 0) ||
-              (fletcher && H5Pset_fletcher32(dcpl) < 0);
-    }
-    hid_t ds = bad ? -1 : H5Dcreate2(f, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (ds < 0 || (data && rows > 0 &&
-                   H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0))
-        bad = 1;
-    if (ds >= 0)
-        H5Dclose(ds);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    return bad ? -1 : 0;
+    h5fx_layout as = *l;
+    if (rows <= 0)
+        as.chunk_rows = 0;
+    return h5fx_dataset_as(f, name, rows, width, type, &as, rows > 0 ? data : NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -119,11 +105,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char path[64];
     snprintf(path, sizeof path, "fuzz_h5-%d.h5", (int)getpid());
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    h5fx_layout layout = {chunk_rows, shuffle != 0, gzip, fletcher != 0, NULL};
     int written = f >= 0 &&
                   write_dataset(f, "incident_energies", mismatch ? rows - 1 : rows, 1, etype,
-                                chunk_rows, shuffle, gzip, fletcher, empty ? NULL : e) == 0 &&
-                  write_dataset(f, "showers", rows, voxels, stype, chunk_rows, shuffle, gzip,
-                                fletcher, empty ? NULL : s) == 0;
+                                &layout, empty ? NULL : e) == 0 &&
+                  write_dataset(f, "showers", rows, voxels, stype, &layout,
+                                empty ? NULL : s) == 0;
     if (f >= 0 && H5Fclose(f) < 0)
         written = 0;
     if (!written)

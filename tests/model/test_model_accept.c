@@ -6,6 +6,7 @@
  * where it is under the cap); then the blob's round trip, its checks, and
  * the refusals. */
 #include "check.h"
+#include "classify_fixture.h"
 #include "model_accept.h"
 #include "model_backend.h"
 
@@ -15,41 +16,15 @@
 
 #include "rng.h"
 
-static double normal(rng_state *r)
-{
-    double u1 = ((double)(rng_next_u64(r) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = ((double)(rng_next_u64(r) >> 11) + 0.5) / 9007199254740992.0;
-    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-static float *gaussian(int64_t n, int d, double shift, uint64_t seed)
-{
-    float *x = malloc((size_t)n * d * sizeof(float));
-    rng_state r = rng_init(seed, 0);
-    for (int64_t i = 0; i < n * d; i++)
-        x[i] = (float)normal(&r);
-    for (int64_t i = 0; i < n; i++)
-        x[(size_t)i * d] += (float)shift;
-    return x;
-}
-
 int main(void)
 {
     gt_error err;
-    nn_backend *b = NULL;
-    if (model_backend_open("cpu", &b, &err) != GT_OK)
-        check_skip(err.message);
-    model_classify_config cls;
-    model_classify_config_default(&cls);
-    cls.hidden = 32;
-    cls.depth = 2;
-    cls.epochs = 20;
-    cls.batch = 200;
-    cls.lr = 2e-3f;
+    nn_backend *b = cf_backend();
+    model_classify_config cls = cf_config(20);
     const int d = 6;
     const int64_t n = 3000;
     const double delta = 0.8;
-    float *train = gaussian(n, d, 0.0, 1), *gen = gaussian(n, d, delta, 2);
+    float *train = cf_gaussian(n, d, 0.0, 1), *gen = cf_gaussian(n, d, delta, 2);
     model_accept a;
     CHECK(model_accept_train(b, train, n, gen, n, d, &cls, 0.95, 8, &a, &err) == GT_OK);
     printf("trained: AUC %.4f, acceptance %.4f, ln M %.4f\n", a.auc, a.acceptance, a.log_cap);
@@ -63,7 +38,7 @@ int main(void)
     /* fresh generated rows kept with those probabilities: the kept mean of
      * column 0 falls from delta towards 0, the other columns stay put */
     const int64_t m = 20000;
-    float *fresh = gaussian(m, d, delta, 3);
+    float *fresh = cf_gaussian(m, d, delta, 3);
     float scratch[2 * 32];
     rng_state u = rng_init(4, 0);
     double kept = 0.0, sum0 = 0.0, sum1 = 0.0;

@@ -6,6 +6,7 @@
  *    approach from below (and never pass by more than the test noise);
  *  - the same seed gives the same result bit for bit; bad arguments. */
 #include "check.h"
+#include "classify_fixture.h"
 #include "model_backend.h"
 #include "model_classify.h"
 
@@ -30,20 +31,6 @@ static void check_auc(void)
     uint8_t ym[4] = {1, 1, 0, 0};
     CHECK_CLOSE(model_classify_auc(m, ym, 4), 0.625, 0, 1e-12);
     CHECK(isnan(model_classify_auc(s, (uint8_t[6]){0}, 6)));
-}
-
-static float *gaussian(int64_t n, int d, double shift, uint64_t seed)
-{
-    float *x = malloc((size_t)n * d * sizeof(float));
-    rng_state r = rng_init(seed, 0);
-    for (int64_t i = 0; i < n * d; i++) {
-        double u1 = ((double)(rng_next_u64(&r) >> 11) + 0.5) / 9007199254740992.0;
-        double u2 = ((double)(rng_next_u64(&r) >> 11) + 0.5) / 9007199254740992.0;
-        x[i] = (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
-    }
-    for (int64_t i = 0; i < n; i++)
-        x[(size_t)i * d] += (float)shift;
-    return x;
 }
 
 /* Says stop on its `at`-th question. */
@@ -78,7 +65,7 @@ static void check_fit(nn_backend *b, const float *a, const float *bb, int64_t n,
                                (size_t)(cfg->depth - 1) * cfg->hidden * (cfg->hidden + 1) +
                                cfg->hidden + 1);
     const int64_t m = 1000;
-    float *fa = gaussian(m, d, delta, 11), *fb = gaussian(m, d, 0.0, 12);
+    float *fa = cf_gaussian(m, d, delta, 11), *fb = cf_gaussian(m, d, 0.0, 12);
     float *score = malloc(2 * (size_t)m * sizeof *score);
     uint8_t *label = malloc(2 * (size_t)m);
     float *scratch = malloc(2 * (size_t)(d > cfg->hidden ? d : cfg->hidden) * sizeof *scratch);
@@ -109,20 +96,12 @@ int main(void)
 {
     check_auc();
     gt_error err;
-    nn_backend *b = NULL;
-    if (model_backend_open("cpu", &b, &err) != GT_OK)
-        check_skip(err.message);
-    model_classify_config cfg;
-    model_classify_config_default(&cfg);
-    cfg.hidden = 32;
-    cfg.depth = 2;
-    cfg.epochs = 25;
-    cfg.batch = 200;
-    cfg.lr = 2e-3f;
+    nn_backend *b = cf_backend();
+    model_classify_config cfg = cf_config(25);
     const int d = 12;
     const int64_t n = 2000;
     model_classify_result r, r2;
-    float *a = gaussian(n, d, 0.0, 1), *bb = gaussian(n, d, 0.0, 2);
+    float *a = cf_gaussian(n, d, 0.0, 1), *bb = cf_gaussian(n, d, 0.0, 2);
     CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_OK);
     printf("same distribution: AUC %.4f (best epoch %d, test BCE %.4f, JSD %.4f bits)\n", r.auc,
            r.best_epoch, r.bce, r.jsd_bits);
@@ -133,7 +112,7 @@ int main(void)
     CHECK_MSG(memcmp(&r, &r2, sizeof r) == 0, "the same seed gave another result");
     free(a);
     const double delta = 1.0, best = 0.5 * erfc(-delta / 2.0);   /* Phi(delta / sqrt 2) */
-    a = gaussian(n, d, delta, 3);
+    a = cf_gaussian(n, d, delta, 3);
     CHECK(model_classify(b, a, n, bb, n, d, &cfg, &r, &err) == GT_OK);
     printf("mean shift %.1f in 1 of %d dimensions: AUC %.4f (Bayes-optimal %.4f)\n", delta, d,
            r.auc, best);

@@ -22,6 +22,16 @@ static void expect_bad(const char *text, const char *want_field)
               err.message);
 }
 
+/* 1 when cfg's canonical JSON writes model.<stage>.<key> as false. */
+static int written_false(const model_config *cfg, const char *stage, const char *key)
+{
+    json_t *o = model_config_to_json(cfg);
+    int is_false = json_is_false(
+        json_object_get(json_object_get(json_object_get(o, "model"), stage), key));
+    json_decref(o);
+    return is_false;
+}
+
 int main(void)
 {
     model_config cfg;
@@ -117,12 +127,7 @@ int main(void)
                  GT_OK);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 1);
     CHECK_EQ_INT(cfg.stage2.count_stick, 0);
-    {
-        json_t *o = model_config_to_json(&cfg);
-        CHECK(json_is_false(json_object_get(
-            json_object_get(json_object_get(o, "model"), "stage2"), "count_stick")));
-        json_decref(o);
-    }
+    CHECK(written_false(&cfg, "stage2", "count_stick"));
     /* model.stage1.profile: stage 1's only; a run recorded before 0014
      * names it off, and it is written back out */
     expect_bad("{\"model\":{\"stage2\":{\"profile\":true}}}", "model.stage2.profile");
@@ -130,12 +135,7 @@ int main(void)
     CHECK_EQ_INT(parse("{\"model\":{\"stage1\":{\"profile\":false}}}", &cfg, field, &err),
                  GT_OK);
     CHECK_EQ_INT(cfg.stage1.profile, 0);
-    {
-        json_t *o = model_config_to_json(&cfg);
-        CHECK(json_is_false(json_object_get(
-            json_object_get(json_object_get(o, "model"), "stage1"), "profile")));
-        json_decref(o);
-    }
+    CHECK(written_false(&cfg, "stage1", "profile"));
     expect_bad("{\"model\":{\"stage1\":{\"layer_weight\":2}}}", "model.stage1.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":0}}}", "model.stage2.layer_weight");
     expect_bad("{\"model\":{\"stage2\":{\"layer_weight\":101}}}", "model.stage2.layer_weight");

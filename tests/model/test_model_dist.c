@@ -43,6 +43,31 @@ static void make_config(model_config *cfg, const char *stage2, int steps)
     CHECK_MSG(rc == GT_OK, "%s (%s)", err.message, field);
 }
 
+/* A tiny stage-2 problem: the config (make_config), its synthetic data set
+ * and the stage's arrays. */
+typedef struct problem {
+    model_config cfg;
+    model_dataset ds;
+    model_arrays a;
+    model_stage_data d;
+} problem;
+
+static void problem_load(problem *p, const char *stage2, int steps)
+{
+    gt_error err;
+    make_config(&p->cfg, stage2, steps);
+    memset(&p->a, 0, sizeof p->a);
+    CHECK_EQ_INT(model_dataset_load(&p->cfg, NULL, &p->ds, &err), GT_OK);
+    CHECK_EQ_INT(model_arrays_build(&p->cfg, &p->ds, &p->a, &err), GT_OK);
+    p->d = model_arrays_stage(&p->a, 2);
+}
+
+static void problem_free(problem *p)
+{
+    model_arrays_free(&p->a);
+    model_dataset_free(&p->ds);
+}
+
 typedef struct job {
     const model_config *cfg;
     const model_stage_data *data;
@@ -169,18 +194,11 @@ static double max_abs_diff(const float *a, const float *b, size_t n, double *sca
  * wrong reduction moves most. */
 static void gan_first_step(const char *name, const char *stage2)
 {
-    gt_error err;
-    model_config cfg;
-    make_config(&cfg, stage2, 1);
-    model_dataset ds;
-    model_arrays a;
-    memset(&a, 0, sizeof a);
-    CHECK_EQ_INT(model_dataset_load(&cfg, NULL, &ds, &err), GT_OK);
-    CHECK_EQ_INT(model_arrays_build(&cfg, &ds, &a, &err), GT_OK);
-    model_stage_data d = model_arrays_stage(&a, 2);
-    job one = {.cfg = &cfg, .data = &d};
+    problem p;
+    problem_load(&p, stage2, 1);
+    job one = {.cfg = &p.cfg, .data = &p.d};
     run_job(&one);
-    job two[2] = {{.cfg = &cfg, .data = &d}, {.cfg = &cfg, .data = &d}};
+    job two[2] = {{.cfg = &p.cfg, .data = &p.d}, {.cfg = &p.cfg, .data = &p.d}};
     run_two(two);
     CHECK_MSG(one.rc == GT_OK && two[0].rc == GT_OK && two[1].rc == GT_OK,
               "%s first step: %s / %s / %s", name, one.msg, two[0].msg, two[1].msg);
@@ -199,27 +217,19 @@ static void gan_first_step(const char *name, const char *stage2)
     for (int r = 0; r < 2; r++)
         free_job(&two[r]);
     free_job(&one);
-    model_arrays_free(&a);
-    model_dataset_free(&ds);
+    problem_free(&p);
 }
 
 static void test_variant(const char *name, const char *stage2, int steps, int gan)
 {
-    gt_error err;
-    model_config cfg;
-    make_config(&cfg, stage2, steps);
-    model_dataset ds;
-    model_arrays a;
-    memset(&a, 0, sizeof a);
-    CHECK_EQ_INT(model_dataset_load(&cfg, NULL, &ds, &err), GT_OK);
-    CHECK_EQ_INT(model_arrays_build(&cfg, &ds, &a, &err), GT_OK);
-    model_stage_data d = model_arrays_stage(&a, 2);
+    problem p;
+    problem_load(&p, stage2, steps);
 
-    job one = {.cfg = &cfg, .data = &d};
+    job one = {.cfg = &p.cfg, .data = &p.d};
     run_job(&one);
     CHECK_MSG(one.rc == GT_OK, "%s one rank: %s", name, one.msg);
 
-    job two[2] = {{.cfg = &cfg, .data = &d, .ckpt_step = 10}, {.cfg = &cfg, .data = &d}};
+    job two[2] = {{.cfg = &p.cfg, .data = &p.d, .ckpt_step = 10}, {.cfg = &p.cfg, .data = &p.d}};
     run_two(two);
     CHECK_MSG(two[0].rc == GT_OK && two[1].rc == GT_OK, "%s two ranks: %s / %s", name,
               two[0].msg, two[1].msg);
@@ -249,9 +259,9 @@ static void test_variant(const char *name, const char *stage2, int steps, int ga
 
     /* rank 0 resumes from its step-10 checkpoint, rank 1 from nothing */
     CHECK(two[0].ckpt != NULL);
-    job res[2] = {{.cfg = &cfg, .data = &d, .resume = two[0].ckpt,
+    job res[2] = {{.cfg = &p.cfg, .data = &p.d, .resume = two[0].ckpt,
                    .resume_len = two[0].ckpt_len},
-                  {.cfg = &cfg, .data = &d}};
+                  {.cfg = &p.cfg, .data = &p.d}};
     run_two(res);
     CHECK_MSG(res[0].rc == GT_OK && res[1].rc == GT_OK, "%s resume: %s / %s", name, res[0].msg,
               res[1].msg);
@@ -267,23 +277,15 @@ out:
     for (int r = 0; r < 2; r++)
         free_job(&two[r]);
     free_job(&one);
-    model_arrays_free(&a);
-    model_dataset_free(&ds);
+    problem_free(&p);
 }
 
 static void test_stop_and_refusal(void)
 {
-    gt_error err;
-    model_config cfg;
-    make_config(&cfg, "{\"objective\":\"flow\",\"trunk\":{\"hidden\":32,\"blocks\":1}}", 30);
-    model_dataset ds;
-    model_arrays a;
-    memset(&a, 0, sizeof a);
-    CHECK_EQ_INT(model_dataset_load(&cfg, NULL, &ds, &err), GT_OK);
-    CHECK_EQ_INT(model_arrays_build(&cfg, &ds, &a, &err), GT_OK);
-    model_stage_data d = model_arrays_stage(&a, 2);
+    problem p;
+    problem_load(&p, "{\"objective\":\"flow\",\"trunk\":{\"hidden\":32,\"blocks\":1}}", 30);
     /* rank 1 alone asks to stop at step 7: both stop there */
-    job j[2] = {{.cfg = &cfg, .data = &d}, {.cfg = &cfg, .data = &d, .stop_at = 7}};
+    job j[2] = {{.cfg = &p.cfg, .data = &p.d}, {.cfg = &p.cfg, .data = &p.d, .stop_at = 7}};
     run_two(j);
     CHECK_EQ_INT(j[0].rc, GT_ECANCELLED);
     CHECK_EQ_INT(j[1].rc, GT_ECANCELLED);
@@ -292,6 +294,7 @@ static void test_stop_and_refusal(void)
     for (int r = 0; r < 2; r++)
         free_job(&j[r]);
     /* 3 ranks do not divide a batch of 32 */
+    gt_error err;
     dist_shm_group *g = NULL;
     nn_backend *b = NULL;
     dist_comm *c = NULL;
@@ -299,13 +302,12 @@ static void test_stop_and_refusal(void)
     CHECK_EQ_INT(dist_shm_group_create(3, 0, &g, &err), GT_OK);
     CHECK_EQ_INT(cpu_backend_create(&b, &err), GT_OK);
     CHECK_EQ_INT(dist_shm_join(g, 0, b, &c, &err), GT_OK);
-    CHECK_EQ_INT(model_stage_create_dist(b, &cfg, 2, &d, c, &s, &err), GT_EINVAL);
+    CHECK_EQ_INT(model_stage_create_dist(b, &p.cfg, 2, &p.d, c, &s, &err), GT_EINVAL);
     CHECK(strstr(err.message, "not a multiple of the 3 ranks") != NULL);
     dist_destroy(c);
     nn_backend_close(b);
     dist_shm_group_destroy(g);
-    model_arrays_free(&a);
-    model_dataset_free(&ds);
+    problem_free(&p);
 }
 
 int main(void)

@@ -45,6 +45,8 @@
 
 #define N_ROWS 45
 
+/* A variant names what differs from a flow oneshot model with an expert
+ * trunk (the zero values) besides its solver. */
 typedef struct variant {
     const char *name;
     model_objective obj;
@@ -56,81 +58,67 @@ typedef struct variant {
                          * bytes pinned then */
     int history;        /* model.stage2.history (autoregressive) */
     model_block_cond block_cond;   /* model.stage2.trunk.block_cond */
-    double temperature; /* sample.temperature (1: the default) */
+    double temperature; /* sample.temperature (0: the default, 1) */
 } variant;
 
 static const variant VARIANTS[] = {
-    {"flow oneshot heun", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"flow oneshot euler", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_EULER, 0, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"routed", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_ROUTED, MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"autoregressive", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"wgan", MODEL_OBJ_WGAN, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 0, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"ddpm", MODEL_OBJ_DDPM, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT, MODEL_SOLVER_DDIM, 0, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot heun", .solver = MODEL_SOLVER_HEUN},
+    {"flow oneshot euler", .solver = MODEL_SOLVER_EULER},
+    {"routed", .kind = MODEL_TRUNK_ROUTED, .solver = MODEL_SOLVER_HEUN},
+    {"autoregressive", .mode = MODEL_MODE_AUTOREGRESSIVE, .solver = MODEL_SOLVER_HEUN},
+    {"wgan", .obj = MODEL_OBJ_WGAN, .solver = MODEL_SOLVER_HEUN},
+    {"ddpm", .obj = MODEL_OBJ_DDPM, .solver = MODEL_SOLVER_DDIM},
     /* rings off and the old noise top: a run recorded before migration
      * 0004 serves the bytes it served then (its hashes are the ones pinned
      * before rings existed) */
-    {"flow oneshot no rings", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 4, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot no rings", .solver = MODEL_SOLVER_HEUN, .before = 4},
     /* no layer weight and no keep_largest: before 0005 (the hashes "flow
      * oneshot heun" had then) */
-    {"flow oneshot before 0005", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 5, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot before 0005", .solver = MODEL_SOLVER_HEUN, .before = 5},
     /* no ring hit counts: before 0008 (the hashes "flow oneshot heun" and
      * "autoregressive" had then) */
-    {"flow oneshot before 0008", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 8, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"autoregressive before 0008", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 8, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot before 0008", .solver = MODEL_SOLVER_HEUN, .before = 8},
+    {"autoregressive before 0008", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_HEUN, .before = 8},
     /* the uniform time grid: before 0009 (the hashes "flow oneshot heun",
      * "flow oneshot euler" and "autoregressive" had then) */
-    {"flow oneshot heun before 0009", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 9, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"flow oneshot euler before 0009", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_EULER, 9, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"autoregressive before 0009", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 9, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot heun before 0009", .solver = MODEL_SOLVER_HEUN, .before = 9},
+    {"flow oneshot euler before 0009", .solver = MODEL_SOLVER_EULER, .before = 9},
+    {"autoregressive before 0009", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_HEUN, .before = 9},
     /* the previous layers' shares among the token conditions */
-    {"autoregressive history 2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 0, 2, MODEL_BLOCK_COND_NONE, 1},
+    {"autoregressive history 2", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_HEUN, .history = 2},
     /* showers not turned about the beam axis: before 0012 (the hashes
      * "flow oneshot heun" and "autoregressive" had then); each also checks
      * that the turned showers are its own, turned */
-    {"flow oneshot heun before 0012", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 12, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"autoregressive before 0012", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 12, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot heun before 0012", .solver = MODEL_SOLVER_HEUN, .before = 12},
+    {"autoregressive before 0012", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_HEUN, .before = 12},
     /* each ring's hit count its own feature, not the layer's total and its
      * stick-breaking: before 0013 (the hashes "flow oneshot heun" and
      * "autoregressive" had then) */
-    {"flow oneshot heun before 0013", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 13, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"autoregressive before 0013", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 13, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot heun before 0013", .solver = MODEL_SOLVER_HEUN, .before = 13},
+    {"autoregressive before 0013", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_HEUN, .before = 13},
     /* stage 1 without the shower's profile, stage 2 not conditioned on
      * it: before 0014 (the hashes "flow oneshot heun" and "autoregressive"
      * had then) */
-    {"flow oneshot heun before 0014", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_HEUN, 14, 0, MODEL_BLOCK_COND_NONE, 1},
-    {"autoregressive before 0014", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_HEUN, 14, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"flow oneshot heun before 0014", .solver = MODEL_SOLVER_HEUN, .before = 14},
+    {"autoregressive before 0014", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_HEUN, .before = 14},
     /* the two-step Adams-Bashforth solver (its first step Heun's) */
-    {"autoregressive history 2 ab2", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2, MODEL_BLOCK_COND_NONE, 1},
-    {"flow oneshot ab2", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_AB2, 0, 0, MODEL_BLOCK_COND_NONE, 1},
+    {"autoregressive history 2 ab2", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_AB2, .history = 2},
+    {"flow oneshot ab2", .solver = MODEL_SOLVER_AB2},
     /* every condition's embedding in every block of the stage-2 trunk */
-    {"autoregressive block_cond all", MODEL_OBJ_FLOW, MODEL_MODE_AUTOREGRESSIVE,
-     MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2, MODEL_BLOCK_COND_ALL, 1},
+    {"autoregressive block_cond all", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_AB2, .history = 2, .block_cond = MODEL_BLOCK_COND_ALL},
     /* stage 2's starting noise narrowed (the default, 1, is every variant
      * above: their hashes are the ones pinned before the field) */
-    {"autoregressive history 2 ab2 temperature 0.9", MODEL_OBJ_FLOW,
-     MODEL_MODE_AUTOREGRESSIVE, MODEL_TRUNK_EXPERT, MODEL_SOLVER_AB2, 0, 2,
-     MODEL_BLOCK_COND_NONE, 0.9},
-    {"flow oneshot ab2 temperature 0.9", MODEL_OBJ_FLOW, MODEL_MODE_ONESHOT, MODEL_TRUNK_EXPERT,
-     MODEL_SOLVER_AB2, 0, 0, MODEL_BLOCK_COND_NONE, 0.9},
+    {"autoregressive history 2 ab2 temperature 0.9", .mode = MODEL_MODE_AUTOREGRESSIVE,
+     .solver = MODEL_SOLVER_AB2, .history = 2, .temperature = 0.9},
+    {"flow oneshot ab2 temperature 0.9", .solver = MODEL_SOLVER_AB2, .temperature = 0.9},
 };
 
 /* FNV-1a of the reference showers of each variant (fp32, bf16), written on
@@ -230,7 +218,7 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
         c->stage2.count_stick = 0; /* every run recorded before 0013 */
     if (v->before)
         c->stage1.profile = 0; /* every run recorded before 0014 */
-    c->temperature = v->temperature;
+    c->temperature = v->temperature > 0 ? v->temperature : 1;
 }
 
 static uint64_t fnv(const float *x, size_t n)

@@ -14,15 +14,10 @@
 #include "cpu_backend.h"
 #include "nn_backend.h"
 #include "nn_rng.h"
+#include "nn_fixture.h"
 
 static nn_backend *B;
 static gt_error E;
-
-#define OK(call)                                                               \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #call, rc_, E.message);        \
-    } while (0)
 
 /* Fills with rand_rows and, row by row, with rand_fill; both buffers start
  * with the same distinct values so a write past the view shows. */

@@ -18,6 +18,7 @@
 #include "nn_adamw.h"
 #include "nn_ckpt.h"
 #include "nn_trunk.h"
+#include "nn_fixture.h"
 
 #define FD_ATOL 3e-3
 #define FD_RTOL 3e-2
@@ -25,49 +26,26 @@
 static nn_backend *B;
 static gt_error E;
 
-#define OK(call)                                                               \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        CHECK_MSG(rc_ == GT_OK, "%s -> %d: %s", #call, rc_, E.message);        \
-        if (rc_)                                                               \
-            exit(check_finish() ? 1 : 1);                                      \
-    } while (0)
-
 static uint64_t lcg = 1234567;
-static float frand(void)
-{
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg >> 40) / 16777216.0) * 2.0f - 1.0f;
-}
+static float frand(void) { return nnfx_frand(&lcg); }
 
 static float *buf(size_t n)
 {
     void *p = NULL;
-    OK(nn_alloc(B, (n ? n : 1) * sizeof(float), &p, &E));
+    MUST(nn_alloc(B, (n ? n : 1) * sizeof(float), &p, &E));
     return p;
 }
 
 static float *rbuf(size_t n, float s)
 {
     float *p = buf(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = s * frand();
+    nnfx_fill(p, n, s, &lcg);
     return p;
 }
 
 static void small_config(nn_trunk_config *c, nn_trunk_kind kind)
 {
-    nn_trunk_config_default(c);
-    c->kind = kind;
-    c->in_dim = 5;
-    c->cond_dim = 2;
-    c->emb_dim = 4;
-    c->emb_scale = 2.0f;
-    c->hidden = 8;
-    c->blocks = 2;
-    c->out_dim = 3;
-    c->n_experts = 4;
-    c->top_k = 2;
+    nnfx_trunk_config(c, kind, 5, 8, 3);
     c->balance_coef = 0.3f;
     c->entropy_coef = 0.2f;
 }
@@ -78,9 +56,9 @@ static nn_trunk *ready_trunk(nn_backend *b, const nn_trunk_config *c, uint64_t s
                              float out_scale, int rows)
 {
     nn_trunk *t = NULL;
-    OK(nn_trunk_create(b, c, &t, &E));
-    OK(nn_trunk_init(t, seed, out_scale, &E));
-    OK(nn_trunk_plan(t, rows, &E));
+    MUST(nn_trunk_create(b, c, &t, &E));
+    MUST(nn_trunk_init(t, seed, out_scale, &E));
+    MUST(nn_trunk_plan(t, rows, &E));
     return t;
 }
 
@@ -94,14 +72,14 @@ static float *TX, *TC, *TO, *TR;
 
 static double trunk_loss(int *load_out)
 {
-    OK(nn_trunk_forward(T_, nn_f32(TX, NR, 5), nn_f32(TC, NR, 2), nn_f32(TO, NR, 3), 1, &E));
+    MUST(nn_trunk_forward(T_, nn_f32(TX, NR, 5), nn_f32(TC, NR, 2), nn_f32(TO, NR, 3), 1, &E));
     double s = 0;
     for (int i = 0; i < NR * 3; i++)
         s += (double)TO[i] * TR[i];
     const nn_trunk_config *c = nn_trunk_get_config(T_);
     if (c->kind == NN_TRUNK_ROUTED) {
         nn_router_stats st;
-        OK(nn_trunk_router_stats(T_, &st, &E));
+        MUST(nn_trunk_router_stats(T_, &st, &E));
         s += c->balance_coef * st.balance_loss + c->entropy_coef * st.entropy_loss;
         if (load_out)
             memcpy(load_out, st.load, sizeof(int) * (size_t)c->n_experts);
@@ -138,8 +116,8 @@ static void fd_trunk(nn_trunk_kind kind, nn_trunk_skip skip, int block_cond)
     float *dx = buf(NR * 5);
     int load0[NN_TRUNK_MAX_EXPERTS] = {0}, load[NN_TRUNK_MAX_EXPERTS];
     trunk_loss(load0);
-    OK(nn_params_zero_grad(p, &E));
-    OK(nn_trunk_backward(T_, nn_f32(TR, NR, 3), nn_f32(dx, NR, 5), &E));
+    MUST(nn_params_zero_grad(p, &E));
+    MUST(nn_trunk_backward(T_, nn_f32(TR, NR, 3), nn_f32(dx, NR, 5), &E));
     /* copy the analytic grads: the FD forwards do not touch them, but keep
      * the check independent of that */
     float *g = malloc(p->count * sizeof(float));
@@ -197,7 +175,7 @@ static void fd_trunk(nn_trunk_kind kind, nn_trunk_skip skip, int block_cond)
     if (kind == NN_TRUNK_ROUTED) {
         nn_router_stats st;
         trunk_loss(NULL);
-        OK(nn_trunk_router_stats(T_, &st, &E));
+        MUST(nn_trunk_router_stats(T_, &st, &E));
         int tot = 0;
         for (int e = 0; e < c.n_experts; e++)
             tot += st.load[e];
@@ -225,7 +203,7 @@ static int rows_alone_differ(nn_trunk *t, const float *x, const float *cd, const
 {
     int bad = 0;
     for (int i = 0; i < NR; i++) {
-        OK(nn_trunk_forward(t, nn_f32((float *)x + i * 5, 1, 5), nn_f32((float *)cd + i * 2, 1, 2),
+        MUST(nn_trunk_forward(t, nn_f32((float *)x + i * 5, 1, 5), nn_f32((float *)cd + i * 2, 1, 2),
                             nn_f32(one, 1, 3), 0, &E));
         bad += memcmp(one, all + i * 3, sizeof(float) * 3) != 0;
     }
@@ -263,8 +241,8 @@ static void test_skip_init(void)
     CHECK_EQ_INT(p1->n_views, p0->n_views + 2);
     check_shared_views(p0, p1, "the skip");
     float *x = rbuf(NR * 5, 1.0f), *cd = rbuf(NR * 2, 1.0f), *o0 = buf(NR * 3), *o1 = buf(NR * 3);
-    OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
     CHECK(!memcmp(o0, o1, sizeof(float) * NR * 3));
     /* skip.b = 1 (and skip.w = 0): out = trunk + x[:, :3] exactly */
     int sb = 0;
@@ -273,7 +251,7 @@ static void test_skip_init(void)
     CHECK(!strcmp(p1->views[sb].name, "skip.b"));
     for (int j = 0; j < 3; j++)
         p1->value[p1->views[sb].offset + j] = 1.0f;
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
     int bad = 0;
     for (int i = 0; i < NR; i++)
         for (int j = 0; j < 3; j++)
@@ -283,8 +261,8 @@ static void test_skip_init(void)
     for (int v = 0; v < p1->n_views; v++)
         for (int i = 0; i < p1->views[v].rows * p1->views[v].cols; i++)
             p1->value[p1->views[v].offset + i] += 0.1f * frand();
-    OK(nn_trunk_pack(t1, &E));
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    MUST(nn_trunk_pack(t1, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
     CHECK_EQ_INT(rows_alone_differ(t1, x, cd, o1, o0), 0);
     nn_free(B, x);
     nn_free(B, cd);
@@ -325,28 +303,28 @@ static void test_block_cond(nn_trunk_kind kind)
     float *o2 = buf(NR * 3);
     /* the same bits in training (the zero term adds exactly 0); inference
      * applies SiLU apart from the matmul with block_cond, so only close */
-    OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 1, &E));
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 1, &E));
+    MUST(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 1, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 1, &E));
     CHECK(!memcmp(o0, o1, sizeof(float) * NR * 3));
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
     for (int i = 0; i < NR * 3; i++)
         CHECK(fabsf(o1[i] - o0[i]) <= 1e-5f + 1e-5f * fabsf(o0[i]));
-    OK(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t0, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o0, NR, 3), 0, &E));
     /* the condition weights moved: the output changes, and only the first
      * condition reaches the blocks through them */
     for (int v = 0; v < p1->n_views; v++)
         if (strstr(p1->views[v].name, ".cond.w"))
             for (int i = 0; i < p1->views[v].rows * p1->views[v].cols; i++)
                 p1->value[p1->views[v].offset + i] = 0.5f * frand();
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 0, &E));
     double moved = 0;
     for (int i = 0; i < NR * 3; i++)
         moved += fabs((double)o1[i] - o0[i]);
     CHECK_MSG(moved > 1e-3, "the blocks' condition weights changed the output by %g", moved);
     /* training forward against the packed one (another summation order) */
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 1, &E));
-    OK(nn_trunk_pack(t1, &E));
-    OK(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o2, NR, 3), 0, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o1, NR, 3), 1, &E));
+    MUST(nn_trunk_pack(t1, &E));
+    MUST(nn_trunk_forward(t1, nn_f32(x, NR, 5), nn_f32(cd, NR, 2), nn_f32(o2, NR, 3), 0, &E));
     int bad = 0;
     for (int i = 0; i < NR * 3; i++)
         bad += !(fabsf(o1[i] - o2[i]) <= 1e-5f + 1e-5f * fabsf(o1[i]));
@@ -387,7 +365,7 @@ static void run_open(run *r, nn_trunk_kind kind, nn_dtype prec, int n)
     oc.lr = 3e-3f;
     oc.warmup_steps = 2;
     oc.total_steps = 20;
-    OK(nn_adamw_create(&r->opt, nn_trunk_params(r->t), &oc, &E));
+    MUST(nn_adamw_create(&r->opt, nn_trunk_params(r->t), &oc, &E));
     r->rng = nn_rng_make(99, 1);
     r->x = buf((size_t)n * 5);
     r->c = buf((size_t)n * 2);
@@ -413,22 +391,22 @@ static void run_close(run *r)
 static float run_step(run *r)
 {
     int n = r->n;
-    OK(nn_rand_fill(B, r->x, (size_t)n * 5, NN_DIST_NORMAL, 0, 1, r->rng.seed, r->rng.stream,
+    MUST(nn_rand_fill(B, r->x, (size_t)n * 5, NN_DIST_NORMAL, 0, 1, r->rng.seed, r->rng.stream,
                     nn_rng_take(&r->rng, (size_t)n * 5), &E));
-    OK(nn_rand_fill(B, r->c, (size_t)n * 2, NN_DIST_UNIFORM, 0, 1, r->rng.seed, r->rng.stream,
+    MUST(nn_rand_fill(B, r->c, (size_t)n * 2, NN_DIST_UNIFORM, 0, 1, r->rng.seed, r->rng.stream,
                     nn_rng_take(&r->rng, (size_t)n * 2), &E));
     /* a learnable target: a fixed function of the inputs */
     for (int i = 0; i < n; i++)
         for (int j = 0; j < 3; j++)
             r->y[i * 3 + j] = sinf(r->x[i * 5 + j] + r->c[i * 2]) * 0.5f;
     nn_tensor out = nn_f32(r->out, n, 3), y = nn_f32(r->y, n, 3);
-    OK(nn_params_zero_grad(nn_trunk_params(r->t), &E));
-    OK(nn_trunk_forward(r->t, nn_f32(r->x, n, 5), nn_f32(r->c, n, 2), out, 1, &E));
-    OK(nn_mse_fwd(B, r->loss, out, y, &E));
-    OK(nn_mse_bwd(B, nn_f32(r->dout, n, 3), 1.0f, out, y, 0, &E));
-    OK(nn_trunk_backward(r->t, nn_f32(r->dout, n, 3), nn_f32(NULL, n, 5), &E));
+    MUST(nn_params_zero_grad(nn_trunk_params(r->t), &E));
+    MUST(nn_trunk_forward(r->t, nn_f32(r->x, n, 5), nn_f32(r->c, n, 2), out, 1, &E));
+    MUST(nn_mse_fwd(B, r->loss, out, y, &E));
+    MUST(nn_mse_bwd(B, nn_f32(r->dout, n, 3), 1.0f, out, y, 0, &E));
+    MUST(nn_trunk_backward(r->t, nn_f32(r->dout, n, 3), nn_f32(NULL, n, 5), &E));
     float norm;
-    OK(nn_adamw_step(&r->opt, &norm, &E));
+    MUST(nn_adamw_step(&r->opt, &norm, &E));
     CHECK(isfinite(norm));
     return r->loss[0];
 }
@@ -456,9 +434,9 @@ static void test_training(nn_trunk_kind kind, nn_dtype prec)
      * forward on the same input */
     float *o2 = buf((size_t)r.n * 3);
     allocs = B->alloc_count;
-    OK(nn_trunk_forward(r.t, nn_f32(r.x, r.n, 5), nn_f32(r.c, r.n, 2), nn_f32(r.out, r.n, 3), 1,
+    MUST(nn_trunk_forward(r.t, nn_f32(r.x, r.n, 5), nn_f32(r.c, r.n, 2), nn_f32(r.out, r.n, 3), 1,
                         &E));
-    OK(nn_trunk_forward(r.t, nn_f32(r.x, r.n, 5), nn_f32(r.c, r.n, 2), nn_f32(o2, r.n, 3), 0,
+    MUST(nn_trunk_forward(r.t, nn_f32(r.x, r.n, 5), nn_f32(r.c, r.n, 2), nn_f32(o2, r.n, 3), 0,
                         &E));
     CHECK_EQ_INT(B->alloc_count, allocs);
     double md = 0;
@@ -513,15 +491,15 @@ static void test_resume(nn_trunk_kind kind, nn_dtype prec)
         run_step(&b);
     void *ck = NULL;
     size_t len = 0;
-    OK(nn_ckpt_save(nn_trunk_params(b.t), &b.opt, &b.rng, &ck, &len, &E));
+    MUST(nn_ckpt_save(nn_trunk_params(b.t), &b.opt, &b.rng, &ck, &len, &E));
     run_close(&b);
     /* a fresh model with a different init: everything must come from the
      * checkpoint */
     run c;
     run_open(&c, kind, prec, 16);
-    OK(nn_trunk_init(c.t, 12345, 1.0f, &E));
+    MUST(nn_trunk_init(c.t, 12345, 1.0f, &E));
     c.rng = nn_rng_make(1, 1);
-    OK(nn_ckpt_load(nn_trunk_params(c.t), &c.opt, &c.rng, ck, len, &E));
+    MUST(nn_ckpt_load(nn_trunk_params(c.t), &c.opt, &c.rng, ck, len, &E));
     CHECK_EQ_INT(c.opt.step, 4);
     /* the checksum is the standard CRC-32 (check value of "123456789") */
     CHECK_EQ_INT(nn_ckpt_crc32("123456789", 9), 0xcbf43926u);
@@ -562,14 +540,14 @@ static void test_resume(nn_trunk_kind kind, nn_dtype prec)
     other.hidden = 16;
     other.out_dim = 4;
     nn_trunk *t2;
-    OK(nn_trunk_create(B, &other, &t2, &E));
+    MUST(nn_trunk_create(B, &other, &t2, &E));
     CHECK_EQ_INT(nn_ckpt_load(nn_trunk_params(t2), NULL, NULL, ck, len, &E), GT_EFORMAT);
     CHECK_MSG(strstr(E.message, "out.w") != NULL, "message: %s", E.message);
     nn_trunk_destroy(t2);
     /* weights-only checkpoint cannot provide optimizer state */
     void *ck2 = NULL;
     size_t len2 = 0;
-    OK(nn_ckpt_save(pc, NULL, NULL, &ck2, &len2, &E));
+    MUST(nn_ckpt_save(pc, NULL, NULL, &ck2, &len2, &E));
     CHECK(len2 < len);
     CHECK_EQ_INT(nn_ckpt_load(pc, &c.opt, NULL, ck2, len2, &E), GT_EFORMAT);
     CHECK_EQ_INT(nn_ckpt_load(pc, NULL, NULL, ck2, len2, &E), GT_OK);
@@ -627,14 +605,14 @@ static void test_bad_input(void)
     CHECK(t == NULL);
 
     small_config(&c, NN_TRUNK_EXPERT);
-    OK(nn_trunk_create(B, &c, &t, &E));
+    MUST(nn_trunk_create(B, &c, &t, &E));
     float *x = rbuf(40, 1.0f), *cd = rbuf(16, 1.0f), *o = buf(24);
     /* not planned */
     CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 8, 5), nn_f32(cd, 8, 2), nn_f32(o, 8, 3), 1, &e),
                  GT_EINVAL);
     CHECK(strstr(e.message, "plan") != NULL);
     CHECK_EQ_INT(nn_trunk_plan(t, 0, &e), GT_EINVAL);
-    OK(nn_trunk_plan(t, 4, &E));
+    MUST(nn_trunk_plan(t, 4, &E));
     /* more rows than planned */
     CHECK_EQ_INT(nn_trunk_forward(t, nn_f32(x, 8, 5), nn_f32(cd, 8, 2), nn_f32(o, 8, 3), 1, &e),
                  GT_EINVAL);
@@ -667,11 +645,11 @@ static void test_bad_input(void)
     nn_tensor bx = nn_tensor_make(x, (nn_dtype)3, 4, 5);
     CHECK_EQ_INT(nn_trunk_forward(t, bx, nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &e), GT_EINVAL);
     /* a good call works, then backward with a wrong d_out shape fails */
-    OK(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &E));
+    MUST(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 1, &E));
     CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 2), nn_f32(NULL, 4, 5), &e), GT_EINVAL);
     CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 3), nn_f32(x, 4, 4), &e), GT_EINVAL);
     /* backward after a sampling forward is refused */
-    OK(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 0, &E));
+    MUST(nn_trunk_forward(t, nn_f32(x, 4, 5), nn_f32(cd, 4, 2), nn_f32(o, 4, 3), 0, &E));
     CHECK_EQ_INT(nn_trunk_backward(t, nn_f32(o, 4, 3), nn_f32(NULL, 4, 5), &e), GT_EINVAL);
     /* optimizer: NaN gradient is reported and changes nothing */
     nn_adamw_opt opt;
@@ -680,7 +658,7 @@ static void test_bad_input(void)
     oc.lr = -1.0f;
     CHECK_EQ_INT(nn_adamw_create(&opt, nn_trunk_params(t), &oc, &e), GT_EINVAL);
     nn_adamw_config_default(&oc);
-    OK(nn_adamw_create(&opt, nn_trunk_params(t), &oc, &E));
+    MUST(nn_adamw_create(&opt, nn_trunk_params(t), &oc, &E));
     nn_params *p = nn_trunk_params(t);
     float *before = malloc(p->count * 4);
     memcpy(before, p->value, p->count * 4);
@@ -713,9 +691,9 @@ static void test_grad_scale(void)
         oc.clip_norm = clip ? 1e-3f : 0.0f; /* clip = 1: every step clips */
         float norm[2];
         for (int k = 0; k < 2; k++) {
-            OK(nn_trunk_create(B, &c, &t[k], &E));
-            OK(nn_trunk_init(t[k], 7, 0.1f, &E));
-            OK(nn_adamw_create(&o[k], nn_trunk_params(t[k]), &oc, &E));
+            MUST(nn_trunk_create(B, &c, &t[k], &E));
+            MUST(nn_trunk_init(t[k], 7, 0.1f, &E));
+            MUST(nn_adamw_create(&o[k], nn_trunk_params(t[k]), &oc, &E));
             CHECK(o[k].grad_scale == 1.0f);
         }
         o[0].grad_scale = 0.5f;
@@ -727,8 +705,8 @@ static void test_grad_scale(void)
                 p0->grad[i] = g;
                 p1->grad[i] = g * 0.5f;
             }
-            OK(nn_adamw_step(&o[0], &norm[0], &E));
-            OK(nn_adamw_step(&o[1], &norm[1], &E));
+            MUST(nn_adamw_step(&o[0], &norm[0], &E));
+            MUST(nn_adamw_step(&o[1], &norm[1], &E));
             CHECK(norm[0] == norm[1]);
         }
         CHECK_MSG(memcmp(p0->value, p1->value, p0->count * sizeof(float)) == 0,
@@ -761,7 +739,7 @@ static void test_bf16_emulation(void)
 {
     setenv("GIANT_CPU_BF16", "emulate", 1);
     nn_backend *emu = NULL;
-    OK(cpu_backend_create(&emu, &E));
+    MUST(cpu_backend_create(&emu, &E));
     unsetenv("GIANT_CPU_BF16");
     CHECK(emu->bf16_emulated && !emu->has_bf16);
     nn_trunk_config c;
@@ -775,8 +753,8 @@ static void test_bf16_emulation(void)
         x[i] = frand();
     for (int i = 0; i < 18; i++)
         cd[i] = 0.5f + 0.5f * frand();
-    OK(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(on, 9, 3), 1, &E));
-    OK(nn_trunk_forward(te, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(oe, 9, 3), 1, &E));
+    MUST(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(on, 9, 3), 1, &E));
+    MUST(nn_trunk_forward(te, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(oe, 9, 3), 1, &E));
     double d = 0, s = 0;
     for (int i = 0; i < 27; i++) {
         d = fmax(d, fabs(on[i] - oe[i]));
@@ -791,18 +769,18 @@ static void test_bf16_emulation(void)
     c32.precision = NN_F32;
     float o32[27], ov[27];
     nn_trunk *t32 = ready_trunk(B, &c32, 3, 1.0f, 9);
-    OK(nn_trunk_forward(t32, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(o32, 9, 3), 0, &E));
-    OK(nn_trunk_set_precision(tn, NN_F32, &E));
+    MUST(nn_trunk_forward(t32, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(o32, 9, 3), 0, &E));
+    MUST(nn_trunk_set_precision(tn, NN_F32, &E));
     CHECK_EQ_INT(nn_trunk_get_precision(tn), NN_F32);
-    OK(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(ov, 9, 3), 0, &E));
+    MUST(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(ov, 9, 3), 0, &E));
     CHECK(memcmp(o32, ov, sizeof ov) == 0);
-    OK(nn_trunk_set_precision(tn, NN_BF16, &E));
-    OK(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(ov, 9, 3), 1, &E));
+    MUST(nn_trunk_set_precision(tn, NN_BF16, &E));
+    MUST(nn_trunk_forward(tn, nn_f32(x, 9, 5), nn_f32(cd, 9, 2), nn_f32(ov, 9, 3), 1, &E));
     CHECK(memcmp(on, ov, sizeof ov) == 0);
     CHECK_EQ_INT(nn_trunk_set_precision(t32, NN_BF16, &E), GT_EINVAL);
     nn_trunk_destroy(t32);
-    OK(nn_params_zero_grad(nn_trunk_params(te), &E));
-    OK(nn_trunk_backward(te, nn_f32(oe, 9, 3), nn_f32(x, 9, 5), &E));
+    MUST(nn_params_zero_grad(nn_trunk_params(te), &E));
+    MUST(nn_trunk_backward(te, nn_f32(oe, 9, 3), nn_f32(x, 9, 5), &E));
     nn_trunk_destroy(tn);
     nn_trunk_destroy(te);
     nn_backend_close(emu);
@@ -827,10 +805,10 @@ static void test_bf16_arena(void)
     for (int bf = 0; bf < 2; bf++) {
         c.precision = bf ? NN_BF16 : NN_F32;
         nn_trunk *t = NULL;
-        OK(nn_trunk_create(B, &c, &t, &E));
-        OK(nn_trunk_init(t, 4, 1.0f, &E));
+        MUST(nn_trunk_create(B, &c, &t, &E));
+        MUST(nn_trunk_init(t, 4, 1.0f, &E));
         size_t before = B->bytes_live;
-        OK(nn_trunk_plan(t, BR, &E));
+        MUST(nn_trunk_plan(t, BR, &E));
         arena[bf] = B->bytes_live - before;
         nn_trunk_destroy(t);
     }
@@ -849,19 +827,19 @@ static void test_bf16_arena(void)
     nn_tensor X = nn_f32(x, BR, IN), XS = nn_tensor_make(xs, NN_F32, BR, IN);
     XS.ld = LD;
     nn_tensor C = nn_f32(cd, BR, 2);
-    OK(nn_trunk_forward(t, X, C, nn_f32(o1, BR, OUT), 1, &E));
-    OK(nn_trunk_forward(t, XS, C, nn_f32(o2, BR, OUT), 1, &E));
+    MUST(nn_trunk_forward(t, X, C, nn_f32(o1, BR, OUT), 1, &E));
+    MUST(nn_trunk_forward(t, XS, C, nn_f32(o2, BR, OUT), 1, &E));
     CHECK_MSG(memcmp(o1, o2, sizeof(float) * BR * OUT) == 0,
               "bf16 forward of a strided input differs");
     /* a backward without d_x allocates nothing; one with it does, once */
     size_t live = B->bytes_live;
-    OK(nn_params_zero_grad(nn_trunk_params(t), &E));
-    OK(nn_trunk_backward(t, nn_f32(o1, BR, OUT), nn_f32(NULL, BR, IN), &E));
+    MUST(nn_params_zero_grad(nn_trunk_params(t), &E));
+    MUST(nn_trunk_backward(t, nn_f32(o1, BR, OUT), nn_f32(NULL, BR, IN), &E));
     CHECK_EQ_INT(B->bytes_live, live);
-    OK(nn_trunk_backward(t, nn_f32(o1, BR, OUT), nn_f32(dx, BR, IN), &E));
+    MUST(nn_trunk_backward(t, nn_f32(o1, BR, OUT), nn_f32(dx, BR, IN), &E));
     CHECK(B->bytes_live >= live + sizeof(float) * BR * (IN + 2 * 8));
     live = B->bytes_live;
-    OK(nn_trunk_backward(t, nn_f32(o1, BR, OUT), nn_f32(dx, BR, IN), &E));
+    MUST(nn_trunk_backward(t, nn_f32(o1, BR, OUT), nn_f32(dx, BR, IN), &E));
     CHECK_EQ_INT(B->bytes_live, live);
     /* non-finite inputs are refused: in x (either path), in cond */
     gt_error e;
@@ -876,15 +854,15 @@ static void test_bf16_arena(void)
     cd[7] = 0.5f;
     /* fp32 on a bf16 trunk evaluates (through an fp32 input allocated on
      * first use) but does not train: the arena has one fp32 slot */
-    OK(nn_trunk_set_precision(t, NN_F32, &E));
-    OK(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 0, &E));
+    MUST(nn_trunk_set_precision(t, NN_F32, &E));
+    MUST(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 0, &E));
     CHECK_EQ_INT(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 1, &e), GT_EINVAL);
     CHECK(strstr(e.message, "trains in bf16") != NULL);
-    OK(nn_trunk_set_precision(t, NN_BF16, &E));
-    OK(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 1, &E));
+    MUST(nn_trunk_set_precision(t, NN_BF16, &E));
+    MUST(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 1, &E));
     /* a new plan drops the buffers allocated aside */
-    OK(nn_trunk_plan(t, BR + 1, &E));
-    OK(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 1, &E));
+    MUST(nn_trunk_plan(t, BR + 1, &E));
+    MUST(nn_trunk_forward(t, X, C, nn_f32(o2, BR, OUT), 1, &E));
     nn_trunk_destroy(t);
     float *bufs[] = {x, xs, cd, o1, o2, dx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -913,10 +891,10 @@ static void test_edge_shapes(void)
         for (int i = 0; i < 12; i++)
             cd[i] = frand();
         int n = 5; /* fewer rows than planned */
-        OK(nn_trunk_forward(t, nn_f32(x, n, c.in_dim), nn_f32(cd, n, c.cond_dim),
+        MUST(nn_trunk_forward(t, nn_f32(x, n, c.in_dim), nn_f32(cd, n, c.cond_dim),
                             nn_f32(o, n, 3), 1, &E));
-        OK(nn_params_zero_grad(nn_trunk_params(t), &E));
-        OK(nn_trunk_backward(t, nn_f32(o, n, 3), nn_f32(c.in_dim ? dx : NULL, n, c.in_dim), &E));
+        MUST(nn_params_zero_grad(nn_trunk_params(t), &E));
+        MUST(nn_trunk_backward(t, nn_f32(o, n, 3), nn_f32(c.in_dim ? dx : NULL, n, c.in_dim), &E));
         nn_params *p = nn_trunk_params(t);
         int finite = 1;
         for (size_t i = 0; i < p->count; i++)

@@ -1,9 +1,28 @@
 #include "replica_fixture.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+const replica_request replica_fixture_requests[REPLICA_FIXTURE_REQUESTS] = {
+    {"{\"energies\": [1000, 5000, 20000, 80000, 500000], \"seed\": 11}",
+     "application/octet-stream"},
+    {"{\"count\": 64, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
+     " \"max_mev\": 1000000}, \"seed\": 5, \"steps\": 4, \"row0\": 100}",
+     "application/octet-stream"},
+    {"{\"count\": 30, \"seed\": 2}", "application/x-hdf5"},
+    {"{\"energies\": [2000, 30000], \"seed\": 3}", "application/json"},
+};
+
+int replica_fixture_paths(replica_paths *p, const char *dir)
+{
+    snprintf(p->db, sizeof p->db, "%s/trainer.db", dir);
+    snprintf(p->data, sizeof p->data, "%s/trainer-data", dir);
+    snprintf(p->models, sizeof p->models, "%s/models", dir);
+    snprintf(p->file, sizeof p->file, "%s/tiny.giant", p->models);
+    return mkdir(p->models, 0755);
+}
 
 long long replica_fixture_train(gc_client *c, const char *path)
 {
@@ -42,13 +61,7 @@ int replica_fixture_start(svc *s, const char *dir, const char *listen, const cha
     const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", dir,
                           "--listen", listen, "--db", db, "--data-dir", data_dir,
                           "--device", "cpu", "--threads", "2", NULL};
-    if (svc_spawn(s, (char *const *)argv) != 0)
-        return -1;
-    if (!svc_await_listening(s, 60000)) {
-        svc_stop(s, SIGKILL, 1000);
-        return -1;
-    }
-    return s->port > 0 ? 0 : -1;
+    return svc_launch(s, (char *const *)argv);
 }
 
 long replica_fixture_post(gc_client *c, const char *path, const char *body, const char *accept,

@@ -9,6 +9,26 @@
 #include "giant_client.h"
 #include "svc_harness.h"
 
+/* Where a replica test keeps its trainer and model under its folder: the
+ * trainer's database and data directory, the models directory and the
+ * model file in it. */
+typedef struct replica_paths {
+    char db[320], data[320], models[320], file[400];
+} replica_paths;
+
+/* Fills p under dir and makes p->models (0755): 0, or mkdir's -1. */
+int replica_fixture_paths(replica_paths *p, const char *dir);
+
+/* The sample requests a model's server must answer as the model's run
+ * does (energies; a count drawn from a spectrum, with other steps and a
+ * row0; an HDF5 reply; a JSON reply), each with the Accept it is sent
+ * with. */
+typedef struct replica_request {
+    const char *body, *accept;
+} replica_request;
+#define REPLICA_FIXTURE_REQUESTS 4
+extern const replica_request replica_fixture_requests[REPLICA_FIXTURE_REQUESTS];
+
 /* Trains a tiny run on the trainer c speaks to and writes its model file
  * (GET /v1/runs/{id}/model) to path.  The run's id, or 0 on failure. */
 long long replica_fixture_train(gc_client *c, const char *path);

@@ -1,12 +1,15 @@
 #include "svc_harness.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -505,4 +508,65 @@ int svc_openmetrics_check(const char *text, char *why, size_t cap)
         ok = svc_prometheus_check(classic, why, cap);
     free(classic);
     return ok;
+}
+
+/* ---------------------------------------------------------------------------
+ * What several service tests share
+ * ------------------------------------------------------------------------- */
+
+const char *svc_str(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+long long svc_num(json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+const char *svc_ecode(json_t *j)
+{
+    return svc_str(json_object_get(j, "error"), "code");
+}
+
+const char *svc_efield(json_t *j)
+{
+    return svc_str(json_object_get(j, "error"), "field");
+}
+
+json_t *svc_wait_dataset(gc_client *c, long long id, long ms)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
+    json_t *j = NULL;
+    for (long t = 0; t < ms; t += 50) {
+        json_decref(j);
+        j = NULL;
+        svc_json(c, "GET", path, NULL, NULL, &j);
+        const char *st = svc_str(j, "status");
+        if (st && strcmp(st, "pending") != 0)
+            break;
+        svc_sleep_ms(50);
+    }
+    return j;
+}
+
+int svc_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+void svc_remove_tree(const char *dir)
+{
+    if (svc_sh("rm -rf '%s'", dir) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
 }

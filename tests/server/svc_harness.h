@@ -99,4 +99,23 @@ int svc_openmetrics_check(const char *text, char *why, size_t cap);
  * exactly as written), or -1 when there is none. */
 double svc_metric(const char *text, const char *series);
 
+/* Members of a reply: a string (or NULL), an integer (or 0). */
+const char *svc_str(json_t *o, const char *key);
+long long svc_num(json_t *o, const char *key);
+/* The code and the field of an error reply ({"error": {...}}), or NULL. */
+const char *svc_ecode(json_t *j);
+const char *svc_efield(json_t *j);
+
+/* Polls GET /v1/datasets/{id} every 50 ms, for up to ms, until its status
+ * is no longer "pending"; the last reply (new reference, or NULL). */
+json_t *svc_wait_dataset(gc_client *c, long long id, long ms);
+
+/* A loopback TCP port nobody listens on now (the kernel's pick, released
+ * at once), or 0. */
+int svc_free_port(void);
+
+/* Removes dir and all under it (a test's folder, kept when a check failed,
+ * for a look); says so on stderr when it cannot. */
+void svc_remove_tree(const char *dir);
+
 #endif

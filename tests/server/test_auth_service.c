@@ -34,6 +34,7 @@
 #include "auth.h"
 #include "http.h"
 #include "routes.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[64], db[128], data[128];
@@ -558,9 +559,7 @@ static void test_non_loopback(void)
     CHECK_MSG(rc == 1 && svc_log_has(&p, "not a loopback address") &&
                   svc_log_has(&p, "giant token create --name NAME --role admin") &&
                   !svc_log_has(&p, "msg=listening"), "exit %d", rc);
-    if (check_failures_)
-        svc_dump(&p);
-    svc_free(&p);
+    svc_check_done(&p);
 
     /* with a usable token in the database it starts there; /metrics is
      * public by default, the rest needs a token (--require-tokens 1) */
@@ -569,7 +568,8 @@ static void test_non_loopback(void)
                            NULL};
     CHECK(svc_spawn(&p, (char *const *)argv2) == 0);
     static const char needle[] = "msg=listening addr=0.0.0.0:";
-    if (svc_log_wait(&p, needle, 60000)) {
+    int up = svc_log_wait(&p, needle, 60000);
+    if (up) {
         pthread_mutex_lock(&p.mu);
         int port = atoi(strstr(p.log, needle) + strlen(needle));
         pthread_mutex_unlock(&p.mu);
@@ -577,14 +577,9 @@ static void test_non_loopback(void)
         snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
         CHECK_EQ_INT(request(url, "GET", "/metrics", NULL, NULL).status, 200);
         CHECK_EQ_INT(request(url, "GET", "/v1/info", NULL, NULL).status, 401);
-        CHECK_EQ_INT(svc_stop(&p, SIGTERM, 30000), 0);
-    } else {
-        CHECK_MSG(0, "serve on 0.0.0.0 with a token did not start");
-        svc_stop(&p, SIGKILL, 1000);
     }
-    if (check_failures_)
-        svc_dump(&p);
-    svc_free(&p);
+    svc_check_stop_started(&p, up, "serve on 0.0.0.0 with a token did not start");
+    svc_check_done(&p);
 }
 
 int main(void)
@@ -605,34 +600,22 @@ int main(void)
     svc s;
     const char *strict[] = {"--require-tokens", "1", "--public-metrics", "0", "--rate-limit", "0",
                             "--max-queued-runs-per-token", "1", NULL};
-    if (svc_start(&s, db, data, strict) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "the server did not start");
+    if (svc_check_start(&s, "the server did not start", db, data, strict) != 0)
         return check_finish();
-    }
     test_route_table(s.url, &t);
     test_token_routes(s.url, &t);
     test_queue_limit(s.url, &t);
     /* the request log names the token's id, never the token */
     CHECK(svc_log_has(&s, "path=/v1/tokens status=200") && svc_log_has(&s, " token="));
     CHECK(!svc_log_has(&s, t.admin + 11) && !svc_log_has(&s, t.reader + 11));
-    CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_stop(&s);
 
     /* tokens optional on loopback, a small rate limit */
     const char *limited[] = {"--rate-limit", "12", "--rate-burst", "3", NULL};
-    if (svc_start(&s, db, data, limited) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "the rate-limited server did not start");
+    if (svc_check_start(&s, "the rate-limited server did not start", db, data, limited) != 0)
         return check_finish();
-    }
     test_rate_limit(s.url, &t);
-    CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_stop(&s);
     if (!check_failures_) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -22,8 +22,10 @@
 
 #include <sqlite3.h>
 
+#include "gt_clock.h"
 #include "data/h5_fixture.h"
 #include "giant_client.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define NV 368   /* dataset_1_photons */
@@ -31,20 +33,11 @@
 static svc S;
 static char dir[256], db[320], data[320], root[PATH_MAX];
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 /* printf's %s of a string that may be missing */
 static const char *nz(const char *s) { return s ? s : "(none)"; }
 static const char *emember(json_t *j, const char *k)
 {
     return json_string_value(json_object_get(json_object_get(j, "error"), k));
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Writes data/<name> (a dataset_1_photons shape unless x says otherwise). */
@@ -69,9 +62,9 @@ static long post(gc_client *c, const char *name, const char *file, json_t **j, d
     char body[512];
     snprintf(body, sizeof body, "{\"name\": \"%s\", \"path\": \"%s\", \"geometry\":"
              " \"dataset_1_photons\"}", name, file);
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     long st = svc_json(c, "POST", "/v1/datasets", body, NULL, j);
-    *secs = now_s() - t0;
+    *secs = gt_clock_s() - t0;
     return st;
 }
 
@@ -82,10 +75,10 @@ static long long register_ok(gc_client *c, const char *name, const char *file)
     double secs;
     long st = post(c, name, file, &j, &secs);
     CHECK_MSG(st == 202, "%s: status %ld", file, st);
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "pending") == 0, "%s: status %s",
-              file, nz(str(j, "status")));
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0, "%s: status %s",
+              file, nz(svc_str(j, "status")));
     CHECK_MSG(secs < 1.0, "%s: the reply took %.3f s", file, secs);
-    long long id = num(j, "id");
+    long long id = svc_num(j, "id");
     json_decref(j);
     return id;
 }
@@ -114,27 +107,16 @@ static void register_refused(gc_client *c, const char *name, const char *file,
 /* GET /v1/datasets/{id} until it is no longer pending (up to 120 s). */
 static json_t *wait_dataset(gc_client *c, long long id)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
-    json_t *j = NULL;
-    for (int t = 0; t < 2400; t++) {
-        json_decref(j);
-        j = NULL;
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        if (str(j, "status") && strcmp(str(j, "status"), "pending") != 0)
-            break;
-        svc_sleep_ms(50);
-    }
-    return j;
+    return svc_wait_dataset(c, id, 120000);
 }
 
 static void expect_ready(gc_client *c, long long id, long long rows)
 {
     json_t *j = wait_dataset(c, id);
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "ready") == 0,
-              "dataset %lld: %s (%s)", id, nz(str(j, "status")), nz(str(j, "error")));
-    CHECK_EQ_INT(num(j, "n_showers"), rows);
-    CHECK_EQ_INT(num(j, "n_voxels"), NV);
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "ready") == 0,
+              "dataset %lld: %s (%s)", id, nz(svc_str(j, "status")), nz(svc_str(j, "error")));
+    CHECK_EQ_INT(svc_num(j, "n_showers"), rows);
+    CHECK_EQ_INT(svc_num(j, "n_voxels"), NV);
     CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 0, 0);
     json_t *range = json_object_get(j, "energy_range_mev");
     CHECK_CLOSE(json_number_value(json_object_get(range, "min")), h5fx_energy(0), 0, 0);
@@ -146,9 +128,9 @@ static void expect_ready(gc_client *c, long long id, long long rows)
 static void expect_failed(gc_client *c, long long id, const char *file, const char *needle)
 {
     json_t *j = wait_dataset(c, id);
-    const char *e = str(j, "error");
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "failed") == 0, "%s: status %s",
-              file, nz(str(j, "status")));
+    const char *e = svc_str(j, "error");
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "failed") == 0, "%s: status %s",
+              file, nz(svc_str(j, "status")));
     CHECK_MSG(e && strstr(e, needle), "%s: error \"%s\" lacks \"%s\"", file, nz(e), needle);
     CHECK_MSG(e && strstr(e, file), "%s: error \"%s\" does not name the file", file, nz(e));
     CHECK_MSG(e && !strstr(e, root), "%s: the error names the data directory: %s", file, nz(e));
@@ -215,15 +197,9 @@ static void write_fixtures(void)
 /* The server under test: started on db and data, the client open. */
 static gc_client *start(void)
 {
-    if (svc_start(&S, db, data, NULL) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server did not start", db, data, NULL) != 0)
         return NULL;
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
-    return c;
+    return svc_check_client(&S);
 }
 
 /* A restart finds a dataset a crash left pending and checks it again. */
@@ -290,7 +266,7 @@ int main(void)
     json_t *j;
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", "{\"name\": \"busy\", \"synthetic\":"
                           " {\"geometry\": \"dataset_2\", \"n\": 5000}}", NULL, &j), 202);
-    long long busy = num(j, "id");
+    long long busy = svc_num(j, "id");
     json_decref(j);
     long long later = register_ok(c, "later", "later.h5");
     expect_run_refused(c, later, "its rows are being checked");
@@ -299,15 +275,9 @@ int main(void)
     json_decref(wait_dataset(c, busy));
 
     gc_close(c);
-    CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    svc_free(&S);
+    svc_check_stop(&S);
     restart_checks_again(good);
-    if (check_failures_)
-        svc_dump(&S);
-    else
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
-    svc_free(&S);
+    svc_check_done(&S);
+    svc_check_cleanup(dir);
     return check_finish();
 }

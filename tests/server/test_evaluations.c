@@ -24,6 +24,7 @@
 
 #include "calo_h5.h"
 #include "giant_client.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static svc S;
@@ -31,21 +32,10 @@ static char dir[256], db[320], data[320];
 static const char *const extra[] = {"--max-showers", "1000", "--default-dataset", "0",
                                     "--threads", "2", "--max-active-evaluations", "1", NULL};
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-static const char *efield(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "field"));
-}
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
-
 /* A synthetic dataset_1_photons dataset of 400 showers, waited for. */
 static long long make_dataset(gc_client *c, const char *name, int seed)
 {
-    char body[512], path[64];
+    char body[512];
     snprintf(body, sizeof body,
              "{\"name\": \"%s\", \"synthetic\": {\"geometry\": \"dataset_1_photons\", \"n\": 400,"
              " \"seed\": %d, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
@@ -53,18 +43,11 @@ static long long make_dataset(gc_client *c, const char *name, int seed)
              name, seed);
     json_t *j = NULL;
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", body, NULL, &j), 202);
-    long long id = num(j, "id");
-    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
-    for (int t = 0; t < 1200; t++) {
-        json_decref(j);
-        j = NULL;
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        if (str(j, "status") && strcmp(str(j, "status"), "pending") != 0)
-            break;
-        svc_sleep_ms(50);
-    }
-    CHECK_MSG(str(j, "status") && !strcmp(str(j, "status"), "ready"), "dataset %s: %s", name,
-              str(j, "status"));
+    long long id = svc_num(j, "id");
+    json_decref(j);
+    j = svc_wait_dataset(c, id, 60000);
+    CHECK_MSG(svc_str(j, "status") && !strcmp(svc_str(j, "status"), "ready"), "dataset %s: %s",
+              name, svc_str(j, "status"));
     json_decref(j);
     return id;
 }
@@ -77,13 +60,18 @@ static long post_eval(gc_client *c, long long run, const char *body, json_t **j)
     return svc_json(c, "POST", path, body, NULL, j);
 }
 
-static void expect_422(gc_client *c, long long run, const char *body, const char *field)
+/* POSTs the body fmt (each %lld in it the dataset ref) as an evaluation of
+ * run: 422 naming field. */
+static void expect_422(gc_client *c, long long run, const char *fmt, long long ref,
+                       const char *field)
 {
+    char body[512];
+    snprintf(body, sizeof body, fmt, ref, ref);
     json_t *j = NULL;
     long st = post_eval(c, run, body, &j);
     CHECK_MSG(st == 422, "%s: status %ld", body, st);
-    CHECK_MSG(efield(j) && !strcmp(efield(j), field), "%s: field %s, not %s", body, efield(j),
-              field);
+    CHECK_MSG(svc_efield(j) && !strcmp(svc_efield(j), field), "%s: field %s, not %s", body,
+              svc_efield(j), field);
     json_decref(j);
 }
 
@@ -105,10 +93,10 @@ static int on_event(void *user, long long id, const char *event, const char *dat
         return 0;
     json_t *j = json_loads(data, 0, NULL);
     f->evaluation++;
-    const char *phase = str(j, "phase");
+    const char *phase = svc_str(j, "phase");
     f->generating += phase && !strcmp(phase, "generating");
     f->comparing += phase && !strcmp(phase, "comparing");
-    snprintf(f->last_status, sizeof f->last_status, "%s", str(j, "status"));
+    snprintf(f->last_status, sizeof f->last_status, "%s", svc_str(j, "status"));
     json_decref(j);
     return 0;
 }
@@ -171,7 +159,7 @@ static void test_evaluation(gc_client *c)
     gt_error err = {0};
     CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &runj, &err), GT_OK);
     free(cfg);
-    long long run = num(runj, "id");
+    long long run = svc_num(runj, "id");
     json_decref(runj);
     char good[512];
     snprintf(good, sizeof good,
@@ -180,58 +168,50 @@ static void test_evaluation(gc_client *c)
              ref, ref2);
 
     json_t *done = svc_wait_run(c, run, "succeeded", 45000);
-    CHECK_MSG(str(done, "status") && !strcmp(str(done, "status"), "succeeded"), "run %s",
-              str(done, "status"));
+    CHECK_MSG(svc_str(done, "status") && !strcmp(svc_str(done, "status"), "succeeded"), "run %s",
+              svc_str(done, "status"));
     json_decref(done);
 
     /* a run that did not succeed: 409 (cancelled before it trained) */
     cfg = svc_tiny_config("cancelled", 2000, 100, 1000, members);
     CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &runj, &err), GT_OK);
     free(cfg);
-    long long other = num(runj, "id");
+    long long other = svc_num(runj, "id");
     json_decref(runj);
     char cpath[64];
     snprintf(cpath, sizeof cpath, "/v1/runs/%lld/cancel", other);
     svc_json(c, "POST", cpath, NULL, NULL, &j);
     json_decref(j);
     json_t *gone = svc_wait_run(c, other, "cancelled", 30000);
-    CHECK(str(gone, "status") && !strcmp(str(gone, "status"), "cancelled"));
+    CHECK(svc_str(gone, "status") && !strcmp(svc_str(gone, "status"), "cancelled"));
     json_decref(gone);
     long st = post_eval(c, other, good, &j);
-    CHECK_MSG(st == 409 && ecode(j) && !strcmp(ecode(j), "conflict"), "cancelled run: %ld",
+    CHECK_MSG(st == 409 && svc_ecode(j) && !strcmp(svc_ecode(j), "conflict"), "cancelled run: %ld",
               st);
     json_decref(j);
 
-    /* bad requests, each naming its field; the server keeps serving */
-    char b[512];
-    snprintf(b, sizeof b, "{\"dataset_id\": 999, \"n\": 300}");
-    expect_422(c, run, b, "dataset_id");
-    expect_422(c, run, "{\"n\": 300}", "dataset_id");
-    expect_422(c, run, "{\"dataset_id\": \"one\"}", "dataset_id");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 5}", ref);
-    expect_422(c, run, b, "n");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 100000}", ref);
-    expect_422(c, run, b, "n");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 450}", ref);   /* the dataset has 400 */
-    expect_422(c, run, b, "n");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"n\": 300, \"seed\": -1}", ref);
-    expect_422(c, run, b, "seed");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld}", ref, ref);
-    expect_422(c, run, b, "ref2_dataset_id");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"metrics\": [\"fpd_kpd\", \"fid\"]}", ref);
-    expect_422(c, run, b, "metrics[1]");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"metrics\": []}", ref);
-    expect_422(c, run, b, "metrics");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", ref);
-    expect_422(c, run, b, "classifier.epochs");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", ref);
-    expect_422(c, run, b, "classifier.repeats");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", ref);
-    expect_422(c, run, b, "classifier.repeats");
-    snprintf(b, sizeof b, "{\"dataset_id\": %lld, \"bogus\": 1}", ref);
-    expect_422(c, run, b, "bogus");
+    /* bad requests, each naming its field; the server keeps serving (%lld:
+     * the reference dataset) */
+    expect_422(c, run, "{\"dataset_id\": 999, \"n\": 300}", ref, "dataset_id");
+    expect_422(c, run, "{\"n\": 300}", ref, "dataset_id");
+    expect_422(c, run, "{\"dataset_id\": \"one\"}", ref, "dataset_id");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 5}", ref, "n");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 100000}", ref, "n");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 450}", ref, "n");   /* the dataset has 400 */
+    expect_422(c, run, "{\"dataset_id\": %lld, \"n\": 300, \"seed\": -1}", ref, "seed");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"ref2_dataset_id\": %lld}", ref, "ref2_dataset_id");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"metrics\": [\"fpd_kpd\", \"fid\"]}", ref,
+               "metrics[1]");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"metrics\": []}", ref, "metrics");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"classifier\": {\"epochs\": 0}}", ref,
+               "classifier.epochs");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 0}}", ref,
+               "classifier.repeats");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"classifier\": {\"repeats\": 21}}", ref,
+               "classifier.repeats");
+    expect_422(c, run, "{\"dataset_id\": %lld, \"bogus\": 1}", ref, "bogus");
     CHECK_EQ_INT(post_eval(c, run, "{\"dataset_id\": ", &j), 400);
-    CHECK(ecode(j) && !strcmp(ecode(j), "malformed_json"));
+    CHECK(svc_ecode(j) && !strcmp(svc_ecode(j), "malformed_json"));
     json_decref(j);
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs/999/evaluations", good, NULL, &j), 404);
     json_decref(j);
@@ -244,11 +224,11 @@ static void test_evaluation(gc_client *c)
 
     /* queued: 202 with the request, defaults filled */
     CHECK_EQ_INT(post_eval(c, run, good, &j), 202);
-    long long eid = num(j, "id");
-    CHECK(eid > 0 && num(j, "run_id") == run);
-    CHECK(str(j, "status") && !strcmp(str(j, "status"), "queued"));
+    long long eid = svc_num(j, "id");
+    CHECK(eid > 0 && svc_num(j, "run_id") == run);
+    CHECK(svc_str(j, "status") && !strcmp(svc_str(j, "status"), "queued"));
     json_t *rq = json_object_get(j, "request");
-    CHECK_EQ_INT(num(rq, "n"), 300);
+    CHECK_EQ_INT(svc_num(rq, "n"), 300);
     CHECK_EQ_INT(json_array_size(json_object_get(rq, "metrics")), 4);
     CHECK(!json_object_get(j, "result"));
     json_decref(j);
@@ -273,9 +253,9 @@ static void test_evaluation(gc_client *c)
     char path[96];
     snprintf(path, sizeof path, "/v1/runs/%lld/evaluations/%lld", run, eid);
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
-    CHECK(str(j, "status") && !strcmp(str(j, "status"), "succeeded"));
+    CHECK(svc_str(j, "status") && !strcmp(svc_str(j, "status"), "succeeded"));
     CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 1e-12, 0);
-    CHECK(str(j, "finished_at") != NULL);
+    CHECK(svc_str(j, "finished_at") != NULL);
     json_t *res = json_object_get(j, "result");
     CHECK(json_object_size(json_object_get(res, "groups")) == 10);
     CHECK(json_is_object(json_object_get(res, "floor")));
@@ -297,15 +277,16 @@ static void test_evaluation(gc_client *c)
     CHECK(json_array_size(json_object_get(h, "edges")) == 40 &&
           json_array_size(json_object_get(h, "a")) == 39 &&
           json_array_size(json_object_get(h, "ref2")) == 39);
-    CHECK(str(res, "b") && strstr(str(res, "b"), "dataset") && !strstr(str(res, "b"), data));
-    CHECK_EQ_INT(num(res, "n_a"), 300);
+    CHECK(svc_str(res, "b") && strstr(svc_str(res, "b"), "dataset") &&
+          !strstr(svc_str(res, "b"), data));
+    CHECK_EQ_INT(svc_num(res, "n_a"), 300);
 
     /* the list: newest first, no result */
     json_t *l = NULL;
     snprintf(path, sizeof path, "/v1/runs/%lld/evaluations", run);
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &l), 200);
     json_t *items = json_object_get(l, "items");
-    CHECK(json_array_size(items) == 1 && num(json_array_get(items, 0), "id") == eid &&
+    CHECK(json_array_size(items) == 1 && svc_num(json_array_get(items, 0), "id") == eid &&
           !json_object_get(json_array_get(items, 0), "result"));
     json_decref(l);
     snprintf(path, sizeof path, "/v1/runs/%lld/evaluations/%lld", run, eid + 100);
@@ -344,7 +325,7 @@ static int await_comparing(gc_client *c, const char *path)
     for (int t = 0; t < 1200; t++) {
         json_t *j = NULL;
         svc_json(c, "GET", path, NULL, NULL, &j);
-        int there = str(j, "phase") && !strcmp(str(j, "phase"), "comparing");
+        int there = svc_str(j, "phase") && !strcmp(svc_str(j, "phase"), "comparing");
         json_decref(j);
         if (there)
             return 1;
@@ -370,12 +351,10 @@ static int restart(gc_client **c)
  * running. */
 static void test_stop_and_crash(void)
 {
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     json_t *l = NULL;
     CHECK_EQ_INT(svc_json(c, "GET", "/v1/runs?status=succeeded", NULL, NULL, &l), 200);
-    long long run = num(json_array_get(json_object_get(l, "items"), 0), "id");
+    long long run = svc_num(json_array_get(json_object_get(l, "items"), 0), "id");
     json_decref(l);
     /* classifiers slow enough to be caught at them (about a second each) */
     json_t *j = NULL;
@@ -385,7 +364,7 @@ static void test_stop_and_crash(void)
                            " \"classifier\": {\"hidden\": 512, \"depth\": 3, \"epochs\": 10}}",
                            &j),
                  202);
-    long long eid = num(j, "id");
+    long long eid = svc_num(j, "id");
     json_decref(j);
     char path[96];
     snprintf(path, sizeof path, "/v1/runs/%lld/evaluations/%lld", run, eid);
@@ -410,9 +389,9 @@ static void test_stop_and_crash(void)
         return;
     }
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
-    CHECK_MSG(str(j, "status") && !strcmp(str(j, "status"), "failed"), "after a crash: %s",
-              str(j, "status"));
-    CHECK(str(j, "error") && strstr(str(j, "error"), "stopped during the evaluation"));
+    CHECK_MSG(svc_str(j, "status") && !strcmp(svc_str(j, "status"), "failed"), "after a crash: %s",
+              svc_str(j, "status"));
+    CHECK(svc_str(j, "error") && strstr(svc_str(j, "error"), "stopped during the evaluation"));
     json_decref(j);
     gc_close(c);
 }
@@ -423,23 +402,15 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL);
     snprintf(db, sizeof db, "%s/test.db", dir);
     snprintf(data, sizeof data, "%s/data", dir);
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server did not start", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     test_evaluation(c);
     gc_close(c);
     if (!check_failures_)
         test_stop_and_crash();
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    else
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
-    svc_free(&S);
+    svc_check_done(&S);
+    svc_check_cleanup(dir);
     return check_finish();
 }

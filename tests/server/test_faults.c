@@ -33,8 +33,10 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "gt_clock.h"
 #include "gt_sha256.h"
 #include "runs.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define STEPS 4            /* per stage */
@@ -42,18 +44,8 @@
 #define CKPT_EVERY 2
 #define MAX_RECORDS 512
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
 static char g_db[256];
 static gc_client *C;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* ---------------------------------------------------------------------------
  * The fault VFS over HTTP
@@ -64,7 +56,7 @@ static long long vfs_count(const char *what)
     json_t *j = NULL;
     long st = svc_json(C, "GET", "/test/fault", NULL, NULL, &j);
     CHECK_EQ_INT(st, 200);
-    long long v = num(j, what);
+    long long v = svc_num(j, what);
     json_decref(j);
     return v;
 }
@@ -83,38 +75,17 @@ static void arm(long long after, long long count, const char *kind)
 
 static sqlite3 *open_db(void)
 {
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open_v2(g_db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    return h;
+    return svc_check_open_db(g_db);
 }
 
 static long long q_int(sqlite3 *h, const char *sql, long long id)
 {
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        CHECK_MSG(0, "%s: %s", sql, sqlite3_errmsg(h));
-        return -1;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+    return svc_check_query(h, sql, &id, 1);
 }
 
 static void check_integrity(const char *when)
 {
-    sqlite3 *h = open_db();
-    sqlite3_stmt *st;
-    CHECK(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK);
-    int ok = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-    CHECK_MSG(ok, "integrity_check after %s: %s", when,
-              sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
-    sqlite3_finalize(st);
-    sqlite3_close(h);
+    svc_check_integrity(g_db, when);
 }
 
 /* A run's rows hang together: for each stage the logged steps are
@@ -239,7 +210,7 @@ static void check_json_error(long st, json_t *j, const char *when)
 {
     CHECK_MSG(st >= 500 && st < 600, "%s: status %ld", when, st);
     json_t *e = json_object_get(j, "error");
-    CHECK_MSG(str(e, "code") && str(e, "message") && str(e, "message")[0],
+    CHECK_MSG(svc_str(e, "code") && svc_str(e, "message") && svc_str(e, "message")[0],
               "%s: not a JSON error", when);
 }
 
@@ -267,7 +238,7 @@ static long long post_dataset(int n, long *st, json_t **j)
              " \"n\": %d, \"seed\": %d}}",
              seq, n, seq);
     *st = svc_json(C, "POST", "/v1/datasets", body, NULL, j);
-    return *st == 202 ? num(*j, "id") : 0;
+    return *st == 202 ? svc_num(*j, "id") : 0;
 }
 
 /* Waits until the dataset is no longer pending; its status (static). */
@@ -277,13 +248,13 @@ static const char *wait_dataset(long long id, char *reason, size_t cap)
     char path[64];
     snprintf(path, sizeof path, "/v1/datasets/%lld", id);
     snprintf(status, sizeof status, "timeout");
-    for (double t0 = now_s(); now_s() - t0 < 30;) {
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 30;) {
         json_t *j = NULL;
         svc_json(C, "GET", path, NULL, NULL, &j);
-        const char *s = str(j, "status");
+        const char *s = svc_str(j, "status");
         if (s && strcmp(s, "pending") != 0) {
             snprintf(status, sizeof status, "%s", s);
-            snprintf(reason, cap, "%s", str(j, "error") ? str(j, "error") : "");
+            snprintf(reason, cap, "%s", svc_str(j, "error") ? svc_str(j, "error") : "");
             json_decref(j);
             break;
         }
@@ -346,7 +317,7 @@ static long long run_trial(long long after, long long count, const char *kind)
     json_t *j = NULL;
     long st = svc_json(C, "POST", "/v1/runs", cfg, NULL, &j);
     free(cfg);
-    long long id = st >= 200 && st < 300 ? num(j, "id") : 0;
+    long long id = st >= 200 && st < 300 ? svc_num(j, "id") : 0;
     if (!id)
         check_json_error(st, j, when);
     json_decref(j);
@@ -354,13 +325,14 @@ static long long run_trial(long long after, long long count, const char *kind)
     if (id) {
         char path[64];
         snprintf(path, sizeof path, "/v1/runs/%lld", id);
-        for (double t0 = now_s(); now_s() - t0 < 60;) {
+        for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 60;) {
             json_t *r = NULL;
             svc_json(C, "GET", path, NULL, NULL, &r);
-            const char *s = str(r, "status");
+            const char *s = svc_str(r, "status");
             if (s && (!strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "cancelled"))) {
                 snprintf(status, sizeof status, "%s", s);
-                snprintf(reason, sizeof reason, "%s", str(r, "error") ? str(r, "error") : "");
+                snprintf(reason, sizeof reason, "%s",
+                         svc_str(r, "error") ? svc_str(r, "error") : "");
                 json_decref(r);
                 break;
             }
@@ -426,11 +398,11 @@ static void lasting_full_disk(long long after)
     char *cfg = svc_tiny_config("full", STEPS, LOG_EVERY, CKPT_EVERY, members);
     json_t *j = NULL;
     long st = svc_json(C, "POST", "/v1/runs", cfg, NULL, &j);
-    long long id = st >= 200 && st < 300 ? num(j, "id") : 0;
+    long long id = st >= 200 && st < 300 ? svc_num(j, "id") : 0;
     CHECK_MSG(id > 0, "%s: the run was not accepted (%ld)", when, st);
     json_decref(j);
     /* until the faults start and the worker has given up on the run */
-    for (double t0 = now_s(); now_s() - t0 < 20 && vfs_count("injected") < before + 3;)
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 20 && vfs_count("injected") < before + 3;)
         svc_sleep_ms(20);
     svc_sleep_ms(300);
     CHECK(vfs_count("injected") >= before + 3);
@@ -442,9 +414,9 @@ static void lasting_full_disk(long long after)
     free(cfg);
     arm(0, 0, "full");
     json_t *r = svc_wait_run(C, id, NULL, 20000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "failed") == 0,
-              "%s: status %s once space is back", when, str(r, "status"));
-    check_reason(str(r, "error"), when);
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "failed") == 0,
+              "%s: status %s once space is back", when, svc_str(r, "status"));
+    check_reason(svc_str(r, "error"), when);
     json_decref(r);
     check_integrity(when);
     sqlite3 *h = open_db();
@@ -455,7 +427,7 @@ static void lasting_full_disk(long long after)
 
 int main(void)
 {
-    double t_all = now_s();
+    double t_all = gt_clock_s();
     char dir[64] = "faults-XXXXXX", data[256];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(g_db, sizeof g_db, "%s/giant.db", dir);
@@ -465,11 +437,7 @@ int main(void)
                      "--data-dir", data, "--default-dataset", "0", "--device", "cpu",
                      "--threads", "2", NULL };
     svc s;
-    int started = svc_spawn(&s, argv) == 0;
-    if (started && !(svc_await_listening(&s, 60000) && s.port > 0)) {
-        svc_stop(&s, SIGKILL, 1000);
-        started = 0;
-    }
+    int started = svc_launch(&s, argv) == 0;
     CHECK_MSG(started, "giant_test_server did not start:\n%s", s.log ? s.log : "");
     if (!started)
         return check_finish();
@@ -484,7 +452,7 @@ int main(void)
     g_dataset = dataset_trial(0, "none", 300);
     long long wd = vfs_count("ops") - o0;
     CHECK(g_dataset > 0 && wd > 0);
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int nd = pick(wd, 4096, idx), trials = 0;
     for (int i = 0; i < nd && !check_failures_; i++) {
         dataset_trial(idx[i], "ioerr", 20);
@@ -492,18 +460,18 @@ int main(void)
         trials += 2;
     }
     printf("datasets: %lld writes and syncs each; %d trials in %.1f s\n", wd, trials,
-           now_s() - t0);
+           gt_clock_s() - t0);
 
     /* Runs. */
     o0 = vfs_count("ops");
     run_trial(0, 0, "none");
     long long wr = vfs_count("ops") - o0;
-    t0 = now_s();
+    t0 = gt_clock_s();
     int nr = pick(wr, budget < 4096 ? budget : 4096, idx);
     for (int i = 0; i < nr && !check_failures_; i++)
         run_trial(idx[i], 1, i % 2 ? "full" : "ioerr");
     printf("runs: %lld writes and syncs each; %d of them failed in turn in %.1f s; %d trials"
-           " without a fault (their index did not come)\n", wr, nr, now_s() - t0, g_missed);
+           " without a fault (their index did not come)\n", wr, nr, gt_clock_s() - t0, g_missed);
 
     if (!check_failures_)
         lasting_full_disk(wr / 2);
@@ -518,8 +486,8 @@ int main(void)
     CHECK_MSG(after_ds > 0 && strcmp(wait_dataset(after_ds, reason, sizeof reason), "ready") == 0,
               "a dataset after %s", when);
     json_t *r = svc_wait_run(C, after_run, NULL, 1000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0,
-              "a run after %s: %s", when, str(r, "status"));
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "a run after %s: %s", when, svc_str(r, "status"));
     json_decref(r);
     check_nothing_lost(when);
     check_integrity(when);
@@ -528,9 +496,7 @@ int main(void)
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     check_integrity("the shutdown");
     check_nothing_lost("the shutdown");
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
-    printf("test_faults: %.1f s\n", now_s() - t_all);
+    svc_check_done(&s);
+    printf("test_faults: %.1f s\n", gt_clock_s() - t_all);
     return check_finish();
 }

@@ -35,6 +35,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gt_clock.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 enum {
@@ -44,13 +46,6 @@ enum {
     FLOOD_ADDRESSES = 3,       /* 127.0.0.2 .. 127.0.0.4, PER_IP each */
     STREAMS_PER_IP = 4,        /* from 127.0.0.5 */
 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* A connection to 127.0.0.1:port from 127.0.0.<from> (0: any); -1 on
  * failure. */
@@ -128,6 +123,43 @@ static int is_json_error(const char *out, int status, const char *code)
 
 static char out[65536];
 
+/* Writes head, count copies of item, then tail into req (cap bytes): a
+ * request too large to spell out.  Its length. */
+static size_t repeated(char *req, size_t cap, const char *head, const char *item, size_t count,
+                       const char *tail)
+{
+    size_t n = (size_t)snprintf(req, cap, "%s", head), k = strlen(item);
+    for (size_t i = 0; i < count && n + k < cap; i++, n += k)
+        memcpy(req + n, item, k);
+    return n + (size_t)snprintf(req + n, cap - n, "%s", tail);
+}
+
+/* A request too large to spell out (head, count copies of item, tail) and
+ * the reply it must get: status 200, or a JSON error of status and code,
+ * within max_s seconds when max_s > 0.  what names it in a failure. */
+typedef struct big_request {
+    const char *what, *head, *item;
+    size_t count;
+    const char *tail;
+    int status;
+    const char *code;
+    double max_s;
+} big_request;
+
+static void check_big_requests(int port, const big_request *b, size_t n)
+{
+    static char req[300000];
+    for (size_t i = 0; i < n; i++) {
+        repeated(req, sizeof req, b[i].head, b[i].item, b[i].count, b[i].tail);
+        double t0 = gt_clock_s();
+        exchange(port, req, strlen(req), out, sizeof out);
+        double took = gt_clock_s() - t0;
+        int ok = b[i].status == 200 ? strncmp(out, "HTTP/1.1 200 ", 13) == 0
+                                    : is_json_error(out, b[i].status, b[i].code);
+        CHECK_MSG(ok && (b[i].max_s <= 0 || took < b[i].max_s), "%s: %.300s", b[i].what, out);
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * Errors the service answers itself, as JSON
  * ------------------------------------------------------------------------- */
@@ -146,56 +178,42 @@ static void check_json_errors(int port)
         exchange(port, chunked[i], strlen(chunked[i]), out, sizeof out);
         CHECK_MSG(is_json_error(out, 411, "length_required"), "chunked %d: %.300s", i, out);
     }
-    /* Headers over --max-header-bytes (16 KB here): 431, as JSON, while
-     * the connection's memory (128 KB) still holds them. */
-    int n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
-    memset(req + n, 'a', 20000);
-    snprintf(req + n + 20000, sizeof req - (size_t)n - 20000,
-             "\r\nConnection: close\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 431, "headers_too_large"), "20 KB header: %.300s", out);
-    /* ... and under it, through. */
-    n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
-    memset(req + n, 'a', 15000);
-    snprintf(req + n + 15000, sizeof req - (size_t)n - 15000, "\r\nConnection: close\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "15 KB header: %.300s", out);
-    /* More than 100 headers, however small. */
-    n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: x\r\n");
-    for (int i = 0; i < 120; i++)
-        n += snprintf(req + n, sizeof req - (size_t)n, "X-%d: 1\r\n", i);
-    snprintf(req + n, sizeof req - (size_t)n, "Connection: close\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 431, "headers_too_large"), "120 headers: %.300s", out);
-    /* A path over 8 KB: 414. */
-    n = snprintf(req, sizeof req, "GET /");
-    memset(req + n, 'p', 9000);
-    snprintf(req + n + 9000, sizeof req - (size_t)n - 9000,
-             " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 414, "uri_too_long"), "9 KB path: %.300s", out);
-    /* ... also when a body follows: refused before it is read. */
-    n = snprintf(req, sizeof req, "POST /");
-    memset(req + n, 'p', 9000);
-    snprintf(req + n + 9000, sizeof req - (size_t)n - 9000,
-             " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-             "Content-Length: 2\r\n\r\n{}");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 414, "uri_too_long"), "9 KB path with a body: %.300s", out);
+    char many[2048];   /* 120 headers X-0 .. X-119 */
+    for (int i = 0, n = 0; i < 120; i++)
+        n += snprintf(many + n, sizeof many - (size_t)n, "X-%d: 1\r\n", i);
+    const big_request big[] = {
+        /* Headers over --max-header-bytes (16 KB here): 431, as JSON, while
+         * the connection's memory (128 KB) still holds them ... */
+        {"20 KB header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", "a", 20000,
+         "\r\nConnection: close\r\n\r\n", 431, "headers_too_large", 0},
+        /* ... and under it, through. */
+        {"15 KB header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", "a", 15000,
+         "\r\nConnection: close\r\n\r\n", 200, NULL, 0},
+        /* More than 100 headers, however small. */
+        {"120 headers", "GET /healthz HTTP/1.1\r\nHost: x\r\n", many, 1,
+         "Connection: close\r\n\r\n", 431, "headers_too_large", 0},
+        /* A path over 8 KB: 414 ... */
+        {"9 KB path", "GET /", "p", 9000, " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+         414, "uri_too_long", 0},
+        /* ... also when a body follows: refused before it is read. */
+        {"9 KB path with a body", "POST /", "p", 9000,
+         " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+         414, "uri_too_long", 0},
+    };
+    check_big_requests(port, big, sizeof big / sizeof big[0]);
     /* A wrong content type with a body within the cap, larger than the
      * socket buffers take at once: the body is read and dropped, the 415
      * follows, and the connection stays open for the next request.  (Were
      * the 415 sent at once, the server would close on unread bytes: a
      * reset, and no 200 for the request behind it.) */
     enum { DROPPED = 200000 };
-    n = snprintf(req, sizeof req,
-                 "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
-                 "Content-Length: %d\r\n\r\n", (int)DROPPED);
-    memset(req + n, 'x', DROPPED);
-    n += DROPPED;
-    n += snprintf(req + n, sizeof req - (size_t)n,
-                  "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    exchange(port, req, (size_t)n, out, sizeof out);
+    char head[160];
+    snprintf(head, sizeof head,
+             "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+             "Content-Length: %d\r\n\r\n", (int)DROPPED);
+    size_t len = repeated(req, sizeof req, head, "x", DROPPED,
+                          "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    exchange(port, req, len, out, sizeof out);
     const char *second = strstr(out + 1, "HTTP/1.1 ");
     CHECK_MSG(is_json_error(out, 415, "unsupported_media_type") && second &&
                   strncmp(second, "HTTP/1.1 200 ", 13) == 0,
@@ -209,7 +227,6 @@ static void check_json_errors(int port)
 
 static void check_gate_errors(int port)
 {
-    static char req[300000];
     static const struct {
         const char *what, *request;
         int status;
@@ -253,34 +270,22 @@ static void check_gate_errors(int port)
         exchange(port, fine[i], strlen(fine[i]), out, sizeof out);
         CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "accepted head %zu: %.300s", i, out);
     }
-    /* A request line, or headers, larger than the connection's memory. */
-    int n = snprintf(req, sizeof req, "GET /");
-    memset(req + n, 'p', 200000);
-    snprintf(req + n + 200000, sizeof req - (size_t)n - 200000, " HTTP/1.1\r\nHost: x\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 414, "uri_too_long"), "200 KB request line: %.300s", out);
-    n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
-    memset(req + n, 'a', 200000);
-    snprintf(req + n + 200000, sizeof req - (size_t)n - 200000, "\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 431, "headers_too_large"), "200 KB header: %.300s", out);
-    /* Many tiny headers or cookies: each costs libmicrohttpd a record of
-     * about 56 bytes in the connection's memory, so 2 000 of them (12 KB,
-     * under --max-header-bytes) would fill 128 KB before the handler ran. */
-    n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: x\r\n");
-    for (int i = 0; i < 2000; i++)
-        n += snprintf(req + n, sizeof req - (size_t)n, "X: 1\r\n");
-    snprintf(req + n, sizeof req - (size_t)n, "Connection: close\r\n\r\n");
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 431, "headers_too_large"), "2 000 headers: %.300s", out);
-    n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: x\r\nCookie: a=1");
-    for (int i = 0; i < 2000; i++)
-        n += snprintf(req + n, sizeof req - (size_t)n, "; a=1");
-    snprintf(req + n, sizeof req - (size_t)n, "\r\nConnection: close\r\n\r\n");
-    double t0 = now_s();
-    exchange(port, req, strlen(req), out, sizeof out);
-    CHECK_MSG(is_json_error(out, 431, "headers_too_large") && now_s() - t0 < 4.0,
-              "2 000 cookies: %.300s", out);
+    static const big_request big[] = {
+        /* A request line, or headers, larger than the connection's memory. */
+        {"200 KB request line", "GET /", "p", 200000, " HTTP/1.1\r\nHost: x\r\n\r\n", 414,
+         "uri_too_long", 0},
+        {"200 KB header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", "a", 200000, "\r\n\r\n",
+         431, "headers_too_large", 0},
+        /* Many tiny headers or cookies: each costs libmicrohttpd a record of
+         * about 56 bytes in the connection's memory, so 2 000 of them (12
+         * KB, under --max-header-bytes) would fill 128 KB before the
+         * handler ran. */
+        {"2 000 headers", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "X: 1\r\n", 2000,
+         "Connection: close\r\n\r\n", 431, "headers_too_large", 0},
+        {"2 000 cookies", "GET /healthz HTTP/1.1\r\nHost: x\r\nCookie: a=1", "; a=1", 2000,
+         "\r\nConnection: close\r\n\r\n", 431, "headers_too_large", 4.0},
+    };
+    check_big_requests(port, big, sizeof big / sizeof big[0]);
     /* A head that trickles in is judged once complete, byte by byte. */
     int fd = dial(port, 0);
     static const char slow[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n";
@@ -448,7 +453,7 @@ static void check_metrics(int port, int admin_port)
 static int healthz_from(int port, int from, int timeout_s, double *took)
 {
     static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     int fd = dial(port, from);
     char buf[1024] = "";
     if (fd >= 0) {
@@ -456,7 +461,7 @@ static int healthz_from(int port, int from, int timeout_s, double *took)
         read_all(fd, buf, sizeof buf, timeout_s);
         close(fd);
     }
-    *took = now_s() - t0;
+    *took = gt_clock_s() - t0;
     return strncmp(buf, "HTTP/1.1 200 ", 13) == 0;
 }
 
@@ -470,8 +475,8 @@ static int healthz(int port, int timeout_s, double *took)
 static int await_closed(int *fds, int n, double timeout_s)
 {
     int closed = 0;
-    double end = now_s() + timeout_s;
-    while (closed < n && now_s() < end) {
+    double end = gt_clock_s() + timeout_s;
+    while (closed < n && gt_clock_s() < end) {
         for (int i = 0; i < n; i++) {
             if (fds[i] < 0)
                 continue;
@@ -501,7 +506,7 @@ static void check_headroom(svc *s, int admin_port)
             else if (fd >= 0)
                 close(fd);
         }
-    double t_flood = now_s();
+    double t_flood = gt_clock_s();
     /* More than --max-connections: the API's port is full, the admin
      * listener is not. */
     CHECK_MSG(opened > MAX_CONNECTIONS, "only %d half-open connections", opened);
@@ -516,7 +521,7 @@ static void check_headroom(svc *s, int admin_port)
     /* The header timeout closes them: the accepted ones after about 2 s,
      * the ones waiting in the backlog 2 s after they are accepted. */
     int closed = await_closed(fds, opened, 30.0);
-    double t_closed = now_s() - t_flood;
+    double t_closed = gt_clock_s() - t_flood;
     CHECK_MSG(closed == opened, "%d of %d half-open connections closed in %.0f s", closed,
               opened, t_closed);
     CHECK_MSG(t_closed >= HEADER_TIMEOUT_S - 0.5, "closed after %.1f s, before the timeout",
@@ -563,11 +568,11 @@ static void check_slow_headers(int port)
                                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     int fd = dial(port, 0);
     CHECK(fd >= 0);
-    double t0 = now_s(), t_cut = -1;
-    for (size_t i = 0; fd >= 0 && i < sizeof line - 1 && now_s() - t0 < 5.0 * HEADER_TIMEOUT_S;
+    double t0 = gt_clock_s(), t_cut = -1;
+    for (size_t i = 0; fd >= 0 && i < sizeof line - 1 && gt_clock_s() - t0 < 5.0 * HEADER_TIMEOUT_S;
          i++) {
         if (send(fd, line + i, 1, MSG_NOSIGNAL) != 1 || peer_closed(fd)) {
-            t_cut = now_s() - t0;
+            t_cut = gt_clock_s() - t0;
             break;
         }
         svc_sleep_ms(400);
@@ -594,17 +599,17 @@ static void check_slow_headers(int port)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
     CHECK(r > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0);
-    double t1 = now_s();
+    double t1 = gt_clock_s();
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof req - 1; i++) {
         ok = send(fd, req + i, 1, MSG_NOSIGNAL) == 1;
-        if (now_s() - t1 < 2.0 * HEADER_TIMEOUT_S)
+        if (gt_clock_s() - t1 < 2.0 * HEADER_TIMEOUT_S)
             svc_sleep_ms(200);
     }
     r = ok ? recv(fd, buf, sizeof buf - 1, 0) : -1;
     CHECK_MSG(r > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0,
               "a second request trickling in over %.1f s was not answered",
-              now_s() - t1);
+              gt_clock_s() - t1);
     close(fd);
 }
 
@@ -690,11 +695,7 @@ int main(void)
                      "--max-streams-per-ip", streams, "--admin-listen", "127.0.0.1:0",
                      "--shutdown-grace", "5", NULL };
     svc s;
-    int started = svc_spawn(&s, argv) == 0;
-    if (started && !(svc_await_listening(&s, 60000) && s.port > 0)) {
-        svc_stop(&s, SIGKILL, 1000);
-        started = 0;
-    }
+    int started = svc_launch(&s, argv) == 0;
     CHECK_MSG(started, "giant serve did not start:\n%s", s.log ? s.log : "");
     static const char needle[] = "msg=admin_listening addr=127.0.0.1:";
     int admin_port = 0;
@@ -713,18 +714,7 @@ int main(void)
         check_streams(s.port);
         CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     }
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
-    if (!check_failures_) {
-        const char *left[] = { "giant.db", "giant.db-wal", "giant.db-shm" };
-        char path[512];
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, left[i]);
-            remove(path);
-        }
-        rmdir(data);
-        rmdir(dir);
-    }
+    svc_check_done(&s);
+    svc_check_cleanup(dir);
     return check_finish();
 }

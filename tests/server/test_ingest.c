@@ -38,20 +38,11 @@
 #include <openssl/evp.h>
 
 #include "model_accept.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[64], fake[320];
 static svc S;
-
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
-
-static const char *efield(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "field"));
-}
 
 static void write_file(const char *path, const char *text, int mode)
 {
@@ -304,14 +295,10 @@ int main(void)
     write_fakes();
     const char *extra[] = {"--slurm-bin", fake, "--slurm-poll-ms", "100",
                            "--slurm-partition", "short", NULL};
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "the server did not start");
+    if (svc_check_start(&S, "the server did not start", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     json_t *j = NULL;
 
     /* the executor section, validated */
@@ -326,8 +313,8 @@ int main(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *cfg = slurm_config(bad[i][0]);
         CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 422);
-        CHECK_MSG(efield(j) && strcmp(efield(j), bad[i][1]) == 0, "%s: field %s", bad[i][0],
-                  efield(j) ? efield(j) : "null");
+        CHECK_MSG(svc_efield(j) && strcmp(svc_efield(j), bad[i][1]) == 0, "%s: field %s", bad[i][0],
+                  svc_efield(j) ? svc_efield(j) : "null");
         json_decref(j);
         free(cfg);
     }
@@ -359,7 +346,7 @@ int main(void)
     char path[128];
     snprintf(path, sizeof path, "/v1/runs/%lld/ingest/start", a);
     CHECK_EQ_INT(as(c, NULL, "POST", path, "{}", &j), 401);
-    CHECK(ecode(j) && strcmp(ecode(j), "unauthorized") == 0);
+    CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "unauthorized") == 0);
     json_decref(j);
     CHECK_EQ_INT(as(c, "gtj_123", "POST", path, "{}", &j), 401);
     json_decref(j);
@@ -368,7 +355,7 @@ int main(void)
                  401);
     json_decref(j);
     CHECK_EQ_INT(as(c, tok_b, "POST", path, "{}", &j), 403);
-    CHECK(ecode(j) && strcmp(ecode(j), "forbidden") == 0);
+    CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "forbidden") == 0);
     json_decref(j);
 
     /* start: running, the config back, no checkpoint yet */
@@ -387,7 +374,7 @@ int main(void)
     json_t *body = json_pack("{s:o}", "metrics", big);
     char *text = json_dumps(body, JSON_COMPACT);
     CHECK_EQ_INT(as(c, tok_a, "POST", path, text, &j), 422);
-    CHECK(efield(j) && strcmp(efield(j), "metrics") == 0);
+    CHECK(svc_efield(j) && strcmp(svc_efield(j), "metrics") == 0);
     json_decref(j);
     free(text);
     /* exactly 1000 is taken */
@@ -402,7 +389,7 @@ int main(void)
     CHECK_EQ_INT(as(c, tok_a, "POST", path,
                     "{\"metrics\": [{\"stage\": \"calo\", \"name\": \"loss\", \"step\": 1,"
                     " \"value\": 1}]}", &j), 422);
-    CHECK(efield(j) && strcmp(efield(j), "metrics[0].stage") == 0);
+    CHECK(svc_efield(j) && strcmp(svc_efield(j), "metrics[0].stage") == 0);
     json_decref(j);
 
     /* sent twice: recorded once; a key again with another value: kept */
@@ -450,10 +437,10 @@ int main(void)
     sha_hex(ck, sum);
     sha_hex(other, sum_other);
     CHECK_EQ_INT(put_checkpoint(c, tok_a, a, "energy", 20, ck, sum_other, &j), 422);
-    CHECK(ecode(j) && strcmp(ecode(j), "checksum_mismatch") == 0);
+    CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "checksum_mismatch") == 0);
     json_decref(j);
     CHECK_EQ_INT(put_checkpoint(c, tok_a, a, "energy", 20, ck, NULL, &j), 422);
-    CHECK(efield(j) && strcmp(efield(j), "X-Checksum-SHA256") == 0);
+    CHECK(svc_efield(j) && strcmp(svc_efield(j), "X-Checksum-SHA256") == 0);
     json_decref(j);
     CHECK_EQ_INT(put_checkpoint(c, tok_a, a, "energy", 20, ck, sum, &j), 201);
     json_decref(j);
@@ -495,23 +482,23 @@ int main(void)
         gc_response_free(&r);
         snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/checkpoints/shower?best=2", a);
         CHECK_EQ_INT(as(c, tok_a, "GET", path2, NULL, &j), 422);
-        CHECK(efield(j) && strcmp(efield(j), "best") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "best") == 0);
         json_decref(j);
         size_t tl = 0;
         void *t = accept_blob(ck, sh, &tl, tsum);
         snprintf(path2, sizeof path2, "/v1/runs/%lld/ingest/acceptance?showers=100", a);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, sum_other, &j), 422);
-        CHECK(ecode(j) && strcmp(ecode(j), "checksum_mismatch") == 0);
+        CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "checksum_mismatch") == 0);
         json_decref(j);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, ck, strlen(ck), sum, &j), 422);
-        CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "body") == 0);
         json_decref(j);
         CHECK_EQ_INT(put_bytes(c, tok_b, path2, t, tl, tsum, &j), 403);
         json_decref(j);
         char nopath[128];
         snprintf(nopath, sizeof nopath, "/v1/runs/%lld/ingest/acceptance", a);
         CHECK_EQ_INT(put_bytes(c, tok_a, nopath, t, tl, tsum, &j), 422);
-        CHECK(efield(j) && strcmp(efield(j), "showers") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "showers") == 0);
         json_decref(j);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 201);
         CHECK(strcmp(json_string_value(json_object_get(j, "sha256")) ?: "", tsum) == 0);
@@ -539,13 +526,13 @@ int main(void)
         free(t);
         t = accept_blob(NULL, NULL, &tl, tsum);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 422);
-        CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "body") == 0);
         json_decref(j);
         free(t);
         /* a test of another geometry's features: it could serve nothing */
         t = accept_blob_d(PHOTON_FEATURES + 1, ck, sh, &tl, tsum);
         CHECK_EQ_INT(put_bytes(c, tok_a, path2, t, tl, tsum, &j), 422);
-        CHECK(efield(j) && strcmp(efield(j), "body") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "body") == 0);
         CHECK(strstr(json_string_value(json_object_get(json_object_get(j, "error"), "message"))
                          ?: "", "features") != NULL);
         json_decref(j);
@@ -673,9 +660,7 @@ int main(void)
 
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&S, SIGTERM, 20000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    svc_free(&S);
+    svc_check_done(&S);
 
     /* a server without the Slurm commands refuses slurm runs */
     char db2[320], nobin[320];
@@ -686,7 +671,7 @@ int main(void)
         CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
         char *cfg = slurm_config("{\"kind\": \"slurm\"}");
         CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 422);
-        CHECK(efield(j) && strcmp(efield(j), "executor.kind") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "executor.kind") == 0);
         json_decref(j);
         free(cfg);
         gc_close(c);
@@ -695,7 +680,6 @@ int main(void)
         CHECK_MSG(0, "the second server did not start");
     }
     svc_free(&S);
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);
+    svc_check_cleanup(dir);
     return check_finish();
 }

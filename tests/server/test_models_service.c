@@ -24,21 +24,14 @@
 #include "gt_le.h"
 #include "model_data.h"
 #include "model_pack.h"
+#include "replica_fixture.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static svc A, B;
 static char dir[256];
 static const char *const extra[] = {"--default-dataset", "0", "--threads", "2",
                                     "--max-json-showers", "20", NULL};
-
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
-static const char *efield(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "field"));
-}
 
 static long post_file(gc_client *c, const char *path, const void *buf, size_t len,
                       const char *type, json_t **j)
@@ -152,11 +145,11 @@ static void refused(gc_client *b, const void *buf, size_t len, long status, cons
     json_t *j = NULL;
     long st = post_file(b, "/v1/models?name=bad", buf, len, "application/octet-stream", &j);
     CHECK_MSG(st == status, "%s: %ld, want %ld", what, st, status);
-    CHECK_MSG(ecode(j) && strcmp(ecode(j), code) == 0, "%s: code %s, want %s", what,
-              ecode(j) ? ecode(j) : "(none)", code);
+    CHECK_MSG(svc_ecode(j) && strcmp(svc_ecode(j), code) == 0, "%s: code %s, want %s", what,
+              svc_ecode(j) ? svc_ecode(j) : "(none)", code);
     if (field)
-        CHECK_MSG(efield(j) && strcmp(efield(j), field) == 0, "%s: field %s, want %s", what,
-                  efield(j) ? efield(j) : "null", field);
+        CHECK_MSG(svc_efield(j) && strcmp(svc_efield(j), field) == 0, "%s: field %s, want %s", what,
+                  svc_efield(j) ? svc_efield(j) : "null", field);
     json_decref(j);
 }
 
@@ -245,14 +238,9 @@ int main(void)
     free(back);
 
     /* served: the same bytes as the run, request for request */
-    same_showers(a, b, run, "{\"energies\": [1000, 5000, 20000, 80000, 500000], \"seed\": 11}",
-                 "application/octet-stream");
-    same_showers(a, b, run,
-                 "{\"count\": 64, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
-                 " \"max_mev\": 1000000}, \"seed\": 5, \"steps\": 4, \"row0\": 100}",
-                 "application/octet-stream");
-    same_showers(a, b, run, "{\"count\": 30, \"seed\": 2}", "application/x-hdf5");
-    same_showers(a, b, run, "{\"energies\": [2000, 30000], \"seed\": 3}", "application/json");
+    for (int i = 0; i < REPLICA_FIXTURE_REQUESTS; i++)
+        same_showers(a, b, run, replica_fixture_requests[i].body,
+                     replica_fixture_requests[i].accept);
     CHECK_EQ_INT(svc_json(b, "POST", "/v1/models/tiny/samples", "{\"count\": 0}", NULL, &j),
                  422);
     json_decref(j);
@@ -294,8 +282,8 @@ int main(void)
         /* a bad name is refused before the file is looked at */
         CHECK_EQ_INT(post_file(b, "/v1/models?name=1234", file, len, "application/octet-stream",
                                &j), 422);
-        CHECK(ecode(j) && strcmp(ecode(j), "validation_failed") == 0);
-        CHECK(efield(j) && strcmp(efield(j), "name") == 0);
+        CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "validation_failed") == 0);
+        CHECK(svc_efield(j) && strcmp(svc_efield(j), "name") == 0);
         json_decref(j);
     }
     /* a JSON body type for a file: 415 */
@@ -322,13 +310,8 @@ out:
     free(file);
     CHECK_EQ_INT(svc_stop(&A, SIGTERM, 30000), 0);
     CHECK_EQ_INT(svc_stop(&B, SIGTERM, 30000), 0);
-    if (check_failures_) {
-        svc_dump(&A);
-        svc_dump(&B);
-    } else {
-        svc_sh("rm -rf %s", dir);
-    }
-    svc_free(&A);
-    svc_free(&B);
+    svc_check_done(&A);
+    svc_check_done(&B);
+    svc_check_cleanup(dir);
     return check_finish();
 }

@@ -27,14 +27,10 @@
 #include "geo.h"
 #include "model_data.h"
 #include "replica_fixture.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[256];
-
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
 
 /* the datasets of two HDF5 replies */
 static int same_h5(const void *a, size_t la, const void *b, size_t lb)
@@ -134,9 +130,7 @@ static void refused_tokens(const char *models, const char *file, const char *why
     CHECK_MSG(rc == 1 && svc_log_has(&s, why), "%s: exit %d, want 1 and '%s'", file, rc, why);
     /* the secret never shows, not even its public prefix's neighbours */
     CHECK(!svc_log_has(&s, "0123456789abcdef0123") && !svc_log_has(&s, "fedcba9876543210"));
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
 }
 
 /* A replica on models that must stop it: exit 1 with why in its log. */
@@ -152,31 +146,24 @@ static void refused_dir(const char *models, const char *listen, const char *why)
     CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
     int rc = svc_wait_exit(&s, 60000);
     CHECK_MSG(rc == 1 && svc_log_has(&s, why), "%s: exit %d, want 1 and '%s'", models, rc, why);
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
 }
 
 int main(void)
 {
     snprintf(dir, sizeof dir, "svc-replicas-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
-    char db[320], data[320], models[320], file[400], rdb[320], rdata[320];
-    snprintf(db, sizeof db, "%s/trainer.db", dir);
-    snprintf(data, sizeof data, "%s/trainer-data", dir);
-    snprintf(models, sizeof models, "%s/models", dir);
-    snprintf(file, sizeof file, "%s/tiny.giant", models);
+    replica_paths P;
+    CHECK_EQ_INT(replica_fixture_paths(&P, dir), 0);
+    const char *db = P.db, *data = P.data, *models = P.models, *file = P.file;
+    char rdb[320], rdata[320];
     snprintf(rdb, sizeof rdb, "%s/replica.db", dir);
     snprintf(rdata, sizeof rdata, "%s/replica-data", dir);
-    CHECK_EQ_INT(mkdir(models, 0755), 0);
     static const char *const extra[] = {"--threads", "2", "--max-json-showers", "20", NULL};
     svc T, R;
     int r_started = 0;
-    if (svc_start(&T, db, data, extra) != 0) {
-        svc_dump(&T);
-        CHECK_MSG(0, "the trainer did not start");
+    if (svc_check_start(&T, "the trainer did not start", db, data, extra) != 0)
         return check_finish();
-    }
     gc_client *t = NULL, *r = NULL;
     gt_error err = {0};
     CHECK_EQ_INT(gc_open(&t, T.url, &err), GT_OK);
@@ -226,19 +213,14 @@ int main(void)
     json_decref(j);
 
     /* the trainer's bytes, from both of the replica's routes */
-    same_showers(t, r, run, "{\"energies\": [1000, 5000, 20000, 80000, 500000], \"seed\": 11}",
-                 "application/octet-stream");
-    same_showers(t, r, run,
-                 "{\"count\": 64, \"energy\": {\"dist\": \"log-uniform\", \"min_mev\": 1000,"
-                 " \"max_mev\": 1000000}, \"seed\": 5, \"steps\": 4, \"row0\": 100}",
-                 "application/octet-stream");
-    same_showers(t, r, run, "{\"count\": 30, \"seed\": 2}", "application/x-hdf5");
-    same_showers(t, r, run, "{\"energies\": [2000, 30000], \"seed\": 3}", "application/json");
+    for (int i = 0; i < REPLICA_FIXTURE_REQUESTS; i++)
+        same_showers(t, r, run, replica_fixture_requests[i].body,
+                     replica_fixture_requests[i].accept);
     /* a farm job's command, pointed at the replica, unchanged */
     CHECK_EQ_INT(svc_sh("%s sample --server %s --run %lld --n 30 --seed 4 -o %s/farm.h5"
                         " > /dev/null 2>&1", svc_binary(), R.url, run, dir), 0);
     CHECK_EQ_INT(svc_json(r, "POST", "/v1/runs/999/samples", "{\"count\": 1}", NULL, &j), 404);
-    CHECK(ecode(j) && strcmp(ecode(j), "not_found") == 0);
+    CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "not_found") == 0);
     json_decref(j);
     CHECK_EQ_INT(svc_json(r, "POST", "/v1/models/tiny/samples", "{\"count\": 0}", NULL, &j), 422);
     json_decref(j);
@@ -261,9 +243,9 @@ int main(void)
     for (size_t i = 0; i < sizeof trainer_only / sizeof trainer_only[0]; i++) {
         long code = svc_json(r, trainer_only[i].method, trainer_only[i].path,
                              trainer_only[i].body, NULL, &j);
-        CHECK_MSG(code == 404 && ecode(j) && strcmp(ecode(j), "not_on_sampler") == 0,
+        CHECK_MSG(code == 404 && svc_ecode(j) && strcmp(svc_ecode(j), "not_on_sampler") == 0,
                   "%s %s: %ld %s", trainer_only[i].method, trainer_only[i].path, code,
-                  ecode(j) ? ecode(j) : "(no code)");
+                  svc_ecode(j) ? svc_ecode(j) : "(no code)");
         json_decref(j);
     }
     /* an import is refused before its body is read (the declared length
@@ -284,7 +266,8 @@ int main(void)
         const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--model-url", url,
                               "--listen", "127.0.0.1:0", "--db", udb, "--data-dir", udata,
                               "--device", "cpu", NULL};
-        if (svc_spawn(&U, (char *const *)argv) == 0 && svc_await_listening(&U, 60000)) {
+        int up = svc_spawn(&U, (char *const *)argv) == 0 && svc_await_listening(&U, 60000);
+        if (up) {
             gc_client *u = NULL;
             CHECK_EQ_INT(gc_open(&u, U.url, &err), GT_OK);
             j = replica_fixture_ready(u, 30000);
@@ -306,14 +289,9 @@ int main(void)
             free(want);
             free(got);
             gc_close(u);
-            CHECK_EQ_INT(svc_stop(&U, SIGTERM, 30000), 0);
-        } else {
-            CHECK_MSG(0, "the replica with --model-url did not start");
-            svc_stop(&U, SIGKILL, 1000);
         }
-        if (check_failures_)
-            svc_dump(&U);
-        svc_free(&U);
+        svc_check_stop_started(&U, up, "the replica with --model-url did not start");
+        svc_check_done(&U);
     }
 
     /* a replica with a token file: any address, tokens required */
@@ -324,7 +302,8 @@ int main(void)
         const char *argv[] = {svc_binary(), "serve", "--role", "sampler", "--models", models,
                               "--token-file", tf, "--listen", "127.0.0.1:0", "--device", "cpu",
                               "--threads", "2", NULL};
-        if (svc_spawn(&K, (char *const *)argv) == 0 && svc_await_listening(&K, 60000)) {
+        int up = svc_spawn(&K, (char *const *)argv) == 0 && svc_await_listening(&K, 60000);
+        if (up) {
             gc_client *k = NULL;
             CHECK_EQ_INT(gc_open(&k, K.url, &err), GT_OK);
             j = replica_fixture_ready(k, 30000);       /* /readyz needs no token */
@@ -350,7 +329,7 @@ int main(void)
             CHECK_EQ_INT(svc_json(k, "GET", "/v1/models", NULL, NULL, &j), 200);
             json_decref(j);
             CHECK_EQ_INT(svc_json(k, "POST", "/v1/models/tiny/samples", body, NULL, &j), 403);
-            CHECK(ecode(j) && strcmp(ecode(j), "forbidden") == 0);
+            CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "forbidden") == 0);
             json_decref(j);
             /* one not in the file */
             CHECK_EQ_INT(gc_set_token(k, "gt_00000000" "0123456789abcdef0123456789abcdef"
@@ -358,15 +337,10 @@ int main(void)
             CHECK_EQ_INT(svc_json(k, "POST", "/v1/models/tiny/samples", body, NULL, &j), 401);
             json_decref(j);
             gc_close(k);
-            CHECK_EQ_INT(svc_stop(&K, SIGTERM, 30000), 0);
-        } else {
-            CHECK_MSG(0, "the replica with --token-file did not start");
-            svc_stop(&K, SIGKILL, 1000);
         }
+        svc_check_stop_started(&K, up, "the replica with --token-file did not start");
         CHECK(!svc_log_has(&K, "0123456789abcdef0123") && !svc_log_has(&K, "fedcba9876543210"));
-        if (check_failures_)
-            svc_dump(&K);
-        svc_free(&K);
+        svc_check_done(&K);
         /* and on a non-loopback address it starts (the harness talks to
          * 127.0.0.1 only: the start is what is checked) */
         {
@@ -379,10 +353,7 @@ int main(void)
                       svc_log_wait(&W, "msg=ready role=sampler", 30000),
                       "the replica with --token-file did not start on 0.0.0.0");
             CHECK(svc_log_has(&W, "usable_tokens=2 require_tokens=1"));
-            CHECK_EQ_INT(svc_stop(&W, SIGTERM, 30000), 0);
-            if (check_failures_)
-                svc_dump(&W);
-            svc_free(&W);
+            svc_check_stop(&W);
         }
         /* refused: readable by others or its group, a malformed line (its
          * number, never its text), an unknown role, nothing in it */
@@ -427,9 +398,7 @@ int main(void)
             CHECK_EQ_INT(svc_spawn(&s, (char *const *)argv), 0);
             CHECK_EQ_INT(svc_wait_exit(&s, 60000), 1);
             CHECK(svc_log_has(&s, "status 404"));
-            if (check_failures_)
-                svc_dump(&s);
-            svc_free(&s);
+            svc_check_done(&s);
         }
     }
 
@@ -439,15 +408,9 @@ out:
     if (r_started)
         CHECK_EQ_INT(svc_stop(&R, SIGTERM, 30000), 0);
     CHECK_EQ_INT(svc_stop(&T, SIGTERM, 30000), 0);
-    if (check_failures_) {
-        svc_dump(&T);
-        if (r_started)
-            svc_dump(&R);
-    } else {
-        svc_sh("rm -rf %s", dir);
-    }
+    svc_check_done(&T);
     if (r_started)
-        svc_free(&R);
-    svc_free(&T);
+        svc_check_done(&R);
+    svc_check_cleanup(dir);
     return check_finish();
 }

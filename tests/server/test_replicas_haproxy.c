@@ -29,7 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "replica_fixture.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define NREPLICAS 3
@@ -40,32 +42,10 @@
  * socket's path must fit in 108 bytes */
 static char dir[64], sock_path[96];
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static long env_long(const char *name, long def)
 {
     const char *v = getenv(name);
     return v && atol(v) > 0 ? atol(v) : def;
-}
-
-/* A port nobody listens on now (the kernel's pick, released at once). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
 }
 
 /* One command on haproxy's admin socket; its reply (malloc'ed) or NULL. */
@@ -301,14 +281,12 @@ int main(void)
 
     snprintf(dir, sizeof dir, "svc-haproxy-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
-    char db[320], data[320], models[320], file[400], cfg[320];
+    replica_paths P;
+    CHECK_EQ_INT(replica_fixture_paths(&P, dir), 0);
+    const char *db = P.db, *data = P.data, *models = P.models, *file = P.file;
+    char cfg[320];
     snprintf(sock_path, sizeof sock_path, "%s/admin.sock", dir);
-    snprintf(db, sizeof db, "%s/trainer.db", dir);
-    snprintf(data, sizeof data, "%s/trainer-data", dir);
-    snprintf(models, sizeof models, "%s/models", dir);
-    snprintf(file, sizeof file, "%s/tiny.giant", models);
     snprintf(cfg, sizeof cfg, "%s/haproxy.cfg", dir);
-    CHECK_EQ_INT(mkdir(models, 0755), 0);
 
     static const char *const extra[] = {"--threads", "2", NULL};
     svc T, R[NREPLICAS], H;
@@ -319,14 +297,10 @@ int main(void)
     f.count = env_long("GIANT_REPLICA_BENCH_COUNT", 20);
     long phase_ms = env_long("GIANT_REPLICA_BENCH_MS", 1500);
     farm_thread ts[NTHREADS];
-    if (svc_start(&T, db, data, extra) != 0) {
-        svc_dump(&T);
-        CHECK_MSG(0, "the trainer did not start");
+    if (svc_check_start(&T, "the trainer did not start", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *t = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&t, T.url, &err), GT_OK);
+    gc_client *t = svc_check_client(&T);
     f.run = replica_fixture_train(t, file);
     CHECK_MSG(f.run > 0, "no tiny run and model file");
     if (check_failures_)
@@ -366,7 +340,7 @@ int main(void)
         r_up[i] = 1;
         ports[i] = R[i].port;
     }
-    int front = free_port();
+    int front = svc_free_port();
     CHECK_MSG(write_config(cfg, front, T.port, ports),
               "deploy/haproxy.cfg lacks an address this test replaces, or has it twice");
     if (check_failures_)
@@ -399,11 +373,11 @@ int main(void)
             CHECK(await_status(sv, i < n ? "UP" : "MAINT", 15000));
         }
         long ok0 = atomic_load(&f.showers);
-        double t0 = now_s();
+        double t0 = gt_clock_s();
         farm_start(&f, ts);
         svc_sleep_ms(phase_ms);
         farm_stop(&f, ts);
-        rate[n - 1] = (double)(atomic_load(&f.showers) - ok0) / (now_s() - t0);
+        rate[n - 1] = (double)(atomic_load(&f.showers) - ok0) / (gt_clock_s() - t0);
         printf("replicas=%d threads=%d showers_per_request=%ld showers_per_s=%.0f\n", n,
                NTHREADS, f.count, rate[n - 1]);
     }
@@ -462,9 +436,7 @@ out:
         /* SIGUSR1: haproxy's soft stop (it exits 0 once its connections
          * are closed; SIGTERM would kill it outright) */
         CHECK_EQ_INT(svc_stop(&H, SIGUSR1, 10000), 0);
-        if (check_failures_)
-            svc_dump(&H);
-        svc_free(&H);
+        svc_check_done(&H);
     }
     for (int i = 0; i < NREPLICAS; i++) {
         if (!r_up[i])
@@ -475,11 +447,8 @@ out:
         svc_free(&R[i]);
     }
     CHECK_EQ_INT(svc_stop(&T, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&T);
-    else
-        svc_sh("rm -rf %s", dir);
-    svc_free(&T);
+    svc_check_done(&T);
+    svc_check_cleanup(dir);
     for (int k = 0; k < NBODIES; k++) {
         free(f.bodies[k]);
         free(f.want[k]);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "model_config.h"
 #include "runs.h"
 #include "scheduler.h"
@@ -25,13 +26,6 @@
 
 static store *db;
 static char dir[64], dbpath[128];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A queued run of the tiny config (dataset_1_photons, 300 synthetic
  * showers), stored canonical as POST /v1/runs stores it. */
@@ -65,7 +59,7 @@ static const char *status_of(int64_t id, char buf[16])
 static int wait_status(int64_t id, const char *want, double ms)
 {
     char st[16];
-    for (double t0 = now_s(); (now_s() - t0) * 1e3 < ms;) {
+    for (double t0 = gt_clock_s(); (gt_clock_s() - t0) * 1e3 < ms;) {
         if (strcmp(status_of(id, st), want) == 0)
             return 1;
         usleep(10000);
@@ -178,11 +172,11 @@ static void test_cancel(sched *s, int64_t finished)
     statuses(waiting, seq, sizeof seq, NULL);
     CHECK_MSG(strcmp(seq, "queued,cancelled") == 0, "waiting: %s", seq);
 
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     CHECK_EQ_INT(sched_cancel(s, db, busy, st, &err), GT_OK);
     CHECK_MSG(strcmp(st, "running") == 0, "running run after cancel: %s", st);
     CHECK(wait_status(busy, "cancelled", 20000));
-    fprintf(stderr, "a running run stopped %.0f ms after its cancel\n", (now_s() - t0) * 1e3);
+    fprintf(stderr, "a running run stopped %.0f ms after its cancel\n", (gt_clock_s() - t0) * 1e3);
     json_t *row = row_of(busy);
     CHECK(strcmp(json_string_value(json_object_get(row, "error")), "cancelled on request") == 0);
     CHECK(json_number_value(json_object_get(row, "progress")) < 1.0);
@@ -228,10 +222,10 @@ static void test_recovery(sched **s)
     int64_t stopped = create("stopped", 100000, 50, 100000);
     sched_kick(*s);
     CHECK(wait_status(stopped, "running", 20000));
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     sched_stop(*s);
     *s = NULL;
-    CHECK_MSG(now_s() - t0 < 10, "sched_stop took %.1f s", now_s() - t0);
+    CHECK_MSG(gt_clock_s() - t0 < 10, "sched_stop took %.1f s", gt_clock_s() - t0);
     char st[16];
     CHECK_MSG(strcmp(status_of(stopped, st), "queued") == 0, "stopped run: %s", st);
     statuses(stopped, seq, sizeof seq, NULL);

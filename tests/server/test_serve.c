@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "svc_check.h"
 #include "svc_harness.h"
 
 /* ---------------------------------------------------------------------------
@@ -682,15 +683,6 @@ int main(void)
 
     curl_global_cleanup();
     /* Keep the directory for a look when something failed. */
-    if (!check_failures_) {
-        const char *leftovers[] = { "giant.db", "giant.db-wal", "giant.db-shm" };
-        char path[512];
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, leftovers[i]);
-            remove(path);
-        }
-        rmdir(data);
-        rmdir(dir);
-    }
+    svc_check_cleanup(dir);
     return check_finish();
 }

@@ -26,76 +26,55 @@
 #include "giant_client.h"
 #include "gt_sha256.h"
 #include "runs.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static svc S;
 static char dir[256], db[320], data[320];
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
-/* The error code of an error reply. */
-static const char *ecode(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-}
-static const char *efield(json_t *j)
-{
-    return json_string_value(json_object_get(json_object_get(j, "error"), "field"));
-}
-
 /* ---------------------------------------------------------------------------
  * Datasets
  * ------------------------------------------------------------------------- */
 
+/* POSTs a dataset (202, its reply's member key is want; *id its id) and
+ * waits until it is no longer pending: the last reply, checked to be ready
+ * ("<what> status ..." when not). */
+static json_t *dataset_ready(gc_client *c, const char *body, const char *key, const char *want,
+                             const char *what, long long *id)
+{
+    json_t *j = NULL;
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/datasets", body, NULL, &j), 202);
+    CHECK(svc_str(j, key) && strcmp(svc_str(j, key), want) == 0);
+    *id = svc_num(j, "id");
+    json_decref(j);
+    j = svc_wait_dataset(c, *id, 60000);
+    CHECK_MSG(svc_str(j, "status") && strcmp(svc_str(j, "status"), "ready") == 0,
+              "%s status %s", what, svc_str(j, "status"));
+    return j;
+}
+
 static long long test_datasets(gc_client *c)
 {
-    json_t *j;
-    long st = svc_json(c, "POST", "/v1/datasets",
-                       "{\"name\": \"tiny\", \"synthetic\": {\"geometry\": \"dataset_1_photons\","
-                       " \"n\": 300, \"seed\": 2, \"energy\": {\"dist\": \"log-uniform\","
-                       " \"min_mev\": 1000, \"max_mev\": 100000}}}",
-                       NULL, &j);
-    CHECK_EQ_INT(st, 202);
-    CHECK(str(j, "status") && strcmp(str(j, "status"), "pending") == 0);
-    long long id = num(j, "id");
-    json_decref(j);
-    char path[64];
-    snprintf(path, sizeof path, "/v1/datasets/%lld", id);
-    j = NULL;
-    for (int t = 0; t < 1200; t++) {
-        json_decref(j);
-        svc_json(c, "GET", path, NULL, NULL, &j);
-        if (str(j, "status") && strcmp(str(j, "status"), "pending") != 0)
-            break;
-        svc_sleep_ms(50);
-    }
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "ready") == 0, "dataset status %s",
-              str(j, "status"));
-    CHECK_EQ_INT(num(j, "n_showers"), 300);
-    CHECK_EQ_INT(num(j, "n_voxels"), 368);
+    long long id, file_id;
+    json_t *j = dataset_ready(c,
+                              "{\"name\": \"tiny\", \"synthetic\": {\"geometry\":"
+                              " \"dataset_1_photons\", \"n\": 300, \"seed\": 2, \"energy\":"
+                              " {\"dist\": \"log-uniform\", \"min_mev\": 1000, \"max_mev\":"
+                              " 100000}}}",
+                              "status", "pending", "dataset", &id);
+    CHECK_EQ_INT(svc_num(j, "n_showers"), 300);
+    CHECK_EQ_INT(svc_num(j, "n_voxels"), 368);
     CHECK_CLOSE(json_number_value(json_object_get(j, "progress")), 1.0, 1e-9, 0);
     json_decref(j);
 
     /* The file just made, registered under another name: pending while the
      * datasets worker checks its rows, then ready (test_datasets covers
      * the files that fail). */
-    st = svc_json(c, "POST", "/v1/datasets",
-                  "{\"name\": \"tiny-file\", \"path\": \"tiny.h5\", \"geometry\":"
-                  " \"dataset_1_photons\"}",
-                  NULL, &j);
-    CHECK_EQ_INT(st, 202);
-    CHECK(str(j, "kind") && strcmp(str(j, "kind"), "file") == 0);
-    snprintf(path, sizeof path, "/v1/datasets/%lld", num(j, "id"));
-    for (int t = 0; t < 1200 && str(j, "status") && strcmp(str(j, "status"), "pending") == 0;
-         t++) {
-        svc_sleep_ms(50);
-        json_decref(j);
-        svc_json(c, "GET", path, NULL, NULL, &j);
-    }
-    CHECK_MSG(str(j, "status") && strcmp(str(j, "status"), "ready") == 0, "file status %s",
-              str(j, "status"));
-    CHECK_EQ_INT(num(j, "n_showers"), 300);
+    j = dataset_ready(c,
+                      "{\"name\": \"tiny-file\", \"path\": \"tiny.h5\", \"geometry\":"
+                      " \"dataset_1_photons\"}",
+                      "kind", "file", "file", &file_id);
+    CHECK_EQ_INT(svc_num(j, "n_showers"), 300);
     json_t *range = json_object_get(j, "energy_range_mev");
     double lo = json_number_value(json_object_get(range, "min"));
     double hi = json_number_value(json_object_get(range, "max"));
@@ -103,10 +82,10 @@ static long long test_datasets(gc_client *c)
     json_decref(j);
 
     /* Paths out of the data directory are refused, links included. */
-    st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"esc\", \"path\": \"../test.db\"}",
+    long st = svc_json(c, "POST", "/v1/datasets", "{\"name\": \"esc\", \"path\": \"../test.db\"}",
                   NULL, &j);
     CHECK_EQ_INT(st, 422);
-    CHECK(efield(j) && strcmp(efield(j), "path") == 0);
+    CHECK(svc_efield(j) && strcmp(svc_efield(j), "path") == 0);
     json_decref(j);
     char link[400];
     snprintf(link, sizeof link, "%s/out.h5", data);
@@ -151,7 +130,7 @@ static int on_event(void *user, long long id, const char *event, const char *dat
         w->ckpts++;
     else if (!strcmp(event, "status")) {
         json_t *j = json_loads(data, 0, NULL);
-        snprintf(w->last_status, sizeof w->last_status, "%s", str(j, "status"));
+        snprintf(w->last_status, sizeof w->last_status, "%s", svc_str(j, "status"));
         json_decref(j);
     }
     return 0;
@@ -165,21 +144,21 @@ static long long test_run(gc_client *c, long long dataset)
     json_t *run = NULL;
     gt_error err = {0};
     CHECK_EQ_INT(gc_submit_run(c, cfg, "e2e-key", &run, &err), GT_OK);
-    long long id = num(run, "id");
+    long long id = svc_num(run, "id");
     CHECK(id > 0);
     json_t *config = json_object_get(run, "config");
-    CHECK(str(json_object_get(config, "dataset"), "path") &&
-          strcmp(str(json_object_get(config, "dataset"), "path"), "tiny.h5") == 0);
+    CHECK(svc_str(json_object_get(config, "dataset"), "path") &&
+          strcmp(svc_str(json_object_get(config, "dataset"), "path"), "tiny.h5") == 0);
     json_decref(run);
 
     /* Same key and body: the same run, 200; another body: 409. */
     CHECK_EQ_INT(gc_submit_run(c, cfg, "e2e-key", &run, &err), GT_OK);
-    CHECK_EQ_INT(num(run, "id"), id);
+    CHECK_EQ_INT(svc_num(run, "id"), id);
     json_decref(run);
     const char *hdr[] = {"Idempotency-Key: e2e-key", NULL};
     json_t *j;
     CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", "{\"name\": \"other\"}", hdr, &j), 409);
-    CHECK(ecode(j) && strcmp(ecode(j), "conflict") == 0);
+    CHECK(svc_ecode(j) && strcmp(svc_ecode(j), "conflict") == 0);
     json_decref(j);
     free(cfg);
 
@@ -196,14 +175,14 @@ static long long test_run(gc_client *c, long long dataset)
     CHECK_EQ_INT(w2.metrics + w2.vals + w2.ckpts, 0);
 
     run = svc_wait_run(c, id, "succeeded", 1000);
-    CHECK(str(run, "status") && strcmp(str(run, "status"), "succeeded") == 0);
-    CHECK(str(run, "device") && strcmp(str(run, "device"), "cpu") == 0);
-    CHECK(str(run, "precision") && strcmp(str(run, "precision"), "fp32") == 0);
+    CHECK(svc_str(run, "status") && strcmp(svc_str(run, "status"), "succeeded") == 0);
+    CHECK(svc_str(run, "device") && strcmp(svc_str(run, "device"), "cpu") == 0);
+    CHECK(svc_str(run, "precision") && strcmp(svc_str(run, "precision"), "fp32") == 0);
     json_t *best = json_object_get(run, "best");
     CHECK(json_object_get(best, "energy") && json_object_get(best, "shower"));
     json_t *pr = json_object_get(run, "progress");
-    CHECK_EQ_INT(num(pr, "done_steps"), 40);
-    CHECK_EQ_INT(num(pr, "total_steps"), 40);
+    CHECK_EQ_INT(svc_num(pr, "done_steps"), 40);
+    CHECK_EQ_INT(svc_num(pr, "total_steps"), 40);
     json_decref(run);
     return id;
 }
@@ -220,8 +199,8 @@ static void test_metrics_and_checkpoints(gc_client *c, long long id)
     size_t i;
     json_t *s;
     json_array_foreach(series, i, s) {
-        stages |= strcmp(str(s, "stage"), "energy") == 0 ? 1 : 2;
-        CHECK_EQ_INT(num(s, "count"), 2);
+        stages |= strcmp(svc_str(s, "stage"), "energy") == 0 ? 1 : 2;
+        CHECK_EQ_INT(svc_num(s, "count"), 2);
         json_t *p = json_array_get(json_object_get(s, "points"), 1);
         CHECK_EQ_INT(json_integer_value(json_array_get(p, 0)), 20);
         CHECK(isfinite(json_number_value(json_array_get(p, 1))));
@@ -235,7 +214,7 @@ static void test_metrics_and_checkpoints(gc_client *c, long long id)
     series = json_object_get(j, "series");
     CHECK_EQ_INT(json_array_size(series), 2);
     json_array_foreach(series, i, s) {
-        CHECK_EQ_INT(num(s, "count"), 10);
+        CHECK_EQ_INT(svc_num(s, "count"), 10);
         CHECK(json_array_size(json_object_get(s, "points")) <= 3);
     }
     json_decref(j);
@@ -256,10 +235,10 @@ static void test_metrics_and_checkpoints(gc_client *c, long long id)
     json_array_foreach(json_object_get(j, "items"), i, s) {
         if (!json_is_true(json_object_get(s, "best")))
             continue;
-        if (strcmp(str(s, "stage"), "energy") == 0) {
+        if (strcmp(svc_str(s, "stage"), "energy") == 0) {
             best_e++;
-            best_id = num(s, "id");
-            snprintf(best_sum, sizeof best_sum, "%s", str(s, "sha256"));
+            best_id = svc_num(s, "id");
+            snprintf(best_sum, sizeof best_sum, "%s", svc_str(s, "sha256"));
         } else {
             best_s++;
         }
@@ -316,8 +295,8 @@ static void test_samples(gc_client *c, long long id)
     CHECK_EQ_INT(gc_sample(c, id, "{\"energies\": [1000, 20000, 300000], \"seed\": 5}",
                            GC_ACCEPT_JSON, &r, &err), GT_OK);
     json_t *j = json_loadb(r.body, r.len, 0, NULL);
-    CHECK_EQ_INT(num(j, "n"), 3);
-    CHECK_EQ_INT(num(j, "voxels"), 368);
+    CHECK_EQ_INT(svc_num(j, "n"), 3);
+    CHECK_EQ_INT(svc_num(j, "voxels"), 368);
     CHECK_CLOSE(json_number_value(json_array_get(json_object_get(j, "energies"), 1)), 20000, 1e-3, 0);
     json_t *showers = json_object_get(j, "showers");
     CHECK_EQ_INT(json_array_size(showers), 3);
@@ -433,8 +412,8 @@ static void sampling_counts(gc_client *c, long long *requests, long long *batche
     json_t *j;
     svc_json(c, "GET", "/v1/info", NULL, NULL, &j);
     json_t *s = json_object_get(j, "sampling");
-    *requests = num(s, "requests");
-    *batches = num(s, "batches");
+    *requests = svc_num(s, "requests");
+    *batches = svc_num(s, "batches");
     json_decref(j);
 }
 
@@ -581,11 +560,11 @@ static void expect(gc_client *c, const char *method, const char *path, const cha
     long st = svc_json(c, method, path, body, headers, &j);
     CHECK_MSG(st == status, "%s %s: status %ld, want %ld", method, path, st, status);
     if (code)
-        CHECK_MSG(ecode(j) && strcmp(ecode(j), code) == 0, "%s %s: code %s, want %s", method,
-                  path, ecode(j), code);
+        CHECK_MSG(svc_ecode(j) && strcmp(svc_ecode(j), code) == 0, "%s %s: code %s, want %s",
+                  method, path, svc_ecode(j), code);
     if (field)
-        CHECK_MSG(efield(j) && strcmp(efield(j), field) == 0, "%s %s: field %s, want %s",
-                  method, path, efield(j), field);
+        CHECK_MSG(svc_efield(j) && strcmp(svc_efield(j), field) == 0, "%s %s: field %s, want %s",
+                  method, path, svc_efield(j), field);
     json_decref(j);
 }
 
@@ -600,8 +579,8 @@ static void expect_no_server_path(gc_client *c, const char *method, const char *
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     CHECK_MSG(st == status, "%s %s %s: status %ld, want %ld (%s)", method, path, body, st,
               status, text ? text : "");
-    CHECK_MSG(!field || (efield(j) && strcmp(efield(j), field) == 0), "%s: field %s, want %s",
-              body, efield(j), field);
+    CHECK_MSG(!field || (svc_efield(j) && strcmp(svc_efield(j), field) == 0),
+              "%s: field %s, want %s", body, svc_efield(j), field);
     CHECK_MSG(text && !strstr(text, root), "%s: the reply names the data directory: %s",
               body, text);
     free(text);
@@ -727,13 +706,13 @@ static void test_errors(gc_client *c, long long id)
     gt_error err = {0};
     CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
     free(cfg);
-    long long bad = num(run, "id");
+    long long bad = svc_num(run, "id");
     json_decref(run);
     run = svc_wait_run(c, bad, NULL, 30000);
-    CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "failed") == 0, "status %s",
-              str(run, "status"));
-    CHECK_MSG(str(run, "error") && strstr(str(run, "error"), "missing.h5"), "error %s",
-              str(run, "error"));
+    CHECK_MSG(svc_str(run, "status") && strcmp(svc_str(run, "status"), "failed") == 0, "status %s",
+              svc_str(run, "status"));
+    CHECK_MSG(svc_str(run, "error") && strstr(svc_str(run, "error"), "missing.h5"), "error %s",
+              svc_str(run, "error"));
     json_decref(run);
     expect(c, "GET", "/healthz", NULL, NULL, 200, NULL, NULL);
 }
@@ -754,17 +733,18 @@ static void test_paging(gc_client *c)
     CHECK_EQ_INT(gc_list_runs(c, NULL, NULL, 2, &p1, &err), GT_OK);
     json_t *items = json_object_get(p1, "items");
     CHECK_EQ_INT(json_array_size(items), 2);
-    long long a = num(json_array_get(items, 0), "id"), b = num(json_array_get(items, 1), "id");
+    long long a = svc_num(json_array_get(items, 0), "id");
+    long long b = svc_num(json_array_get(items, 1), "id");
     CHECK(a > b);
-    const char *cursor = str(p1, "next_cursor");
+    const char *cursor = svc_str(p1, "next_cursor");
     CHECK(cursor != NULL);
     CHECK_EQ_INT(gc_list_runs(c, NULL, cursor, 2, &p2, &err), GT_OK);
     items = json_object_get(p2, "items");
     CHECK_EQ_INT(json_array_size(items), 2);
-    CHECK(num(json_array_get(items, 0), "id") < b);
+    CHECK(svc_num(json_array_get(items, 0), "id") < b);
     /* Five runs in all (e2e, broken, three here): a last page of one. */
     json_t *p3 = NULL;
-    cursor = str(p2, "next_cursor");
+    cursor = svc_str(p2, "next_cursor");
     CHECK(cursor != NULL);
     if (cursor) {
         CHECK_EQ_INT(gc_list_runs(c, NULL, cursor, 2, &p3, &err), GT_OK);
@@ -937,20 +917,20 @@ static void test_variants(gc_client *c)
         gt_error err = {0};
         CHECK_MSG(gc_submit_run(c, cfg, NULL, &run, &err) == GT_OK, "%s: %s", v[i].name,
                   err.message);
-        long long id = num(run, "id");
+        long long id = svc_num(run, "id");
         /* the energy spec in the shape of sample requests, recorded so */
         json_t *en = json_object_get(
             json_object_get(json_object_get(json_object_get(run, "config"), "dataset"),
                             "synthetic"),
             "energy");
-        CHECK(str(en, "dist") && strcmp(str(en, "dist"), "log-uniform") == 0);
+        CHECK(svc_str(en, "dist") && strcmp(svc_str(en, "dist"), "log-uniform") == 0);
         CHECK(json_number_value(json_object_get(en, "min_mev")) == 2000);
         CHECK(json_number_value(json_object_get(en, "max_mev")) == 200000);
         json_decref(run);
         run = svc_wait_run(c, id, "succeeded", 120000);
-        CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "succeeded") == 0,
-                  "%s: status %s (%s)", v[i].name, str(run, "status"), str(run, "error"));
-        CHECK(str(run, "precision") && strcmp(str(run, "precision"), v[i].precision) == 0);
+        CHECK_MSG(svc_str(run, "status") && strcmp(svc_str(run, "status"), "succeeded") == 0,
+                  "%s: status %s (%s)", v[i].name, svc_str(run, "status"), svc_str(run, "error"));
+        CHECK(svc_str(run, "precision") && strcmp(svc_str(run, "precision"), v[i].precision) == 0);
         json_t *best = json_object_get(run, "best");
         CHECK(json_object_get(best, "energy") && json_object_get(best, "shower"));
         json_decref(run);
@@ -991,23 +971,19 @@ static void test_bf16_policy(void)
         snprintf(datap, sizeof datap, "%s/data", d);
         const char *extra[] = {"--allow-bf16-emulation", allow ? "1" : "0", NULL};
         svc s;
-        if (svc_start(&s, dbp, datap, extra) != 0) {
-            svc_dump(&s);
-            CHECK_MSG(0, "server did not start");
+        if (svc_check_start(&s, "server did not start", dbp, datap, extra) != 0)
             continue;
-        }
-        gc_client *c = NULL;
-        gt_error err = {0};
-        CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
+        gc_client *c = svc_check_client(&s);
         json_t *info = NULL;
         CHECK_EQ_INT(svc_json(c, "GET", "/v1/info", NULL, NULL, &info), 200);
         json_t *cpu = json_array_get(json_object_get(info, "devices"), 0);
         CHECK(json_is_false(json_object_get(cpu, "bf16")));
-        const char *mode = str(cpu, "bf16_training");
+        const char *mode = svc_str(cpu, "bf16_training");
         CHECK_MSG(mode && strcmp(mode, allow ? "emulated" : "refused") == 0, "bf16_training %s",
                   mode);
         json_t *kern = json_object_get(cpu, "sampling_kernels");
-        CHECK(str(kern, "fp32") && str(kern, "bf16") && strcmp(str(kern, "bf16"), "avx512bf16"));
+        CHECK(svc_str(kern, "fp32") && svc_str(kern, "bf16") &&
+              strcmp(svc_str(kern, "bf16"), "avx512bf16"));
         json_decref(info);
         json_t *j = NULL;
         long st = svc_json(c, "POST", "/v1/runs", bf16_run, NULL, &j);
@@ -1015,15 +991,14 @@ static void test_bf16_policy(void)
             CHECK_MSG(st == 201, "bf16 run with emulation allowed: status %ld", st);
         } else {
             CHECK_MSG(st == 422, "bf16 run on a CPU without AVX512-BF16: status %ld", st);
-            CHECK(efield(j) && strcmp(efield(j), "train.precision") == 0);
-            const char *msg = str(json_object_get(j, "error"), "message");
+            CHECK(svc_efield(j) && strcmp(svc_efield(j), "train.precision") == 0);
+            const char *msg = svc_str(json_object_get(j, "error"), "message");
             CHECK_MSG(msg && strstr(msg, "AVX512-BF16") && strstr(msg, "--allow-bf16-emulation"),
                       "message: %s", msg);
         }
         json_decref(j);
         gc_close(c);
-        CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
-        svc_free(&s);
+        svc_check_stop(&s);
     }
     /* giant train: refused before any run is recorded, then allowed */
     char cfgp[512], dbp[512];
@@ -1099,11 +1074,8 @@ static void test_sample_memory(long long run)
 {
     svc s2;
     const char *extra[] = {"--sample-memory-mb", "1", "--batch-delay-ms", "400", NULL};
-    if (svc_start(&s2, db, data, extra) != 0) {
-        svc_dump(&s2);
-        CHECK_MSG(0, "second server did not start");
+    if (svc_check_start(&s2, "second server did not start", db, data, extra) != 0)
         return;
-    }
     for (int retry = 0; retry < 2; retry++) {
         mem_call m[4];
         pthread_t t[4];
@@ -1129,10 +1101,7 @@ static void test_sample_memory(long long run)
         for (int i = 0; i < 4; i++)
             free(m[i].body);
     }
-    CHECK_EQ_INT(svc_stop(&s2, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&s2);
-    svc_free(&s2);
+    svc_check_stop(&s2);
 }
 
 /* The service's quotas, on a server of its own with small ones: steps per
@@ -1145,14 +1114,10 @@ static void test_quotas(void)
     const char *extra[] = {"--max-active-runs", "1", "--max-train-steps", "100",
                            "--max-synthetic-showers", "100000000", "--default-dataset", "0",
                            "--max-dataset-mb", "1", "--max-sample-steps", "50", NULL};
-    if (svc_start(&s3, db, data, extra) != 0) {
-        svc_dump(&s3);
-        CHECK_MSG(0, "quota server did not start");
+    if (svc_check_start(&s3, "quota server did not start", db, data, extra) != 0)
         return;
-    }
-    gc_client *c = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, s3.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&s3);
     expect(c, "POST", "/v1/runs", "{\"train\": {\"steps\": {\"stage1\": 10, \"stage2\": 101}}}",
            NULL, 422, "validation_failed", "train.steps.stage2");
     expect(c, "POST", "/v1/runs", "{\"train\": {\"steps\": {\"stage1\": 1000}}}", NULL, 422,
@@ -1178,14 +1143,16 @@ static void test_quotas(void)
                           " {\"geometry\": \"dataset_1_photons\", \"n\": 1000}}", NULL, &ds),
                  202);
     char dpath[64];
-    snprintf(dpath, sizeof dpath, "/v1/datasets/%lld", num(ds, "id"));
-    for (int t = 0; t < 1200 && str(ds, "status") && strcmp(str(ds, "status"), "ready"); t++) {
+    snprintf(dpath, sizeof dpath, "/v1/datasets/%lld", svc_num(ds, "id"));
+    for (int t = 0; t < 1200 && svc_str(ds, "status") && strcmp(svc_str(ds, "status"), "ready");
+         t++) {
         json_decref(ds);
         ds = NULL;
         usleep(50000);
         CHECK_EQ_INT(svc_json(c, "GET", dpath, NULL, NULL, &ds), 200);
     }
-    CHECK_MSG(str(ds, "status") && !strcmp(str(ds, "status"), "ready"), "quota-mid not ready");
+    CHECK_MSG(svc_str(ds, "status") && !strcmp(svc_str(ds, "status"), "ready"),
+              "quota-mid not ready");
     json_decref(ds);
     expect(c, "POST", "/v1/runs", "{\"dataset\": {\"geometry\": \"dataset_1_photons\", \"path\":"
            " \"quota-mid.h5\"}, \"train\": {\"steps\": {\"stage1\": 10, \"stage2\": 10}}}", NULL, 422, "validation_failed", "dataset.path");
@@ -1193,7 +1160,7 @@ static void test_quotas(void)
     char *cfg = svc_tiny_config("quota", 100, 10, 50, NULL);
     json_t *run = NULL;
     CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
-    long long first = num(run, "id");
+    long long first = svc_num(run, "id");
     json_decref(run);
     gc_response r;
     CHECK_EQ_INT(gc_request(c, "POST", "/v1/runs", "application/json", cfg, strlen(cfg), NULL, &r,
@@ -1216,7 +1183,7 @@ static void test_quotas(void)
              " '$.dataset.synthetic.energy') FROM runs WHERE id = %lld\")\" = text", db,
              first) == 0);
     CHECK_EQ_INT(gc_submit_run(c, cfg, "old-shape", &run, &err), GT_OK);
-    CHECK_EQ_INT(num(run, "id"), first);
+    CHECK_EQ_INT(svc_num(run, "id"), first);
     json_decref(run);
     /* a run recorded with an absolute dataset.path (as before the service
      * refused them at submission) is failed with the reason, its file
@@ -1226,17 +1193,15 @@ static void test_quotas(void)
                  " '$.dataset.synthetic'), '$.dataset.path', '/etc/hostname'), 'queued'"
                  " FROM runs WHERE id = %lld\"", db, first) == 0);
     run = svc_wait_run(c, 900001, NULL, 60000);
-    CHECK_MSG(run && str(run, "status") && strcmp(str(run, "status"), "failed") == 0 &&
-                  str(run, "error") && strstr(str(run, "error"), "absolute path is refused"),
-              "legacy run: %s, %s", run ? str(run, "status") : "none",
-              run && str(run, "error") ? str(run, "error") : "");
+    CHECK_MSG(run && svc_str(run, "status") && strcmp(svc_str(run, "status"), "failed") == 0 &&
+                  svc_str(run, "error") &&
+                  strstr(svc_str(run, "error"), "absolute path is refused"),
+              "legacy run: %s, %s", run ? svc_str(run, "status") : "none",
+              run && svc_str(run, "error") ? svc_str(run, "error") : "");
     json_decref(run);
     free(cfg);
     gc_close(c);
-    CHECK_EQ_INT(svc_stop(&s3, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&s3);
-    svc_free(&s3);
+    svc_check_stop(&s3);
 }
 
 int main(void)
@@ -1248,14 +1213,9 @@ int main(void)
     const char *extra[] = {"--max-showers", "2000", "--max-json-showers", "50",
                            "--min-energy-mev", "500", "--batch-delay-ms", "500",
                            "--threads", "2", "--per-ip-connections", "0", NULL};
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server did not start", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     long long ds = test_datasets(c);
     long long run = test_run(c, ds);
     test_metrics_and_checkpoints(c, run);
@@ -1275,8 +1235,7 @@ int main(void)
         svc_dump(&S);
     test_sample_memory(run);
     test_quotas();
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
+    svc_check_cleanup(dir);
     svc_free(&S);
     return check_finish();
 }

@@ -25,8 +25,10 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "gt_clock.h"
 #include "gt_sha256.h"
 #include "runs.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 #define STEPS 800          /* per stage: long enough for several kills */
@@ -34,53 +36,24 @@
 #define CKPT_EVERY 40
 #define MAX_RUNS 32
 
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
 static char g_db[256], g_data[256];
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static long long q_int(sqlite3 *h, const char *sql, long long a, long long b)
 {
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        CHECK_MSG(0, "%s: %s", sql, sqlite3_errmsg(h));
-        return -1;
-    }
-    sqlite3_bind_int64(st, 1, a);
-    sqlite3_bind_int64(st, 2, b);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+    const long long args[2] = {a, b};
+    return svc_check_query(h, sql, args, 2);
 }
 
 static sqlite3 *open_db(void)
 {
-    sqlite3 *h = NULL;
-    CHECK(sqlite3_open_v2(g_db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    return h;
+    return svc_check_open_db(g_db);
 }
 
 static void check_integrity(int kill)
 {
-    sqlite3 *h = open_db();
-    sqlite3_stmt *st;
-    CHECK(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK);
-    int ok = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-    CHECK_MSG(ok, "integrity_check after kill %d: %s", kill,
-              sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
-    sqlite3_finalize(st);
-    sqlite3_close(h);
+    char when[32];
+    snprintf(when, sizeof when, "kill %d", kill);
+    svc_check_integrity(g_db, when);
 }
 
 /* Rows of a finished run: one per logged step, one event each, checkpoints
@@ -164,12 +137,8 @@ static long long submit(gc_client *c, long long dataset, const char *name)
     char members[64];
     snprintf(members, sizeof members, "\"dataset_id\": %lld", dataset);
     char *cfg = svc_tiny_config(name, STEPS, LOG_EVERY, CKPT_EVERY, members);
-    json_t *run = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+    long long id = svc_check_submit(c, cfg);
     free(cfg);
-    long long id = num(run, "id");
-    json_decref(run);
     return id;
 }
 
@@ -178,10 +147,10 @@ static int await_running(gc_client *c, long long run)
 {
     char path[64];
     snprintf(path, sizeof path, "/v1/runs/%lld", run);
-    for (double t0 = now_s(); now_s() - t0 < 30;) {
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 30;) {
         json_t *r = NULL;
         svc_json(c, "GET", path, NULL, NULL, &r);
-        const char *s = str(r, "status");
+        const char *s = svc_str(r, "status");
         int state = !s ? -2 : !strcmp(s, "running") ? 1 : !strcmp(s, "queued") ? -2 : 0;
         json_decref(r);
         if (state != -2)
@@ -193,19 +162,15 @@ static int await_running(gc_client *c, long long run)
 
 static int start(svc *s, gc_client **c)
 {
-    if (svc_start(s, g_db, g_data, NULL) != 0) {
-        svc_dump(s);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(s, "server did not start", g_db, g_data, NULL) != 0)
         return -1;
-    }
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(c, s->url, &err), GT_OK);
+    *c = svc_check_client(s);
     return 0;
 }
 
 int main(void)
 {
-    double t_all = now_s();
+    double t_all = gt_clock_s();
     char dir[64] = "svc-kill-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     snprintf(g_db, sizeof g_db, "%s/test.db", dir);
@@ -228,14 +193,14 @@ int main(void)
                           " \"n\": 300, \"seed\": 3}}",
                           NULL, &j),
                  202);
-    long long dataset = num(j, "id");
+    long long dataset = svc_num(j, "id");
     json_decref(j);
     char dpath[64];
     snprintf(dpath, sizeof dpath, "/v1/datasets/%lld", dataset);
-    for (double t0 = now_s(); now_s() - t0 < 60;) {
+    for (double t0 = gt_clock_s(); gt_clock_s() - t0 < 60;) {
         j = NULL;
         svc_json(c, "GET", dpath, NULL, NULL, &j);
-        int pending = str(j, "status") && strcmp(str(j, "status"), "pending") == 0;
+        int pending = svc_str(j, "status") && strcmp(svc_str(j, "status"), "pending") == 0;
         json_decref(j);
         if (!pending)
             break;
@@ -264,28 +229,26 @@ int main(void)
         slept += ms / 1000.0;
         svc_stop(&s, SIGKILL, 5000);
         check_integrity(k);
-        if (check_failures_)
-            svc_dump(&s);
-        svc_free(&s);
+        svc_check_done(&s);
         gc_close(c);
         c = NULL;
         if (start(&s, &c) != 0)
             return check_finish();
         done = k++;
     }
-    printf("%d kills in %.1f s (%.1f s of it training before a kill)\n", done, now_s() - t_all,
+    printf("%d kills in %.1f s (%.1f s of it training before a kill)\n", done, gt_clock_s() - t_all,
            slept);
     for (int i = 0; i < nruns; i++) {
         json_t *r = svc_wait_run(c, runs[i], NULL, 120000);
-        CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0,
-                  "run %lld: status %s (%s)", runs[i], str(r, "status"), str(r, "error"));
+        CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+                  "run %lld: status %s (%s)", runs[i], svc_str(r, "status"), svc_str(r, "error"));
         json_decref(r);
     }
     /* the same run, never interrupted */
     long long ref = submit(c, dataset, "reference");
     json_t *r = svc_wait_run(c, ref, NULL, 120000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0,
-              "reference run: status %s", str(r, "status"));
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "reference run: status %s", svc_str(r, "status"));
     json_decref(r);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
@@ -300,15 +263,8 @@ int main(void)
                q_int(h, "SELECT attempts FROM runs WHERE id = ?", runs[i], 0));
     }
     sqlite3_close(h);
-    if (check_failures_) {
-        svc_dump(&s);
-    } else {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);   /* kept on failure, for a look */
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dir);
-    }
-    svc_free(&s);
-    printf("test_service_kill: %.1f s\n", now_s() - t_all);
+    svc_check_done(&s);
+    svc_check_cleanup(dir);
+    printf("test_service_kill: %.1f s\n", gt_clock_s() - t_all);
     return check_finish();
 }

@@ -23,20 +23,14 @@
 #include <sqlite3.h>
 
 #include "giant_client.h"
+#include "svc_check.h"
 #include "svc_harness.h"
-
-static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
 static long long submit(gc_client *c, const char *name, int steps, int ckpt_every)
 {
     char *cfg = svc_tiny_config(name, steps, 5, ckpt_every, NULL);
-    json_t *run = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_submit_run(c, cfg, NULL, &run, &err), GT_OK);
+    long long id = svc_check_submit(c, cfg);
     free(cfg);
-    long long id = num(run, "id");
-    json_decref(run);
     return id;
 }
 
@@ -47,8 +41,8 @@ static long long done_steps(gc_client *c, long long id, char *status)
     if (gc_get_run(c, id, &run, &err) != GT_OK)
         return -1;
     if (status)
-        snprintf(status, 16, "%s", str(run, "status") ? str(run, "status") : "");
-    long long d = num(json_object_get(run, "progress"), "done_steps");
+        snprintf(status, 16, "%s", svc_str(run, "status") ? svc_str(run, "status") : "");
+    long long d = svc_num(json_object_get(run, "progress"), "done_steps");
     json_decref(run);
     return d;
 }
@@ -73,17 +67,17 @@ static void test_cancel(gc_client *c)
     json_t *run = NULL;
     gt_error err = {0};
     CHECK_EQ_INT(gc_cancel_run(c, b, &run, &err), GT_OK);
-    CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "cancelled") == 0, "status %s",
-              str(run, "status"));
+    CHECK_MSG(svc_str(run, "status") && strcmp(svc_str(run, "status"), "cancelled") == 0,
+              "status %s", svc_str(run, "status"));
     json_decref(run);
     /* a is running: cancelled within a step. */
     CHECK_EQ_INT(gc_cancel_run(c, a, &run, &err), GT_OK);
     CHECK(json_is_true(json_object_get(run, "cancel_requested")));
     json_decref(run);
     run = svc_wait_run(c, a, NULL, 10000);
-    CHECK_MSG(str(run, "status") && strcmp(str(run, "status"), "cancelled") == 0, "status %s",
-              str(run, "status"));
-    CHECK(num(json_object_get(run, "progress"), "done_steps") < 800);
+    CHECK_MSG(svc_str(run, "status") && strcmp(svc_str(run, "status"), "cancelled") == 0,
+              "status %s", svc_str(run, "status"));
+    CHECK(svc_num(json_object_get(run, "progress"), "done_steps") < 800);
     json_decref(run);
     /* b never ran. */
     run = svc_wait_run(c, b, NULL, 1000);
@@ -165,17 +159,11 @@ static void check_no_duplicates(const char *db, long long run, int steps, int lo
  * the same database and reconnects; -1 (reported) when it does not start. */
 static int restart(svc *s, gc_client **c, const char *db, const char *data)
 {
-    if (check_failures_)
-        svc_dump(s);
-    svc_free(s);
+    svc_check_done(s);
     gc_close(*c);
-    if (svc_start(s, db, data, NULL) != 0) {
-        svc_dump(s);
-        CHECK_MSG(0, "server did not restart");
+    if (svc_check_start(s, "server did not restart", db, data, NULL) != 0)
         return -1;
-    }
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(c, s->url, &err), GT_OK);
+    *c = svc_check_client(s);
     return 0;
 }
 
@@ -255,11 +243,8 @@ static void test_stop_signal_anywhere(const char *dir)
     snprintf(db, sizeof db, "%s/stop.db", dir);
     snprintf(data, sizeof data, "%s/stop-data", dir);
     svc s;
-    if (svc_start(&s, db, data, NULL) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&s, "server did not start", db, data, NULL) != 0)
         return;
-    }
     pid_t tid = thread_taking(s.pid, SIGTERM);
     if (tid) {
         fprintf(stderr, "stop signal: SIGTERM sent to thread %d, which does not block it\n",
@@ -273,9 +258,7 @@ static void test_stop_signal_anywhere(const char *dir)
     }
     CHECK(svc_log_has(&s, "msg=shutdown signal=15"));
     CHECK(svc_log_has(&s, "msg=stopped clean=1"));
-    if (check_failures_)
-        svc_dump(&s);
-    svc_free(&s);
+    svc_check_done(&s);
 
     /* during start-up, as soon as the handler is in (before it any
      * program takes the default action): the main thread does not wait for
@@ -291,9 +274,7 @@ static void test_stop_signal_anywhere(const char *dir)
         svc_sleep_ms(delay_ms);
         int rc = svc_stop(&s, SIGTERM, 30000);
         CHECK_MSG(rc == 0, "SIGTERM %d ms after start: exit %d", delay_ms, rc);
-        if (check_failures_)
-            svc_dump(&s);
-        svc_free(&s);
+        svc_check_done(&s);
     }
 }
 
@@ -307,11 +288,8 @@ int main(void)
     gt_error err = {0};
     gc_client *c = NULL;
     test_stop_signal_anywhere(dir);
-    if (svc_start(&s, db, data, NULL) != 0) {
-        svc_dump(&s);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&s, "server did not start", db, data, NULL) != 0)
         return check_finish();
-    }
     CHECK_EQ_INT(gc_open(&c, s.url, &err), GT_OK);
     test_cancel(c);
 
@@ -332,10 +310,10 @@ int main(void)
     int from1 = resumed_from(&s);
     CHECK_MSG(from1 >= 40 && from1 % 20 == 0 && from1 < steps, "resumed from step %d", from1);
     json_t *r = svc_wait_run(c, run, NULL, 240000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
-              str(r, "status"), str(r, "error"));
-    CHECK_EQ_INT(num(r, "attempts"), 2);
-    CHECK_EQ_INT(num(json_object_get(r, "progress"), "done_steps"), 2 * steps);
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "status %s (%s)", svc_str(r, "status"), svc_str(r, "error"));
+    CHECK_EQ_INT(svc_num(r, "attempts"), 2);
+    CHECK_EQ_INT(svc_num(json_object_get(r, "progress"), "done_steps"), 2 * steps);
     json_decref(r);
     /* One best checkpoint per stage after all that. */
     json_t *j;
@@ -372,22 +350,15 @@ int main(void)
     int from = resumed_from(&s);
     CHECK_MSG(from >= 25 && from % 25 == 0 && from < steps2, "resumed from step %d", from);
     r = svc_wait_run(c, run2, NULL, 240000);
-    CHECK_MSG(str(r, "status") && strcmp(str(r, "status"), "succeeded") == 0, "status %s (%s)",
-              str(r, "status"), str(r, "error"));
-    CHECK_EQ_INT(num(r, "attempts"), 2);
+    CHECK_MSG(svc_str(r, "status") && strcmp(svc_str(r, "status"), "succeeded") == 0,
+              "status %s (%s)", svc_str(r, "status"), svc_str(r, "error"));
+    CHECK_EQ_INT(svc_num(r, "attempts"), 2);
     json_decref(r);
     gc_close(c);
     CHECK_EQ_INT(svc_stop(&s, SIGTERM, 30000), 0);
     check_no_duplicates(db, run, steps, 5);
     check_no_duplicates(db, run2, steps2, 5);
-    if (check_failures_) {
-        svc_dump(&s);
-    } else {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);   /* kept on failure, for a look */
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dir);
-    }
-    svc_free(&s);
+    svc_check_done(&s);
+    svc_check_cleanup(dir);
     return check_finish();
 }

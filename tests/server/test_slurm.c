@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[64];
@@ -52,27 +54,6 @@ static int find_program(const char *name, char *out, size_t cap)
             return 1;
     }
     return 0;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void teardown(void)
@@ -156,9 +137,9 @@ static void start_slurm(void)
     if (stat(p, &st) != 0)
         skip("munged did not create its socket");
 
-    int port_ctld = free_port(), port_d = free_port();
+    int port_ctld = svc_free_port(), port_d = svc_free_port();
     while (port_d == port_ctld)
-        port_d = free_port();
+        port_d = svc_free_port();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
     FILE *f = fopen(conf, "w");
@@ -266,6 +247,43 @@ static int job_state_is(json_t *run, void *want)
     return strcmp(jstr(run, "executor", "state"), want) == 0;
 }
 
+/* POSTs the run config cfg (freed), checking the 201; the run's id, and
+ * its reply in *reply when asked for (else freed). */
+static long long submit(gc_client *c, char *cfg, json_t **reply)
+{
+    json_t *j = NULL;
+    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
+    free(cfg);
+    long long id = jint(j, "id", NULL);
+    if (reply)
+        *reply = j;
+    else
+        json_decref(j);
+    return id;
+}
+
+/* The run object's status is want; a failure names the run, its status,
+ * its error and its job's state. */
+static void check_status(json_t *run, const char *want, const char *name)
+{
+    CHECK_MSG(status_is(run, (void *)want), "%s: %s (%s), job %s", name,
+              jstr(run, "status", NULL), jstr(run, "error", NULL), jstr(run, "executor", "state"));
+}
+
+/* The run's losses: a series per stage, count points each. */
+static void check_loss_series(gc_client *c, long long run, long long count)
+{
+    char path[160];
+    json_t *j = NULL, *s;
+    size_t i;
+    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=loss", run);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    CHECK_EQ_INT((long long)json_array_size(json_object_get(j, "series")), 2);
+    json_array_foreach(json_object_get(j, "series"), i, s)
+        CHECK_EQ_INT(jint(s, "count", NULL), count);
+    json_decref(j);
+}
+
 static int has_checkpoint(json_t *run, void *arg)
 {
     (void)arg;
@@ -351,13 +369,13 @@ static char *two_rank_config(const char *name, int steps1, int steps2, int log_e
 
 int main(void)
 {
-    double t0 = now_s();
+    double t0 = gt_clock_s();
     snprintf(dir, sizeof dir, "/tmp/giant-slurm-XXXXXX");
     if (!mkdtemp(dir))
         check_skip("cannot make a temporary directory");
     chmod(dir, 0755);
     start_slurm();
-    double t_up = now_s();
+    double t_up = gt_clock_s();
     printf("slurm up in %.1f s\n", t_up - t0);
 
     char db[320], data[320];
@@ -373,21 +391,15 @@ int main(void)
     have_giant = 1;
     /* logged just after "listening", which svc_start waits for: wait for it too */
     CHECK(svc_log_wait(&S, "msg=slurm available=1", 10000));
-    gc_client *c = NULL;
     gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     json_t *j = NULL;
 
     /* run A: pending -> running -> succeeded, everything through ingest,
      * with an acceptance test (small: 100 showers, a narrow classifier) */
-    char *cfg = svc_with_accept(config("slurm-a", 30, 30, 5, 10), 100, 8, 3, 0);
-    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
-    free(cfg);
-    long long a = jint(j, "id", NULL);
-    json_decref(j);
+    long long a = submit(c, svc_with_accept(config("slurm-a", 30, 30, 5, 10), 100, 8, 3, 0), NULL);
     j = wait_until(c, a, job_state_is, "COMPLETED", 60000);
-    CHECK_MSG(strcmp(jstr(j, "status", NULL), "succeeded") == 0, "run A: %s (%s), job %s",
-              jstr(j, "status", NULL), jstr(j, "error", NULL), jstr(j, "executor", "state"));
+    check_status(j, "succeeded", "run A");
     long long job_a = jint(j, "executor", "job_id");
     CHECK(job_a > 0);
     CHECK_MSG(jint(j, "acceptance", "showers") == 100, "run A's acceptance test: %lld showers",
@@ -403,15 +415,8 @@ int main(void)
     CHECK_MSG(pending && running && succeeded && tested && pending < running &&
                   running < tested && tested < succeeded,
               "run A's events: %s", ta.text);
+    check_loss_series(c, a, 6);
     char path[160];
-    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=loss", a);
-    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
-    CHECK_EQ_INT((long long)json_array_size(json_object_get(j, "series")), 2);
-    size_t i;
-    json_t *s;
-    json_array_foreach(json_object_get(j, "series"), i, s)
-        CHECK_EQ_INT(jint(s, "count", NULL), 6);
-    json_decref(j);
     snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=val_loss", a);
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
     CHECK_EQ_INT((long long)json_array_size(json_object_get(j, "series")), 2);
@@ -430,15 +435,11 @@ int main(void)
     CHECK_EQ_INT(gc_request(c, "GET", ckpath, NULL, NULL, 0, NULL, &r, &err), GT_OK);
     CHECK(r.status == 200 && strcmp(r.checksum, want) == 0 && r.len > 0);
     gc_response_free(&r);
-    double t_a = now_s();
+    double t_a = gt_clock_s();
     printf("run A succeeded on Slurm in %.1f s\n", t_a - t_up);
 
     /* run B: requeued after its first checkpoint, resumed from it */
-    cfg = config("slurm-b", 200, 20000, 10, 20);
-    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
-    free(cfg);
-    long long b = jint(j, "id", NULL);
-    json_decref(j);
+    long long b = submit(c, config("slurm-b", 200, 20000, 10, 20), NULL);
     j = wait_until(c, b, has_checkpoint, NULL, 60000);
     long long job_b = jint(j, "executor", "job_id");
     CHECK_MSG(has_checkpoint(j, NULL) && job_b > 0, "run B: %s, no checkpoint",
@@ -455,6 +456,8 @@ int main(void)
     snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints", b);
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
     long long newest[2] = {-1, -1};
+    size_t i;
+    json_t *s;
     json_array_foreach(json_object_get(j, "items"), i, s) {
         int k = strcmp(jstr(s, "stage", NULL), "shower") == 0;
         if (jint(s, "step", NULL) > newest[k])
@@ -486,7 +489,7 @@ int main(void)
             svc_sleep_ms(100);
     }
     CHECK_MSG(resumed, "the requeued job did not resume with '%s' (%s)", resume_line, out);
-    double t_b = now_s();
+    double t_b = gt_clock_s();
     printf("run B requeued and resumed in %.1f s\n", t_b - t_a);
 
     /* cancelled through the API: scancel */
@@ -494,26 +497,21 @@ int main(void)
     CHECK_EQ_INT(svc_json(c, "POST", path, NULL, NULL, &j), 202);
     json_decref(j);
     j = wait_until(c, b, job_state_is, "CANCELLED", 20000);
-    CHECK_MSG(status_is(j, "cancelled"), "run B: %s (%s), job %s", jstr(j, "status", NULL),
-              jstr(j, "error", NULL), jstr(j, "executor", "state"));
+    check_status(j, "cancelled", "run B");
     CHECK(strstr(jstr(j, "error", NULL), "scancel") != NULL);
     json_decref(j);
-    printf("run B cancelled in %.1f s\n", now_s() - t_b);
-    double t_c0 = now_s();
+    printf("run B cancelled in %.1f s\n", gt_clock_s() - t_b);
+    double t_c0 = gt_clock_s();
 
     /* run C: data parallel in its job (executor.ranks 2: the job's trainer
      * launches two CPU processes, rank 0 reports), every step once */
-    cfg = two_rank_config("slurm-c", 30, 30, 5, 10);
-    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
-    free(cfg);
-    long long rc_id = jint(j, "id", NULL);
+    long long rc_id = submit(c, two_rank_config("slurm-c", 30, 30, 5, 10), &j);
     /* recorded as given (written back only when set) */
     CHECK_EQ_INT(json_integer_value(json_object_get(
                      json_object_get(json_object_get(j, "config"), "executor"), "ranks")), 2);
     json_decref(j);
     j = wait_until(c, rc_id, job_state_is, "COMPLETED", 90000);
-    CHECK_MSG(status_is(j, "succeeded"), "run C: %s (%s), job %s", jstr(j, "status", NULL),
-              jstr(j, "error", NULL), jstr(j, "executor", "state"));
+    check_status(j, "succeeded", "run C");
     CHECK_EQ_INT(jint(j, "progress", "done_steps"), 60);
     long long job_c = jint(j, "executor", "job_id");
     json_decref(j);
@@ -521,26 +519,17 @@ int main(void)
     CHECK_MSG(file_has(out, " --ranks 2"), "run C's job script has no --ranks 2");
     snprintf(out, sizeof out, "%s/slurm/run-%lld-%lld.out", data, rc_id, job_c);
     CHECK_MSG(file_has(out, "2 ranks (CPU processes, shared memory)"), "run C's log: %s", out);
-    snprintf(path, sizeof path, "/v1/runs/%lld/metrics?name=loss", rc_id);
-    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
-    CHECK_EQ_INT((long long)json_array_size(json_object_get(j, "series")), 2);
-    json_array_foreach(json_object_get(j, "series"), i, s)
-        CHECK_EQ_INT(jint(s, "count", NULL), 6);   /* reported by rank 0 alone */
-    json_decref(j);
+    check_loss_series(c, rc_id, 6);   /* reported by rank 0 alone */
     snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints", rc_id);
     CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
     CHECK(json_array_size(json_object_get(j, "items")) >= 2);
     json_decref(j);
-    printf("run C (2 ranks) succeeded on Slurm in %.1f s\n", now_s() - t_c0);
+    printf("run C (2 ranks) succeeded on Slurm in %.1f s\n", gt_clock_s() - t_c0);
 
     /* run D: a rank other than 0 dies (SIGKILL): the launcher stops the
      * other and reports which rank failed */
-    double t_d0 = now_s();
-    cfg = two_rank_config("slurm-d", 200, 20000, 10, 20);
-    CHECK_EQ_INT(svc_json(c, "POST", "/v1/runs", cfg, NULL, &j), 201);
-    free(cfg);
-    long long d = jint(j, "id", NULL);
-    json_decref(j);
+    double t_d0 = gt_clock_s();
+    long long d = submit(c, two_rank_config("slurm-d", 200, 20000, 10, 20), NULL);
     j = wait_until(c, d, has_checkpoint, NULL, 60000);
     json_decref(j);
     /* rank 1 trains the config file the launcher wrote; rank 0 has the
@@ -550,8 +539,8 @@ int main(void)
     CHECK_MSG(status_is(j, "failed") && strstr(jstr(j, "error", NULL), "rank 1 of 2"),
               "run D: %s (%s)", jstr(j, "status", NULL), jstr(j, "error", NULL));
     json_decref(j);
-    printf("run D failed with its rank in %.1f s; %.1f s in all\n", now_s() - t_d0,
-           now_s() - t0);
+    printf("run D failed with its rank in %.1f s; %.1f s in all\n", gt_clock_s() - t_d0,
+           gt_clock_s() - t0);
 
     gc_close(c);
     if (check_failures_) {
@@ -564,7 +553,6 @@ int main(void)
     svc_free(&ctld);
     svc_free(&slurmd);
     svc_free(&munge_d);
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);
+    svc_check_cleanup(dir);
     return check_finish();
 }

@@ -22,6 +22,7 @@
 
 #include "calo_h5.h"
 #include "check.h"
+#include "svc_check.h"
 #include "svc_harness.h"
 
 static char dir[64], db[128], data[128];
@@ -339,11 +340,8 @@ static void test_chunked_equals_one(long long run)
 {
     svc T;
     const char *extra[] = {"--max-showers", "500", NULL};
-    if (svc_start(&T, db, data, extra) != 0) {
-        svc_dump(&T);
-        CHECK_MSG(0, "second server did not start");
+    if (svc_check_start(&T, "second server did not start", db, data, extra) != 0)
         return;
-    }
     gc_client *c = NULL;
     gt_error err = {0};
     gc_showers one;
@@ -378,10 +376,7 @@ static void test_chunked_equals_one(long long run)
     free(sh_);
     free(e2);
     free(s2);
-    CHECK_EQ_INT(svc_stop(&T, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&T);
-    svc_free(&T);
+    svc_check_stop(&T);
 }
 
 /* giant sample on this machine (no server): --gzip 0, 1, 4 and the default
@@ -481,14 +476,9 @@ int main(void)
     test_train_tty();
 
     const char *extra[] = {"--max-showers", "50", "--max-json-showers", "10", NULL};
-    if (svc_start(&S, db, data, extra) != 0) {
-        svc_dump(&S);
-        CHECK_MSG(0, "server did not start");
+    if (svc_check_start(&S, "server did not start", db, data, extra) != 0)
         return check_finish();
-    }
-    gc_client *c = NULL;
-    gt_error err = {0};
-    CHECK_EQ_INT(gc_open(&c, S.url, &err), GT_OK);
+    gc_client *c = svc_check_client(&S);
     long long run = test_submit_key();
     json_t *r = svc_wait_run(c, run, "succeeded", 120000);
     const char *st = json_string_value(json_object_get(r, "status"));
@@ -499,14 +489,10 @@ int main(void)
     test_numbers(c, run);
     test_watch(run);
     gc_close(c);
-    CHECK_EQ_INT(svc_stop(&S, SIGTERM, 30000), 0);
-    if (check_failures_)
-        svc_dump(&S);
-    svc_free(&S);
+    svc_check_stop(&S);
     test_chunked_equals_one(run);
     test_sample_gzip(run);
     test_sample_disk_full(run);
-    if (!check_failures_)
-        svc_sh("rm -rf %s", dir);      /* kept on failure, for a look */
+    svc_check_cleanup(dir);
     return check_finish();
 }
