@@ -401,12 +401,8 @@ static int cuda_ew2d(cuda_state *s, const F &f, int rows, int cols, int vec_ok,
     return GT_OK;
 }
 
-/* Row pointer of a float view at row i. */
-__device__ __forceinline__ float *cuda_row(float *p, int ld, int i)
-{
-    return p + (long long)i * ld;
-}
-__device__ __forceinline__ const float *cuda_row(const float *p, int ld, int i)
+/* Row pointer of a view at row i (float, const float or bf16 elements). */
+template <class T> __device__ __forceinline__ T *cuda_row(T *p, int ld, int i)
 {
     return p + (long long)i * ld;
 }
