@@ -222,6 +222,25 @@ static void run_handler(http_request *req, void (*fn)(http_request *, void *), v
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
 }
 
+/* What a request meets before its body counts, when its body is coming
+ * (request_begin) or has come (request_finish): no route is answered, the
+ * guard may refuse it, and a route that takes no body runs its handler at
+ * once.  Returns 1 when the body is next, 0 when the request was answered. */
+static int request_admit(http_request *req, void *app)
+{
+    if (!req->route) {
+        reply_unrouted(req);
+        return 0;
+    }
+    if (!authorized(req))
+        return 0;
+    if (req->route->flags & HTTP_NO_BODY) {
+        run_handler(req, req->route->handler, app);
+        return 0;
+    }
+    return 1;
+}
+
 /* First call for a request: route it.  What can be refused before the body
  * is read (no route, a refused token, declared length over the cap) is
  * answered now when a body is coming, so it is never read: MHD then closes
@@ -253,18 +272,8 @@ static void request_begin(http_request *req)
             break;
         }
     }
-    if (!request_has_body(req))
+    if (!request_has_body(req) || !request_admit(req, req->srv->app))
         return;
-    if (!req->route) {
-        reply_unrouted(req);
-        return;
-    }
-    if (!authorized(req))
-        return;
-    if (req->route->flags & HTTP_NO_BODY) {
-        run_handler(req, req->route->handler, req->srv->app);
-        return;
-    }
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
     if (!media_type_acceptable(req)) {
@@ -316,18 +325,10 @@ static void request_append(http_request *req, const char *data, size_t n)
 
 static void request_finish(http_request *req, void *app)
 {
-    if (!req->route) {
-        reply_unrouted(req);
+    /* A bodiless request meets request_admit here, not at the start, and
+     * is checked (to a JSON route) here too. */
+    if (!request_admit(req, app))
         return;
-    }
-    /* Bodiless requests were not authorized nor, to JSON routes, checked
-     * at the start. */
-    if (!authorized(req))
-        return;
-    if (req->route->flags & HTTP_NO_BODY) {
-        run_handler(req, req->route->handler, app);
-        return;
-    }
     if (!media_type_ok(req))
         return;
     if (req->too_large) {
