@@ -1,7 +1,7 @@
 /* routes_events: GET /v1/runs/{id}/events, a run's events as Server-Sent
  * Events read from run_events (runs_events_after).  Contracts:
  * api/openapi.json; how the stream holds its pool thread: server/README.md. */
-#include "routes_events.h"
+#include "routes_handlers.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

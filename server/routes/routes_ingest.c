@@ -1,4 +1,7 @@
-#include "routes_ingest.h"
+/* routes_ingest: what a Slurm job's trainer sends back to the service
+ * (the routes: routes_handlers.h; the rules: ingest.h), on the job's own
+ * ingest token. */
+#include "routes_handlers.h"
 
 #include <ctype.h>
 #include <math.h>

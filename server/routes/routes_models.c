@@ -1,6 +1,6 @@
 /* routes_models: export a run as a model file, import, list and read
  * models.  Contracts: api/openapi.json; the file: server/model_format.md. */
-#include "routes_models.h"
+#include "routes_handlers.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,6 @@
-#include "routes_tokens.h"
+/* routes_tokens: /v1/tokens, the admin's view of the bearer tokens; the
+ * body is checked by token_body, the rows are auth_tokens'. */
+#include "routes_handlers.h"
 
 #include <stdio.h>
 
