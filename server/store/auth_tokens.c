@@ -160,12 +160,8 @@ int auth_expiry(store *s, const char *iso, const char *ttl, char out[40], gt_err
 
 int auth_token_get(store *s, int64_t id, json_t **row, gt_error *err)
 {
-    int rc = store_row_json(s, "reading a token",
-                            "SELECT " TOKEN_COLUMNS " FROM api_tokens WHERE id = ?",
-                            STORE_ARGS(STORE_INT(id)), row, err);
-    return rc == GT_ENOTFOUND
-               ? gt_error_set(err, GT_ENOTFOUND, "token %lld does not exist", (long long)id)
-               : rc;
+    return store_row_by_id(s, "reading a token", "token",
+                           "SELECT " TOKEN_COLUMNS " FROM api_tokens WHERE id = ?", id, row, err);
 }
 
 int auth_token_list(store *s, json_t **rows, gt_error *err)
