@@ -196,12 +196,8 @@ static int check_one(datasets_worker *d, int64_t id, const char *path, const cha
 static void *worker_main(void *arg)
 {
     datasets_worker *d = arg;
-    while (!atomic_load(&d->w.stopping)) {
-        json_t *row = NULL;
-        if (datasets_next_pending(d->db, &row, NULL) != GT_OK) {
-            worker_thread_nap(&d->w, 1);
-            continue;
-        }
+    json_t *row;
+    while (worker_thread_next_row(&d->w, d->db, datasets_next_pending, &row)) {
         int64_t id = json_integer_value(json_object_get(row, "id"));
         const char *path = json_string_value(json_object_get(row, "path"));
         if (!path)
