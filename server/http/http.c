@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "gt_array.h"
 #include "http_internal.h"
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -306,17 +307,9 @@ static void request_append(http_request *req, const char *data, size_t n)
         req->body_len = req->body_cap = 0;
         return;
     }
-    if (req->body_len + n + 1 > req->body_cap) {
-        size_t cap = req->body_cap ? req->body_cap : 4096;
-        while (cap < req->body_len + n + 1)
-            cap *= 2;
-        char *grown = realloc(req->body, cap);
-        if (!grown) {
-            req->too_large = 1;        /* treated as over the cap: refuse */
-            return;
-        }
-        req->body = grown;
-        req->body_cap = cap;
+    if (gt_array_reserve(&req->body, &req->body_cap, req->body_len + n + 1, 4096) != 0) {
+        req->too_large = 1;            /* treated as over the cap: refuse */
+        return;
     }
     memcpy(req->body + req->body_len, data, n);
     req->body_len += n;
