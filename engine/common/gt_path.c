@@ -83,11 +83,19 @@ int gt_path_read_all(const char *path, void **out, size_t *len, gt_error *err)
     FILE *f = fopen(path, "rb");
     if (!f)
         return gt_error_set(err, GT_EIO, "cannot open %s: %s", path, strerror(errno));
+    int rc = gt_path_read_stream(f, path, out, len, err);
+    fclose(f);
+    return rc;
+}
+
+int gt_path_read_stream(FILE *f, const char *name, void **out, size_t *len, gt_error *err)
+{
     size_t cap = 1 << 20, n = 0;
     char *b = malloc(cap);
     while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
+        /* one byte kept for the NUL */
+        n += fread(b + n, 1, cap - n - 1, f);
+        if (n + 1 < cap)
             break;
         char *grown = realloc(b, cap * 2);
         if (!grown) {
@@ -98,12 +106,12 @@ int gt_path_read_all(const char *path, void **out, size_t *len, gt_error *err)
         b = grown;
         cap *= 2;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
+    if (!b || ferror(f)) {
+        int code = b ? GT_EIO : GT_ENOMEM;
         free(b);
-        return gt_error_set(err, b ? GT_EIO : GT_ENOMEM, "cannot read %s", path);
+        return gt_error_set(err, code, "cannot read %s", name);
     }
+    b[n] = '\0';
     *out = b;
     *len = n;
     return GT_OK;

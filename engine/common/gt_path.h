@@ -11,6 +11,7 @@
 #define GT_PATH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gt_error.h"
 
@@ -31,9 +32,13 @@ int gt_path_inside(const char *root, const char *rel, char *real, size_t cap, gt
  * file it opened, told in the caller's terms.  Truncates to fit. */
 void gt_path_scrub(char *msg, size_t cap, const char *real, const char *shown);
 
-/* Reads the whole file at path into *out (malloc'd, *len bytes; free()
- * it).  GT_EIO naming the path when it cannot be opened or read, GT_ENOMEM
- * when it does not fit in memory. */
+/* Reads the whole file at path into *out (malloc'd, *len bytes and a NUL
+ * after them; free() it).  GT_EIO naming the path when it cannot be opened
+ * or read, GT_ENOMEM when it does not fit in memory. */
 int gt_path_read_all(const char *path, void **out, size_t *len, gt_error *err);
+
+/* The same from a stream already open (stdin, say) to its end; name is
+ * what an error calls it. */
+int gt_path_read_stream(FILE *f, const char *name, void **out, size_t *len, gt_error *err);
 
 #endif

@@ -88,17 +88,14 @@ static nn_backend_ops cpu_ops;
 static void cpu_ops_fill(void)
 {
     nn_backend_ops *o = &cpu_ops;
-    memset(o, 0, sizeof *o);
-    o->destroy = cpu_destroy;
-    o->alloc = cpu_alloc;
-    o->free = cpu_free;
-    o->memset = cpu_memset;
-    o->copy_h2d = cpu_copy;
-    o->copy_d2h = cpu_copy;
-    o->copy_d2d = cpu_copy;
-    o->synchronize = cpu_sync;
-    /* host_alloc / host_free: NULL, plain aligned memory is what copies
-     * here move fastest; then the families in the table's order */
+    /* memory and copies, every other entry NULL; host_alloc / host_free
+     * stay so: plain aligned memory is what copies here move fastest */
+    *o = (nn_backend_ops){
+        .destroy = cpu_destroy, .alloc = cpu_alloc, .free = cpu_free, .memset = cpu_memset,
+        .copy_h2d = cpu_copy, .copy_d2h = cpu_copy, .copy_d2d = cpu_copy,
+        .synchronize = cpu_sync,
+    };
+    /* then the families in the table's order */
     cpu_copy_ops(o);
     cpu_matmul_ops(o);
     cpu_act_ops(o);

@@ -13,9 +13,12 @@
 /* ------------------------------------------------------------------------ */
 
 /* y = op(x), element by element: SiLU and leaky ReLU forward.  Op is a
- * per-element operation: a __device__ float operator()(float) const. */
-template <class Op> struct cuda_map_f {
-    float *y; int ldy;
+ * per-element operation: a __device__ float operator()(float) const.  Out
+ * is y's element: float, or uint16_t for bf16, each value then rounded as
+ * the CPU rounds it (nn_bf16_from_f32, cuda_st's bf16 store; 4-wide it
+ * reads 16 bytes and writes 8). */
+template <class Op, class Out = float> struct cuda_map_f {
+    Out *y; int ldy;
     const float *x; int ldx;
     Op op;
     template <int V> __device__ void apply(int i, int j) const
@@ -150,26 +153,11 @@ struct cuda_bias_f {
     }
 };
 
-/* y (bf16) = op(x), each value rounded as the CPU rounds it
- * (nn_bf16_from_f32, cuda_st's bf16 store); 4-wide it reads 16 bytes and
- * writes 8.  The cast is the identity; SiLU into bf16 is the trunk's SiLU
- * output under bf16, which feeds only a matmul, in one pass. */
+/* The bf16 cast is cuda_map_f into bf16 with the identity; SiLU into bf16
+ * is the trunk's SiLU output under bf16, which feeds only a matmul, in one
+ * pass. */
 struct cuda_ident_op {
     __device__ float operator()(float v) const { return v; }
-};
-template <class Op> struct cuda_map_bf16_f {
-    uint16_t *y; int ldy;
-    const float *x; int ldx;
-    Op op;
-    template <int V> __device__ void apply(int i, int j) const
-    {
-        float a[V];
-        cuda_ld<V>(a, cuda_row(x, ldx, i) + j);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            a[k] = op(a[k]);
-        cuda_st<V>(y + (long long)i * ldy + j, a);
-    }
 };
 
 /* ------------------------------------------------------------------------ */
@@ -196,8 +184,8 @@ static int cuda_grad(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, Gra
 static int cuda_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
     if (y.dtype == NN_BF16) {
-        cuda_map_bf16_f<cuda_silu_op> f = {(uint16_t *)y.data, y.ld, (const float *)x.data, x.ld,
-                                           cuda_silu_op{}};
+        cuda_map_f<cuda_silu_op, uint16_t> f = {(uint16_t *)y.data, y.ld, (const float *)x.data,
+                                                x.ld, cuda_silu_op{}};
         return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(x) && cuda_vec4_out_ok(y),
                          err);
     }
@@ -273,8 +261,8 @@ static int cuda_fill_zero(cuda_state *s, nn_tensor c, gt_error *err)
 
 static int cuda_cast_bf16(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 {
-    cuda_map_bf16_f<cuda_ident_op> f = {(uint16_t *)y.data, y.ld, (const float *)x.data, x.ld,
-                                        cuda_ident_op{}};
+    cuda_map_f<cuda_ident_op, uint16_t> f = {(uint16_t *)y.data, y.ld, (const float *)x.data,
+                                             x.ld, cuda_ident_op{}};
     int vec = cuda_vec4_ok(x) && cuda_aligned(y.data, 8) && y.ld % 4 == 0;
     return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, vec, err);
 }

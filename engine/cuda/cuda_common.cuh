@@ -6,6 +6,7 @@
 #define CUDA_COMMON_CUH
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cublasLt.h>
@@ -119,8 +120,18 @@ static int cublas_fail(gt_error *err, cublasStatus_t s, const char *call, const 
     do {                                                                       \
         cudaError_t e_ = cudaGetLastError();                                   \
         if (e_ != cudaSuccess)                                                 \
-            return cuda_fail((err), e_, "launch " name, __FILE__, __LINE__);   \
+            return cuda_launch_fail((err), e_, (name), __FILE__, __LINE__);    \
     } while (0)
+
+/* The kernel's name is a string, not only a literal: a launcher shared by
+ * several kernels (cuda_sb_launch, cuda_softmax_launch) is given it. */
+static int cuda_launch_fail(gt_error *err, cudaError_t e, const char *kernel, const char *file,
+                            int line)
+{
+    char call[128];
+    snprintf(call, sizeof call, "launch %s", kernel);
+    return cuda_fail(err, e, call, file, line);
+}
 
 /* ------------------------------------------------------------------------ */
 /* the cuBLASLt plan caches (cuda_matmul.cuh, cuda_fixed.cuh)                */
@@ -401,12 +412,8 @@ static int cuda_ew2d(cuda_state *s, const F &f, int rows, int cols, int vec_ok,
     return GT_OK;
 }
 
-/* Row pointer of a float view at row i. */
-__device__ __forceinline__ float *cuda_row(float *p, int ld, int i)
-{
-    return p + (long long)i * ld;
-}
-__device__ __forceinline__ const float *cuda_row(const float *p, int ld, int i)
+/* Row pointer of a view at row i (float, const float or bf16 elements). */
+template <class T> __device__ __forceinline__ T *cuda_row(T *p, int ld, int i)
 {
     return p + (long long)i * ld;
 }

@@ -15,27 +15,37 @@
 /* kernels                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Philox block `block` as 4 values of the distribution, stored at p, of
+ * which n elements remain (a whole block in one 16-byte store when vec
+ * allows it, else the first min(n, 4) one by one). */
+__device__ __forceinline__ void cuda_rng_put_block(float *p, long long n, int dist, float a,
+                                                   float bb, uint64_t seed, uint64_t stream,
+                                                   uint64_t block, int vec)
+{
+    uint32_t r[4];
+    nn_rng_block(seed, stream, block, r);
+    float o[4];
+#pragma unroll
+    for (int lane = 0; lane < 4; lane++)
+        o[lane] = nn_rng_fill_elem(r, lane, dist, a, bb);
+    if (vec && n >= 4) {
+        *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);
+    } else {
+#pragma unroll
+        for (int lane = 0; lane < 4; lane++)
+            if (lane < n)
+                p[lane] = o[lane];
+    }
+}
+
 __global__ void cuda_rand_fill_kernel(float *x, long long n, int dist, float a, float bb,
                                       uint64_t seed, uint64_t stream, uint64_t offset, int vec)
 {
     long long nblocks = (n + 3) / 4;
     for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < nblocks;
-         q += (long long)gridDim.x * blockDim.x) {
-        uint32_t r[4];
-        nn_rng_block(seed, stream, offset + (uint64_t)q, r);
-        float o[4];
-#pragma unroll
-        for (int lane = 0; lane < 4; lane++)
-            o[lane] = nn_rng_fill_elem(r, lane, dist, a, bb);
-        if (vec && 4 * q + 4 <= n) {
-            reinterpret_cast<float4 *>(x)[q] = make_float4(o[0], o[1], o[2], o[3]);
-        } else {
-#pragma unroll
-            for (int lane = 0; lane < 4; lane++)
-                if (4 * q + lane < n)
-                    x[4 * q + lane] = o[lane];
-        }
-    }
+         q += (long long)gridDim.x * blockDim.x)
+        cuda_rng_put_block(x + 4 * q, n - 4 * q, dist, a, bb, seed, stream,
+                           offset + (uint64_t)q, vec);
 }
 
 /* Row r of x (row pitch ld) as the fill at offset (row0 + r) * per_row: one
@@ -49,21 +59,8 @@ __global__ void cuda_rand_rows_kernel(float *x, int rows, int cols, long long ld
     for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < total;
          q += (long long)gridDim.x * blockDim.x) {
         long long r = q / nb, k = q - r * nb;
-        uint32_t w[4];
-        nn_rng_block(seed, stream, (row0 + (uint64_t)r) * per_row + (uint64_t)k, w);
-        float o[4];
-#pragma unroll
-        for (int lane = 0; lane < 4; lane++)
-            o[lane] = nn_rng_fill_elem(w, lane, dist, a, bb);
-        float *row = x + r * ld;
-        if (vec && 4 * k + 4 <= cols) {
-            reinterpret_cast<float4 *>(row)[k] = make_float4(o[0], o[1], o[2], o[3]);
-        } else {
-#pragma unroll
-            for (int lane = 0; lane < 4; lane++)
-                if (4 * k + lane < cols)
-                    row[4 * k + lane] = o[lane];
-        }
+        cuda_rng_put_block(x + r * ld + 4 * k, (long long)cols - 4 * k, dist, a, bb, seed,
+                           stream, (row0 + (uint64_t)r) * per_row + (uint64_t)k, vec);
     }
 }
 

@@ -40,12 +40,17 @@ __global__ void cuda_topk_bwd_kernel(float *dprobs, int lddp, const float *dw,
                     dw + (long long)i * k, E, k, accumulate, cuda_row(dprobs, lddp, i));
 }
 
-/* y[i, :] = scale[i] * x[idx[i], :] */
-struct cuda_gather_f {
+/* What gather_rows and scatter_add_rows are given: y and x, a row index
+ * for each row and its optional scale. */
+struct cuda_rows_args {
     float *y; int ldy;
     const float *x; int ldx;
     const int32_t *idx;
     const float *scale;
+};
+
+/* y[i, :] = scale[i] * x[idx[i], :] */
+struct cuda_gather_f : cuda_rows_args {
     template <int V> __device__ void apply(int i, int j) const
     {
         float a[V];
@@ -61,11 +66,7 @@ struct cuda_gather_f {
 };
 
 /* y[idx[i], :] += scale[i] * x[i, :] */
-struct cuda_scatter_f {
-    float *y; int ldy;
-    const float *x; int ldx;
-    const int32_t *idx;
-    const float *scale;
+struct cuda_scatter_f : cuda_rows_args {
     template <int V> __device__ void apply(int i, int j) const
     {
         float a[V], o[V];
@@ -181,14 +182,14 @@ static int cuda_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const
 static int cuda_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                             const float *scale, gt_error *err)
 {
-    cuda_gather_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld, idx, scale};
+    cuda_gather_f f = {{(float *)y.data, y.ld, (const float *)x.data, x.ld, idx, scale}};
     return cuda_ew2d(cuda_st(b), f, y.rows, y.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
 }
 
 static int cuda_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                                  const float *scale, gt_error *err)
 {
-    cuda_scatter_f f = {(float *)y.data, y.ld, (const float *)x.data, x.ld, idx, scale};
+    cuda_scatter_f f = {{(float *)y.data, y.ld, (const float *)x.data, x.ld, idx, scale}};
     return cuda_ew2d(cuda_st(b), f, x.rows, x.cols, cuda_vec4_ok(y) && cuda_vec4_ok(x), err);
 }
 

@@ -86,39 +86,38 @@ __global__ void cuda_softmax_bwd_warp_kernel(float *dx, int lddx, const float *d
 /* launchers                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int cuda_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+/* Softmax's launch: rows of at most CUDA_SOFTMAX_THREAD_MAX columns one
+ * thread each (the CPU's row function), longer ones one warp each; the two
+ * kernels take the same arguments. */
+template <class... P, class... A>
+static int cuda_softmax_launch(nn_backend *b, void (*row_kernel)(P...), void (*warp_kernel)(P...),
+                               const char *name, int rows, int cols, gt_error *err, A... args)
 {
     cuda_state *s = cuda_st(b);
-    if (x.rows <= 0 || x.cols <= 0)
+    if (rows <= 0 || cols <= 0)
         return GT_OK;
-    if (x.cols <= CUDA_SOFTMAX_THREAD_MAX)
-        cuda_softmax_fwd_row_kernel<<<cuda_blocks(x.rows, CUDA_THREADS), CUDA_THREADS, 0,
-                                      s->stream>>>(
-            (float *)y.data, y.ld, (const float *)x.data, x.ld, x.rows, x.cols);
+    if (cols <= CUDA_SOFTMAX_THREAD_MAX)
+        row_kernel<<<cuda_blocks(rows, CUDA_THREADS), CUDA_THREADS, 0, s->stream>>>(args...);
     else
-        cuda_softmax_fwd_warp_kernel<<<cuda_grid_rows(x.rows), CUDA_THREADS, 0, s->stream>>>(
-            (float *)y.data, y.ld, (const float *)x.data, x.ld, x.rows, x.cols);
-    CUDA_LAUNCHED("cuda_softmax_fwd_kernel", err);
+        warp_kernel<<<cuda_grid_rows(rows), CUDA_THREADS, 0, s->stream>>>(args...);
+    CUDA_LAUNCHED(name, err);
     return GT_OK;
+}
+
+static int cuda_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
+{
+    return cuda_softmax_launch(b, cuda_softmax_fwd_row_kernel, cuda_softmax_fwd_warp_kernel,
+                               "cuda_softmax_fwd_kernel", x.rows, x.cols, err, (float *)y.data,
+                               y.ld, (const float *)x.data, x.ld, x.rows, x.cols);
 }
 
 static int cuda_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y,
                             gt_error *err)
 {
-    cuda_state *s = cuda_st(b);
-    if (y.rows <= 0 || y.cols <= 0)
-        return GT_OK;
-    if (y.cols <= CUDA_SOFTMAX_THREAD_MAX)
-        cuda_softmax_bwd_row_kernel<<<cuda_blocks(y.rows, CUDA_THREADS), CUDA_THREADS, 0,
-                                      s->stream>>>(
-            (float *)dx.data, dx.ld, (const float *)dy.data, dy.ld, (const float *)y.data, y.ld,
-            y.rows, y.cols);
-    else
-        cuda_softmax_bwd_warp_kernel<<<cuda_grid_rows(y.rows), CUDA_THREADS, 0, s->stream>>>(
-            (float *)dx.data, dx.ld, (const float *)dy.data, dy.ld, (const float *)y.data, y.ld,
-            y.rows, y.cols);
-    CUDA_LAUNCHED("cuda_softmax_bwd_kernel", err);
-    return GT_OK;
+    return cuda_softmax_launch(b, cuda_softmax_bwd_row_kernel, cuda_softmax_bwd_warp_kernel,
+                               "cuda_softmax_bwd_kernel", y.rows, y.cols, err, (float *)dx.data,
+                               dx.ld, (const float *)dy.data, dy.ld, (const float *)y.data, y.ld,
+                               y.rows, y.cols);
 }
 
 /* This family's entries of the op table (each on the backend's device). */

@@ -111,34 +111,38 @@ static int cuda_sb_fwd(nn_backend *b, nn_tensor f, nn_tensor z, gt_error *err)
     return GT_OK;
 }
 
+/* The launch of a kernel with L floats of scratch per thread (sb_bwd,
+ * sb_inv): L within CUDA_SB_MAX_L, nothing for no rows or no layers, one
+ * thread per row in blocks of cuda_sb_shape_of(L); args are the kernel's
+ * but the slice stride, which comes last. */
+template <class... P, class... A>
+static int cuda_sb_launch(nn_backend *b, void (*kernel)(P...), const char *name, const char *op,
+                          int rows, int L, gt_error *err, A... args)
+{
+    cuda_state *s = cuda_st(b);
+    if (cuda_sb_check(L, op, err))
+        return err ? err->code : GT_EUNSUPPORTED;
+    if (rows <= 0 || L <= 0)
+        return GT_OK;
+    cuda_sb_shape sh = cuda_sb_shape_of(L);
+    kernel<<<cuda_blocks(rows, sh.threads), sh.threads, sh.smem, s->stream>>>(args..., sh.stride);
+    CUDA_LAUNCHED(name, err);
+    return GT_OK;
+}
+
 static int cuda_sb_bwd(nn_backend *b, nn_tensor dz, nn_tensor df, nn_tensor z, int accumulate,
                        gt_error *err)
 {
-    cuda_state *s = cuda_st(b);
-    if (cuda_sb_check(df.cols, "sb_bwd", err))
-        return err ? err->code : GT_EUNSUPPORTED;
-    if (df.rows <= 0 || df.cols <= 0)
-        return GT_OK;
-    cuda_sb_shape sh = cuda_sb_shape_of(df.cols);
-    cuda_sb_bwd_kernel<<<cuda_blocks(df.rows, sh.threads), sh.threads, sh.smem, s->stream>>>(
-        (float *)dz.data, dz.ld, (const float *)df.data, df.ld, (const float *)z.data, z.ld,
-        df.rows, df.cols, accumulate, sh.stride);
-    CUDA_LAUNCHED("cuda_sb_bwd_kernel", err);
-    return GT_OK;
+    return cuda_sb_launch(b, cuda_sb_bwd_kernel, "cuda_sb_bwd_kernel", "sb_bwd", df.rows,
+                          df.cols, err, (float *)dz.data, dz.ld, (const float *)df.data, df.ld,
+                          (const float *)z.data, z.ld, df.rows, df.cols, accumulate);
 }
 
 static int cuda_sb_inv(nn_backend *b, nn_tensor z, nn_tensor f, float eps, gt_error *err)
 {
-    cuda_state *s = cuda_st(b);
-    if (cuda_sb_check(f.cols, "sb_inv", err))
-        return err ? err->code : GT_EUNSUPPORTED;
-    if (f.rows <= 0 || f.cols <= 0)
-        return GT_OK;
-    cuda_sb_shape sh = cuda_sb_shape_of(f.cols);
-    cuda_sb_inv_kernel<<<cuda_blocks(f.rows, sh.threads), sh.threads, sh.smem, s->stream>>>(
-        (float *)z.data, z.ld, (const float *)f.data, f.ld, f.rows, f.cols, eps, sh.stride);
-    CUDA_LAUNCHED("cuda_sb_inv_kernel", err);
-    return GT_OK;
+    return cuda_sb_launch(b, cuda_sb_inv_kernel, "cuda_sb_inv_kernel", "sb_inv", f.rows, f.cols,
+                          err, (float *)z.data, z.ld, (const float *)f.data, f.ld, f.rows,
+                          f.cols, eps);
 }
 
 /* This family's entries of the op table (each on the backend's device). */

@@ -64,9 +64,9 @@ int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
 
 double model_sampler_evals_per_shower(const model_sampler *s) { return s->evals_per_shower; }
 
-double model_sampler_decode_seconds(const model_sampler *s) { return s->decode_s; }
+double model_sampler_decode_seconds(const model_sampler *s) { return s->tally.decode_s; }
 
-double model_sampler_device_seconds(const model_sampler *s) { return s->device_s; }
+double model_sampler_device_seconds(const model_sampler *s) { return s->tally.device_s; }
 
 void model_sampler_set_graphs(model_sampler *s, int on)
 {
@@ -74,7 +74,7 @@ void model_sampler_set_graphs(model_sampler *s, int on)
     model_sampler_graphs_clear(s);
 }
 
-int64_t model_sampler_graph_replays(const model_sampler *s) { return s->graph_replays; }
+int64_t model_sampler_graph_replays(const model_sampler *s) { return s->tally.graph_replays; }
 
 double model_sampler_flops_per_shower(const model_sampler *s) { return s->flops_per_shower; }
 
@@ -293,12 +293,7 @@ fail:
 int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, int steps,
                       gt_error *err)
 {
-    s->evals_sum = 0;
-    s->flops_sum = 0;
-    s->evals_rows = 0;
-    s->decode_s = 0;
-    s->device_s = 0;
-    s->graph_replays = 0;
+    s->tally = (model_sampler_tally){0};
     double scored = 0.0;
     int rc = s->has_accept ? model_sampler_accept_run(s, reqs, n_reqs, steps, &scored, err)
                            : model_sampler_batches(s, reqs, n_reqs, steps, err);
@@ -308,10 +303,10 @@ int model_sampler_run(model_sampler *s, model_sample_request *reqs, int n_reqs, 
     if (rc == GT_OK && showers > 0) {
         /* per shower kept: every draw's networks, and the test's scoring
          * (a multiply-add per weight) of every draw it judged */
-        s->evals_per_shower = s->evals_sum / (double)showers;
+        s->evals_per_shower = s->tally.evals_sum / (double)showers;
         s->flops_per_shower =
-            (s->flops_sum + scored * 2.0 * (double)s->accept.net.n_weights) / (double)showers;
-        s->draws_per_shower = (double)s->evals_rows / (double)showers;
+            (s->tally.flops_sum + scored * 2.0 * (double)s->accept.net.n_weights) / (double)showers;
+        s->draws_per_shower = (double)s->tally.evals_rows / (double)showers;
     }
     return rc;
 }

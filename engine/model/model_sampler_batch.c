@@ -93,7 +93,7 @@ static int run_integrate(model_sampler *s, int stage, int rows, int steps, doubl
     if (it.ran)
         g->evals = it.evals;
     *evals += g->evals;
-    s->graph_replays += g->graph.replays - replays;
+    s->tally.graph_replays += g->graph.replays - replays;
     return rc;
 }
 
@@ -117,7 +117,7 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const model_s
         (rc = run_integrate(s, 1, rows, steps, &ev1, err)) ||
         (rc = nn_copy_d2h(s->b, s->x1_h, s->x, (size_t)rows * D1 * sizeof(float), err)))
         return rc;
-    s->device_s += gt_clock_s() - t_dev;
+    s->tally.device_s += gt_clock_s() - t_dev;
     if ((rc = model_sampler_check_finite(p, np, s->x1_h, rows, D1, NULL, DIVERGED " in stage 1",
                                          err)))
         return rc;
@@ -133,14 +133,14 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const model_s
     if (s->ar) {
         if ((rc = model_sampler_ar_run(s, reqs, p, np, rows, steps, &evals, &flops, err)))
             return rc;
-        s->device_s += gt_clock_s() - t_dev;
+        s->tally.device_s += gt_clock_s() - t_dev;
     } else {
         if ((rc = nn_copy_h2d(s->b, s->c, s->c2_h, (size_t)rows * C2 * sizeof(float), err)) ||
             (rc = model_sampler_fill_noise(s, reqs, p, np, 2, D2, err)) ||
             (rc = run_integrate(s, 2, rows, steps, &ev2, err)) ||
             (rc = nn_copy_d2h(s->b, s->x2_h, s->x, (size_t)rows * D2 * sizeof(float), err)))
             return rc;
-        s->device_s += gt_clock_s() - t_dev;
+        s->tally.device_s += gt_clock_s() - t_dev;
         if ((rc = model_sampler_check_finite(p, np, s->x2_h, rows, D2, NULL,
                                              DIVERGED " in stage 2", err)))
             return rc;
@@ -156,14 +156,14 @@ static int run_batch(model_sampler *s, model_sample_request *reqs, const model_s
         if (q->e_dep)
             memcpy(q->e_dep + p[i].first, ed, (size_t)p[i].rows * sizeof(float));
     }
-    s->decode_s += gt_clock_s() - t_decode;
+    s->tally.decode_s += gt_clock_s() - t_decode;
     /* evals counts per-shower evaluations of this batch (all rows for
      * oneshot; the active share of each layer for autoregressive) */
     evals += ev1 + ev2;
     flops += ev1 * row_flops(&s->net[0]) + ev2 * row_flops(&s->net[1]);
-    s->evals_sum += evals * rows;
-    s->flops_sum += flops * rows;
-    s->evals_rows += rows;
+    s->tally.evals_sum += evals * rows;
+    s->tally.flops_sum += flops * rows;
+    s->tally.evals_rows += rows;
     return GT_OK;
 }
 

@@ -86,6 +86,19 @@ typedef struct graph_slot {
     uint64_t used;           /* the sampler's use counter at the last use */
 } graph_slot;
 
+/* What one model_sampler_run counts: zeroed at its start, read by the
+ * per-shower figures and the accessors after it. */
+typedef struct model_sampler_tally {
+    double evals_sum;        /* shower-evaluations */
+    double flops_sum;        /* and their multiply-add FLOPs */
+    int64_t evals_rows;
+    double decode_s;         /* host seconds spent decoding */
+    double device_s;         /* seconds from each stage's noise to its result
+                              * on the host (the device's work and the copy
+                              * back; on a CPU, the networks) */
+    int64_t graph_replays;
+} model_sampler_tally;
+
 struct model_sampler {
     nn_backend *b;
     model_config cfg;
@@ -96,13 +109,7 @@ struct model_sampler {
     int max_batch;
     double evals_per_shower;
     double flops_per_shower;
-    double evals_sum;   /* shower-evaluations of the current run */
-    double flops_sum;   /* and their multiply-add FLOPs */
-    int64_t evals_rows;
-    double decode_s;    /* host seconds of the current run spent decoding */
-    double device_s;    /* seconds of the current run from each stage's noise
-                         * to its result on the host (the device's work and
-                         * the copy back; on a CPU, the networks) */
+    model_sampler_tally tally;          /* of the current run */
     /* backend buffers, max_batch rows */
     float *x, *xp, *v1, *v2, *c, *cond, *t, *ca, *cb;
     float *ones;  /* [max_batch, dim2] of 1: the constant term of clamps */
@@ -127,7 +134,6 @@ struct model_sampler {
     int graphs_on;
     graph_slot graphs[GRAPH_MAX];
     uint64_t graph_uses;
-    int64_t graph_replays;              /* of the current run */
     /* the acceptance test (model_sampler_set_accept) */
     int has_accept;
     model_accept accept;

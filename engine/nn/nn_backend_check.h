@@ -43,12 +43,36 @@ static inline int need_ptr(const void *p, int nonempty, const char *op, const ch
     return GT_OK;
 }
 
+/* An optional entry of the table (NULL on some backend): GT_EUNSUPPORTED. */
+static inline int need_op(nn_backend *b, int has, const char *op, gt_error *err)
+{
+    if (!has)
+        return gt_error_set(err, GT_EUNSUPPORTED, "%s: backend %s lacks this op", op, b->name);
+    return GT_OK;
+}
+
 static inline int unary_check(nn_backend *b, nn_tensor y, nn_tensor x, const char *op, gt_error *err)
 {
     GT_TRY(need_backend(b, op, err));
     GT_TRY(need_f32(y, op, "y", err));
     GT_TRY(need_f32(x, op, "x", err));
     return same_shape(y, x, op, "y", "x", err);
+}
+
+/* y = f(x1, x2), element by element: both inputs as unary_check's x. */
+static inline int binary_check(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2,
+                               const char *op, gt_error *err)
+{
+    GT_TRY(unary_check(b, y, x1, op, err));
+    return unary_check(b, y, x2, op, err);
+}
+
+/* A backward pass dx from dy at x: dx and dy each as unary_check's y. */
+static inline int grad_check(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x,
+                             const char *op, gt_error *err)
+{
+    GT_TRY(unary_check(b, dx, x, op, err));
+    return unary_check(b, dy, x, op, err);
 }
 
 #endif

@@ -59,9 +59,7 @@ static int linear_fixed_check(nn_backend *b, nn_tensor y, nn_tensor x, const nn_
     GT_TRY(nn_tensor_check(x, "linear_fixed: x", err));
     GT_TRY(need_ptr(w, 1, op, "packed weight", err));
     GT_TRY(need_ptr(w->data, 1, op, "packed weight data", err));
-    if (!b->ops->linear_fixed)
-        return gt_error_set(err, GT_EUNSUPPORTED, "linear_fixed: backend %s lacks this op",
-                            b->name);
+    GT_TRY(need_op(b, b->ops->linear_fixed != NULL, op, err));
     if (x.dtype != w->dtype)
         return gt_error_set(err, GT_EINVAL, "linear_fixed: x is %s but the weight is %s",
                             nn_dtype_name(x.dtype), nn_dtype_name(w->dtype));

@@ -16,6 +16,14 @@
 /* A unary op whose output may also be bf16: the fp32 result rounded as
  * cast_bf16 rounds it (the trunk's LayerNorm and SiLU outputs under bf16
  * feed a matmul only, so the cast pass is folded into them). */
+/* leaky ReLU's slope */
+static int slope_check(float slope, const char *op, gt_error *err)
+{
+    if (!isfinite(slope))
+        return gt_error_set(err, GT_EINVAL, "%s: slope is not finite", op);
+    return GT_OK;
+}
+
 static int unary_check_out_bf16(nn_backend *b, nn_tensor y, nn_tensor x, const char *op,
                                 gt_error *err)
 {
@@ -35,42 +43,35 @@ int nn_silu_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 
 int nn_silu_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, gt_error *err)
 {
-    GT_TRY(unary_check(b, dx, x, "silu_bwd", err));
-    GT_TRY(unary_check(b, dy, x, "silu_bwd", err));
+    GT_TRY(grad_check(b, dx, dy, x, "silu_bwd", err));
     return b->ops->silu_bwd(b, dx, dy, x, err);
 }
 
 int nn_leaky_fwd(nn_backend *b, nn_tensor y, nn_tensor x, float slope, gt_error *err)
 {
     GT_TRY(unary_check(b, y, x, "leaky_fwd", err));
-    if (!isfinite(slope))
-        return gt_error_set(err, GT_EINVAL, "leaky_fwd: slope is not finite");
+    GT_TRY(slope_check(slope, "leaky_fwd", err));
     return b->ops->leaky_fwd(b, y, x, slope, err);
 }
 
 int nn_leaky_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor x, float slope,
                  gt_error *err)
 {
-    GT_TRY(unary_check(b, dx, x, "leaky_bwd", err));
-    GT_TRY(unary_check(b, dy, x, "leaky_bwd", err));
-    if (!isfinite(slope))
-        return gt_error_set(err, GT_EINVAL, "leaky_bwd: slope is not finite");
+    GT_TRY(grad_check(b, dx, dy, x, "leaky_bwd", err));
+    GT_TRY(slope_check(slope, "leaky_bwd", err));
     return b->ops->leaky_bwd(b, dx, dy, x, slope, err);
 }
 
 int nn_add(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
-    GT_TRY(unary_check(b, y, x1, "add", err));
-    GT_TRY(unary_check(b, y, x2, "add", err));
+    GT_TRY(binary_check(b, y, x1, x2, "add", err));
     return b->ops->add(b, y, x1, x2, err);
 }
 
 int nn_mul(nn_backend *b, nn_tensor y, nn_tensor x1, nn_tensor x2, gt_error *err)
 {
-    GT_TRY(unary_check(b, y, x1, "mul", err));
-    GT_TRY(unary_check(b, y, x2, "mul", err));
-    if (!b->ops->mul)
-        return gt_error_set(err, GT_EUNSUPPORTED, "mul: backend %s lacks this op", b->name);
+    GT_TRY(binary_check(b, y, x1, x2, "mul", err));
+    GT_TRY(need_op(b, b->ops->mul != NULL, "mul", err));
     return y.rows && y.cols ? b->ops->mul(b, y, x1, x2, err) : GT_OK;
 }
 
@@ -97,9 +98,7 @@ int nn_axpby_rows(nn_backend *b, nn_tensor y, const float *alpha, nn_tensor x,
     GT_TRY(same_shape(y, z, "axpby_rows", "y", "z", err));
     GT_TRY(need_ptr(alpha, y.rows > 0, "axpby_rows", "alpha", err));
     GT_TRY(need_ptr(beta, y.rows > 0, "axpby_rows", "beta", err));
-    if (!b->ops->axpby_rows)
-        return gt_error_set(err, GT_EUNSUPPORTED, "axpby_rows: backend %s lacks this op",
-                            b->name);
+    GT_TRY(need_op(b, b->ops->axpby_rows != NULL, "axpby_rows", err));
     return y.rows && y.cols ? b->ops->axpby_rows(b, y, alpha, x, beta, z, err) : GT_OK;
 }
 
@@ -111,9 +110,7 @@ int nn_affine_cols(nn_backend *b, nn_tensor y, nn_tensor x, const float *scale,
     GT_TRY(need_f32(x, "affine_cols", "x", err));
     GT_TRY(same_shape(y, x, "affine_cols", "y", "x", err));
     GT_TRY(need_ptr(scale, y.cols > 0, "affine_cols", "scale", err));
-    if (!b->ops->affine_cols)
-        return gt_error_set(err, GT_EUNSUPPORTED, "affine_cols: backend %s lacks this op",
-                            b->name);
+    GT_TRY(need_op(b, b->ops->affine_cols != NULL, "affine_cols", err));
     return y.rows && y.cols ? b->ops->affine_cols(b, y, x, scale, shift, err) : GT_OK;
 }
 
@@ -178,8 +175,7 @@ int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tenso
               nn_tensor x, const float *mean, const float *rstd, const float *gamma,
               int accumulate_dx, gt_error *err)
 {
-    GT_TRY(unary_check(b, dx, x, "ln_bwd", err));
-    GT_TRY(unary_check(b, dy, x, "ln_bwd", err));
+    GT_TRY(grad_check(b, dx, dy, x, "ln_bwd", err));
     GT_TRY(need_ptr(mean, x.rows > 0, "ln_bwd", "mean", err));
     GT_TRY(need_ptr(rstd, x.rows > 0, "ln_bwd", "rstd", err));
     GT_TRY(need_ptr(gamma, x.cols > 0, "ln_bwd", "gamma", err));
@@ -193,6 +189,14 @@ int nn_ln_bwd(nn_backend *b, nn_tensor dx, float *dgamma, float *dbeta, nn_tenso
 /* ------------------------------------------------------------------------ */
 /* reductions and losses                                                    */
 /* ------------------------------------------------------------------------ */
+
+/* A loss or mean over no element has no value. */
+static int need_elems(nn_tensor t, const char *op, gt_error *err)
+{
+    if ((long long)t.rows * t.cols == 0)
+        return gt_error_set(err, GT_EINVAL, "%s: empty input", op);
+    return GT_OK;
+}
 
 int nn_bias_grad(nn_backend *b, float *db, nn_tensor dy, int accumulate, gt_error *err)
 {
@@ -209,8 +213,7 @@ int nn_mse_fwd(nn_backend *b, float *loss, nn_tensor pred, nn_tensor target, gt_
     GT_TRY(need_f32(target, "mse_fwd", "target", err));
     GT_TRY(same_shape(pred, target, "mse_fwd", "pred", "target", err));
     GT_TRY(need_ptr(loss, 1, "mse_fwd", "loss", err));
-    if ((long long)pred.rows * pred.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mse_fwd: empty input");
+    GT_TRY(need_elems(pred, "mse_fwd", err));
     return b->ops->mse_fwd(b, loss, pred, target, err);
 }
 
@@ -223,8 +226,7 @@ int nn_mse_bwd(nn_backend *b, nn_tensor dpred, float dloss, nn_tensor pred, nn_t
     GT_TRY(need_f32(target, "mse_bwd", "target", err));
     GT_TRY(same_shape(pred, target, "mse_bwd", "pred", "target", err));
     GT_TRY(same_shape(dpred, pred, "mse_bwd", "dpred", "pred", err));
-    if ((long long)pred.rows * pred.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mse_bwd: empty input");
+    GT_TRY(need_elems(pred, "mse_bwd", err));
     return b->ops->mse_bwd(b, dpred, dloss, pred, target, accumulate, err);
 }
 
@@ -233,8 +235,7 @@ int nn_mean_fwd(nn_backend *b, float *out, nn_tensor x, gt_error *err)
     GT_TRY(need_backend(b, "mean_fwd", err));
     GT_TRY(need_f32(x, "mean_fwd", "x", err));
     GT_TRY(need_ptr(out, 1, "mean_fwd", "out", err));
-    if ((long long)x.rows * x.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mean_fwd: empty input");
+    GT_TRY(need_elems(x, "mean_fwd", err));
     return b->ops->mean_fwd(b, out, x, err);
 }
 
@@ -242,8 +243,7 @@ int nn_mean_bwd(nn_backend *b, nn_tensor dx, float dout, int accumulate, gt_erro
 {
     GT_TRY(need_backend(b, "mean_bwd", err));
     GT_TRY(need_f32(dx, "mean_bwd", "dx", err));
-    if ((long long)dx.rows * dx.cols == 0)
-        return gt_error_set(err, GT_EINVAL, "mean_bwd: empty input");
+    GT_TRY(need_elems(dx, "mean_bwd", err));
     return b->ops->mean_bwd(b, dx, dout, accumulate, err);
 }
 
@@ -269,14 +269,34 @@ int nn_softmax_fwd(nn_backend *b, nn_tensor y, nn_tensor x, gt_error *err)
 
 int nn_softmax_bwd(nn_backend *b, nn_tensor dx, nn_tensor dy, nn_tensor y, gt_error *err)
 {
-    GT_TRY(unary_check(b, dx, y, "softmax_bwd", err));
-    GT_TRY(unary_check(b, dy, y, "softmax_bwd", err));
+    GT_TRY(grad_check(b, dx, dy, y, "softmax_bwd", err));
     return b->ops->softmax_bwd(b, dx, dy, y, err);
 }
 
 /* ------------------------------------------------------------------------ */
 /* routing                                                                  */
 /* ------------------------------------------------------------------------ */
+
+/* gather_rows and scatter_add_rows: rows of x and y of one width, idx
+ * one index for each of n rows. */
+static int rows_check(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx, int n,
+                      const char *op, gt_error *err)
+{
+    GT_TRY(need_backend(b, op, err));
+    GT_TRY(need_f32(y, op, "y", err));
+    GT_TRY(need_f32(x, op, "x", err));
+    if (y.cols != x.cols)
+        return gt_error_set(err, GT_EINVAL, "%s: y has %d cols, x has %d", op, y.cols, x.cols);
+    return need_ptr(idx, n > 0, op, "idx", err);
+}
+
+/* The balance and entropy losses average over rows. */
+static int need_rows(int rows, const char *op, gt_error *err)
+{
+    if (rows < 1)
+        return gt_error_set(err, GT_EINVAL, "%s: no rows", op);
+    return GT_OK;
+}
 
 static int topk_check(nn_backend *b, nn_tensor probs, int k, const char *op, gt_error *err)
 {
@@ -310,26 +330,14 @@ int nn_topk_bwd(nn_backend *b, nn_tensor dprobs, const float *dw, const int32_t 
 int nn_gather_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                    const float *scale, gt_error *err)
 {
-    GT_TRY(need_backend(b, "gather_rows", err));
-    GT_TRY(need_f32(y, "gather_rows", "y", err));
-    GT_TRY(need_f32(x, "gather_rows", "x", err));
-    if (y.cols != x.cols)
-        return gt_error_set(err, GT_EINVAL, "gather_rows: y has %d cols, x has %d", y.cols,
-                            x.cols);
-    GT_TRY(need_ptr(idx, y.rows > 0, "gather_rows", "idx", err));
+    GT_TRY(rows_check(b, y, x, idx, y.rows, "gather_rows", err));
     return y.rows ? b->ops->gather_rows(b, y, x, idx, scale, err) : GT_OK;
 }
 
 int nn_scatter_add_rows(nn_backend *b, nn_tensor y, nn_tensor x, const int32_t *idx,
                         const float *scale, gt_error *err)
 {
-    GT_TRY(need_backend(b, "scatter_add_rows", err));
-    GT_TRY(need_f32(y, "scatter_add_rows", "y", err));
-    GT_TRY(need_f32(x, "scatter_add_rows", "x", err));
-    if (y.cols != x.cols)
-        return gt_error_set(err, GT_EINVAL, "scatter_add_rows: y has %d cols, x has %d",
-                            y.cols, x.cols);
-    GT_TRY(need_ptr(idx, x.rows > 0, "scatter_add_rows", "idx", err));
+    GT_TRY(rows_check(b, y, x, idx, x.rows, "scatter_add_rows", err));
     return x.rows ? b->ops->scatter_add_rows(b, y, x, idx, scale, err) : GT_OK;
 }
 
@@ -354,8 +362,7 @@ int nn_balance_fwd(nn_backend *b, float *loss, nn_tensor probs, const float *fra
     GT_TRY(need_f32(probs, "balance_fwd", "probs", err));
     GT_TRY(need_ptr(loss, 1, "balance_fwd", "loss", err));
     GT_TRY(need_ptr(frac, probs.cols > 0, "balance_fwd", "frac", err));
-    if (probs.rows < 1)
-        return gt_error_set(err, GT_EINVAL, "balance_fwd: no rows");
+    GT_TRY(need_rows(probs.rows, "balance_fwd", err));
     return b->ops->balance_fwd(b, loss, probs, frac, err);
 }
 
@@ -365,8 +372,7 @@ int nn_balance_bwd(nn_backend *b, nn_tensor dprobs, float dloss, const float *fr
     GT_TRY(need_backend(b, "balance_bwd", err));
     GT_TRY(need_f32(dprobs, "balance_bwd", "dprobs", err));
     GT_TRY(need_ptr(frac, dprobs.cols > 0, "balance_bwd", "frac", err));
-    if (dprobs.rows < 1)
-        return gt_error_set(err, GT_EINVAL, "balance_bwd: no rows");
+    GT_TRY(need_rows(dprobs.rows, "balance_bwd", err));
     return b->ops->balance_bwd(b, dprobs, dloss, frac, err);
 }
 
@@ -375,8 +381,7 @@ int nn_entropy_fwd(nn_backend *b, float *loss, nn_tensor probs, gt_error *err)
     GT_TRY(need_backend(b, "entropy_fwd", err));
     GT_TRY(need_f32(probs, "entropy_fwd", "probs", err));
     GT_TRY(need_ptr(loss, 1, "entropy_fwd", "loss", err));
-    if (probs.rows < 1)
-        return gt_error_set(err, GT_EINVAL, "entropy_fwd: no rows");
+    GT_TRY(need_rows(probs.rows, "entropy_fwd", err));
     return b->ops->entropy_fwd(b, loss, probs, err);
 }
 
@@ -387,8 +392,7 @@ int nn_entropy_bwd(nn_backend *b, nn_tensor dprobs, float dloss, nn_tensor probs
     GT_TRY(need_f32(dprobs, "entropy_bwd", "dprobs", err));
     GT_TRY(need_f32(probs, "entropy_bwd", "probs", err));
     GT_TRY(same_shape(dprobs, probs, "entropy_bwd", "dprobs", "probs", err));
-    if (probs.rows < 1)
-        return gt_error_set(err, GT_EINVAL, "entropy_bwd: no rows");
+    GT_TRY(need_rows(probs.rows, "entropy_bwd", err));
     return b->ops->entropy_bwd(b, dprobs, dloss, probs, err);
 }
 
@@ -454,15 +458,22 @@ int nn_adamw(nn_backend *b, float *param, uint16_t *param_bf16, const float *gra
 /* random numbers                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* A distribution and its two parameters. */
+static int dist_check(nn_dist dist, float a, float bb, const char *op, gt_error *err)
+{
+    if (dist != NN_DIST_NORMAL && dist != NN_DIST_UNIFORM)
+        return gt_error_set(err, GT_EINVAL, "%s: unknown distribution %d", op, (int)dist);
+    if (!isfinite(a) || !isfinite(bb))
+        return gt_error_set(err, GT_EINVAL, "%s: non-finite parameters", op);
+    return GT_OK;
+}
+
 int nn_rand_fill(nn_backend *b, float *x, size_t n, nn_dist dist, float a, float bb,
                  uint64_t seed, uint64_t stream, uint64_t offset, gt_error *err)
 {
     GT_TRY(need_backend(b, "rand_fill", err));
     GT_TRY(need_ptr(x, n > 0, "rand_fill", "x", err));
-    if (dist != NN_DIST_NORMAL && dist != NN_DIST_UNIFORM)
-        return gt_error_set(err, GT_EINVAL, "rand_fill: unknown distribution %d", (int)dist);
-    if (!isfinite(a) || !isfinite(bb))
-        return gt_error_set(err, GT_EINVAL, "rand_fill: non-finite parameters");
+    GT_TRY(dist_check(dist, a, bb, "rand_fill", err));
     return n ? b->ops->rand_fill(b, x, n, dist, a, bb, seed, stream, offset, err) : GT_OK;
 }
 
@@ -485,10 +496,7 @@ int nn_rand_rows(nn_backend *b, nn_tensor x, nn_dist dist, float a, float bb, ui
 {
     GT_TRY(need_backend(b, "rand_rows", err));
     GT_TRY(need_f32(x, "rand_rows", "x", err));
-    if (dist != NN_DIST_NORMAL && dist != NN_DIST_UNIFORM)
-        return gt_error_set(err, GT_EINVAL, "rand_rows: unknown distribution %d", (int)dist);
-    if (!isfinite(a) || !isfinite(bb))
-        return gt_error_set(err, GT_EINVAL, "rand_rows: non-finite parameters");
+    GT_TRY(dist_check(dist, a, bb, "rand_rows", err));
     if (per_row < nn_rng_blocks((uint64_t)x.cols))
         return gt_error_set(err, GT_EINVAL,
                             "rand_rows: %llu blocks per row cannot hold %d columns (need %llu)",

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gt_array.h"
+
 const double metrics_seconds_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                           0.25,  0.5,    1,     2.5,  5,     10,   30, 60 };
 const int metrics_seconds_nb = (int)(sizeof metrics_seconds_bounds / sizeof(double));
@@ -59,16 +61,10 @@ void metrics_printf(metrics_buf *b, const char *fmt, ...)
             b->len += (size_t)n;
             return;
         }
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap <= b->len + (size_t)n)
-            cap *= 2;
-        char *grown = realloc(b->text, cap);
-        if (!grown) {
+        if (gt_array_reserve(&b->text, &b->cap, b->len + (size_t)n + 1, 16384) != 0) {
             b->failed = 1;
             return;
         }
-        b->text = grown;
-        b->cap = cap;
     }
 }
 

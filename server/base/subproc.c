@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gt_array.h"
+
 int subproc_which(const char *name, char *out, size_t cap)
 {
     if (strchr(name, '/')) {
@@ -47,16 +49,8 @@ static void sink_add(sink *s, const char *p, size_t n)
         n = SUBPROC_KEEP - s->len;     /* the rest is read and dropped */
     if (n == 0)
         return;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *b = realloc(s->buf, cap);
-        if (!b)
-            return;
-        s->buf = b;
-        s->cap = cap;
-    }
+    if (gt_array_reserve(&s->buf, &s->cap, s->len + n + 1, 4096) != 0)
+        return;
     memcpy(s->buf + s->len, p, n);
     s->len += n;
     s->buf[s->len] = '\0';

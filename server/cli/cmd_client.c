@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "giant_client.h"
 #include "gt_clock.h"
+#include "gt_path.h"
 #include "progress.h"
 #include "sample_args.h"
 #include "settings.h"
@@ -64,30 +65,12 @@ static char *read_file(const char *path, gt_error *err)
         gt_error_set(err, GT_EIO, "cannot open %s", path);
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            char *p = realloc(buf, cap * 2);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-    }
+    void *text = NULL;
+    size_t len;
+    int rc = gt_path_read_stream(f, path, &text, &len, err);
     if (f != stdin)
         fclose(f);
-    if (!buf) {
-        gt_error_set(err, GT_ENOMEM, "out of memory");
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
+    return rc ? NULL : text;
 }
 
 static long long parse_run_id(const char *s)

@@ -37,31 +37,47 @@ static int write_file(const char *path, const void *buf, size_t len, gt_error *e
     return GT_OK;
 }
 
+/* The command line export and import share: their own option (own), --db
+ * and --help (help: the text, a format whose %s is the database's
+ * default).  Returns -1 to go on, with the arguments from argv[optind] on,
+ * or the exit code. */
+static int model_args(int argc, char **argv, struct option own, const char *shorts,
+                      const char *help, const char **value, const char **db_path)
+{
+    const struct option opts[] = {own, {"db", required_argument, 0, 'd'},
+                                  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+        if (o == own.val) {
+            *value = optarg;
+        } else if (o == 'd') {
+            *db_path = optarg;
+        } else if (o == 'h') {
+            printf(help, settings_default("db"));
+            return 0;
+        } else {
+            return 2;
+        }
+    }
+    return -1;
+}
+
 int cmd_export(int argc, char **argv)
 {
     const char *db_path = settings_env_or_default("db"), *out = NULL;
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"db", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        switch (o) {
-        case 'o': out = optarg; break;
-        case 'd': db_path = optarg; break;
-        case 'h':
-            printf("usage: giant export RUN -o FILE [--db FILE]\n\n"
-                   "Writes run RUN's best checkpoint of each stage, its config, its geometry\n"
-                   "and transforms into one model file (server/model_format.md), the bytes\n"
-                   "GET /v1/runs/RUN/model gives.\n\n"
-                   "options:\n"
-                   "  -o, --output FILE  the model file to write\n"
-                   "  --db FILE          database (default %s, env GIANT_DB)\n",
-                   settings_default("db"));
-            return 0;
-        default: return 2;
-        }
-    }
+    int code = model_args(argc, argv, (struct option){"output", required_argument, 0, 'o'},
+                          "o:h",
+                          "usage: giant export RUN -o FILE [--db FILE]\n\n"
+                          "Writes run RUN's best checkpoint of each stage, its config, its geometry\n"
+                          "and transforms into one model file (server/model_format.md), the bytes\n"
+                          "GET /v1/runs/RUN/model gives.\n\n"
+                          "options:\n"
+                          "  -o, --output FILE  the model file to write\n"
+                          "  --db FILE          database (default %s, env GIANT_DB)\n",
+                          &out, &db_path);
+    if (code >= 0)
+        return code;
     int64_t run = optind < argc ? query_args_id(argv[optind]) : 0;
     if (run <= 0 || optind + 1 != argc || !out) {
         fprintf(stderr, "giant export: usage: giant export RUN -o FILE [--db FILE]\n");
@@ -92,29 +108,18 @@ int cmd_export(int argc, char **argv)
 int cmd_import(int argc, char **argv)
 {
     const char *db_path = settings_env_or_default("db"), *name = NULL;
-    static const struct option opts[] = {
-        {"name", required_argument, 0, 'n'}, {"db", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
-    optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case 'n': name = optarg; break;
-        case 'd': db_path = optarg; break;
-        case 'h':
-            printf("usage: giant import FILE [--name NAME] [--db FILE]\n\n"
-                   "Checks a model file and registers it as a model of the database (what\n"
-                   "POST /v1/models does); the service then serves it at\n"
-                   "POST /v1/models/NAME/samples.  The same file again names the model it\n"
-                   "already is.\n\n"
-                   "options:\n"
-                   "  --name NAME  the model's name (default run-<run id>-<8 hex digits>)\n"
-                   "  --db FILE    database (default %s, env GIANT_DB)\n",
-                   settings_default("db"));
-            return 0;
-        default: return 2;
-        }
-    }
+    int code = model_args(argc, argv, (struct option){"name", required_argument, 0, 'n'}, "h",
+                          "usage: giant import FILE [--name NAME] [--db FILE]\n\n"
+                          "Checks a model file and registers it as a model of the database (what\n"
+                          "POST /v1/models does); the service then serves it at\n"
+                          "POST /v1/models/NAME/samples.  The same file again names the model it\n"
+                          "already is.\n\n"
+                          "options:\n"
+                          "  --name NAME  the model's name (default run-<run id>-<8 hex digits>)\n"
+                          "  --db FILE    database (default %s, env GIANT_DB)\n",
+                          &name, &db_path);
+    if (code >= 0)
+        return code;
     if (optind + 1 != argc) {
         fprintf(stderr, "giant import: usage: giant import FILE [--name NAME] [--db FILE]\n");
         return 2;

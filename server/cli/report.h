@@ -5,7 +5,7 @@
  * and the newest checkpoint of each stage (POST .../ingest/start, GET
  * .../ingest/checkpoints/{stage}, both checked against their sha256),
  * trains with the engine's model_run_train, and sends what it records
- * back through the ingest routes (routes_ingest.h): metrics and
+ * back through the ingest routes (routes_ingest.c): metrics and
  * validations in batches of at most 1000 metrics, at least every two
  * seconds; each checkpoint as soon as it exists, with its sha256; at the
  * end how training ended.  A request that fails on the way (no reply, a

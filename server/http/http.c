@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "gt_array.h"
 #include "http_internal.h"
 
 const char *http_method(const http_request *req) { return req->method; }
@@ -222,6 +223,25 @@ static void run_handler(http_request *req, void (*fn)(http_request *, void *), v
         http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "the handler sent no reply");
 }
 
+/* What a request meets before its body counts, when its body is coming
+ * (request_begin) or has come (request_finish): no route is answered, the
+ * guard may refuse it, and a route that takes no body runs its handler at
+ * once.  Returns 1 when the body is next, 0 when the request was answered. */
+static int request_admit(http_request *req, void *app)
+{
+    if (!req->route) {
+        reply_unrouted(req);
+        return 0;
+    }
+    if (!authorized(req))
+        return 0;
+    if (req->route->flags & HTTP_NO_BODY) {
+        run_handler(req, req->route->handler, app);
+        return 0;
+    }
+    return 1;
+}
+
 /* First call for a request: route it.  What can be refused before the body
  * is read (no route, a refused token, declared length over the cap) is
  * answered now when a body is coming, so it is never read: MHD then closes
@@ -253,18 +273,8 @@ static void request_begin(http_request *req)
             break;
         }
     }
-    if (!request_has_body(req))
+    if (!request_has_body(req) || !request_admit(req, req->srv->app))
         return;
-    if (!req->route) {
-        reply_unrouted(req);
-        return;
-    }
-    if (!authorized(req))
-        return;
-    if (req->route->flags & HTTP_NO_BODY) {
-        run_handler(req, req->route->handler, req->srv->app);
-        return;
-    }
     const char *cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
     if (!media_type_acceptable(req)) {
@@ -297,17 +307,9 @@ static void request_append(http_request *req, const char *data, size_t n)
         req->body_len = req->body_cap = 0;
         return;
     }
-    if (req->body_len + n + 1 > req->body_cap) {
-        size_t cap = req->body_cap ? req->body_cap : 4096;
-        while (cap < req->body_len + n + 1)
-            cap *= 2;
-        char *grown = realloc(req->body, cap);
-        if (!grown) {
-            req->too_large = 1;        /* treated as over the cap: refuse */
-            return;
-        }
-        req->body = grown;
-        req->body_cap = cap;
+    if (gt_array_reserve(&req->body, &req->body_cap, req->body_len + n + 1, 4096) != 0) {
+        req->too_large = 1;            /* treated as over the cap: refuse */
+        return;
     }
     memcpy(req->body + req->body_len, data, n);
     req->body_len += n;
@@ -316,18 +318,10 @@ static void request_append(http_request *req, const char *data, size_t n)
 
 static void request_finish(http_request *req, void *app)
 {
-    if (!req->route) {
-        reply_unrouted(req);
+    /* A bodiless request meets request_admit here, not at the start, and
+     * is checked (to a JSON route) here too. */
+    if (!request_admit(req, app))
         return;
-    }
-    /* Bodiless requests were not authorized nor, to JSON routes, checked
-     * at the start. */
-    if (!authorized(req))
-        return;
-    if (req->route->flags & HTTP_NO_BODY) {
-        run_handler(req, req->route->handler, app);
-        return;
-    }
     if (!media_type_ok(req))
         return;
     if (req->too_large) {

@@ -18,6 +18,8 @@
 
 #include <jansson.h>
 
+#include "gt_clock.h"
+
 /* ---------------------------------------------------------------------------
  * The judgement of a head
  * ------------------------------------------------------------------------- */
@@ -274,13 +276,6 @@ struct http_gate {
     pthread_mutex_t quiesce_mu;   /* the listening socket is shut down once */
 };
 
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* The address a connection came from, as 16 comparable bytes. */
 static void addr_key(const struct sockaddr_storage *a, unsigned char key[16])
 {
@@ -351,7 +346,7 @@ static void conn_ready(http_gate *g, gate_conn *c, uint32_t events)
         g->cfg.refused(g->cfg.ctx, &v, (const struct sockaddr *)&c->addr);
         shutdown(c->fd, SHUT_WR);
         c->closing = 1;
-        c->deadline = mono_s() + GATE_LINGER_S;
+        c->deadline = gt_clock_s() + GATE_LINGER_S;
         conn_drain(g, c);
     } else {
         conn_close(g, c);
@@ -401,7 +396,7 @@ static void accept_all(http_gate *g)
         }
         slot->fd = fd;
         slot->closing = 0;
-        slot->deadline = g->cfg.header_timeout_s ? mono_s() + g->cfg.header_timeout_s : 0;
+        slot->deadline = g->cfg.header_timeout_s ? gt_clock_s() + g->cfg.header_timeout_s : 0;
         slot->addr = a;
         slot->addrlen = al;
         /* edge-triggered: the peeked bytes stay in the socket, so a level
@@ -417,7 +412,7 @@ static void accept_all(http_gate *g)
 
 static void reap(http_gate *g, int everything)
 {
-    double now = mono_s();
+    double now = gt_clock_s();
     unsigned slow = 0;
     for (unsigned i = 0; i < g->nconns; i++) {
         gate_conn *c = &g->conns[i];

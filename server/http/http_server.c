@@ -15,14 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "log.h"
-
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 conn_clock *http_conn_clock_of(struct MHD_Connection *conn)
 {
@@ -39,7 +33,7 @@ void http_conn_clock_set(http_server *srv, conn_clock *c, int waiting, unsigned 
         return;
     pthread_mutex_lock(&srv->clocks_mu);
     c->waiting = waiting && limit_s > 0;
-    c->deadline = mono_s() + (double)limit_s;
+    c->deadline = gt_clock_s() + (double)limit_s;
     pthread_mutex_unlock(&srv->clocks_mu);
 }
 
@@ -56,7 +50,7 @@ static void *reaper_main(void *arg)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&srv->clocks_cv, &srv->clocks_mu, &until);
-        double now = mono_s();
+        double now = gt_clock_s();
         int cut = 0;
         for (conn_clock *c = srv->clocks; c; c = c->next)
             if (c->waiting && !c->reaped && now > c->deadline) {
@@ -153,7 +147,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return;   /* no clock: MHD's own timeout still applies */
         c->fd = ci->connect_fd;
         c->waiting = 1;
-        c->deadline = mono_s() + (double)srv->header_timeout_s;
+        c->deadline = gt_clock_s() + (double)srv->header_timeout_s;
         pthread_mutex_lock(&srv->clocks_mu);
         c->next = srv->clocks;
         if (srv->clocks)

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -16,6 +15,7 @@
 #include "calo_h5.h"
 #include "datasets.h"
 #include "geo.h"
+#include "gt_clock.h"
 #include "gt_path.h"
 #include "log.h"
 #include "model_data.h"
@@ -134,13 +134,6 @@ out:
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* What calo_h5_scan calls back after each block of a registered file. */
 typedef struct check_ctx {
     datasets_worker *d;
@@ -155,7 +148,7 @@ static int on_checked(void *user, int64_t done, int64_t total)
     check_ctx *c = user;
     if (atomic_load(&c->d->w.stopping))
         return GT_ECANCELLED;
-    double t = now_s();
+    double t = gt_clock_s();
     if (t - c->written >= 0.5) {
         datasets_set_progress(c->d->db, c->id, (double)done / (double)total);
         c->written = t;
@@ -186,7 +179,7 @@ static int check_one(datasets_worker *d, int64_t id, const char *path, const cha
         struct stat st;
         long long size = stat(real, &st) == 0 ? (long long)st.st_size : 0;
         calo_h5_scan_stats stats;
-        check_ctx c = {d, id, now_s()};
+        check_ctx c = {d, id, gt_clock_s()};
         if ((rc = calo_h5_check_storage(&r, size, NULL, err)) == GT_OK)
             rc = calo_h5_scan(&r, 0, on_checked, &c, &stats, err);
         if (rc == GT_OK && stats.rows < 1)
@@ -203,12 +196,8 @@ static int check_one(datasets_worker *d, int64_t id, const char *path, const cha
 static void *worker_main(void *arg)
 {
     datasets_worker *d = arg;
-    while (!atomic_load(&d->w.stopping)) {
-        json_t *row = NULL;
-        if (datasets_next_pending(d->db, &row, NULL) != GT_OK) {
-            worker_thread_nap(&d->w, 1);
-            continue;
-        }
+    json_t *row;
+    while (worker_thread_next_row(&d->w, d->db, datasets_next_pending, &row)) {
         int64_t id = json_integer_value(json_object_get(row, "id"));
         const char *path = json_string_value(json_object_get(row, "path"));
         if (!path)

@@ -294,12 +294,8 @@ out:
 static void *worker_main(void *arg)
 {
     evaluations_worker *e = arg;
-    while (!atomic_load(&e->w.stopping)) {
-        json_t *row = NULL;
-        if (evaluations_next_queued(e->db, &row, NULL) != GT_OK) {
-            worker_thread_nap(&e->w, 1);
-            continue;
-        }
+    json_t *row;
+    while (worker_thread_next_row(&e->w, e->db, evaluations_next_queued, &row)) {
         int64_t id = json_integer_value(json_object_get(row, "id"));
         int64_t run = json_integer_value(json_object_get(row, "run_id"));
         log_msg(LOG_INFO, "evaluation", "id=%lld run=%lld status=running", (long long)id,

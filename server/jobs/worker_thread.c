@@ -49,6 +49,18 @@ void worker_thread_nap_ms(worker_thread *w, long ms)
     pthread_mutex_unlock(&w->mu);
 }
 
+int worker_thread_next_row(worker_thread *w, store *db,
+                           int (*next)(store *db, json_t **row, gt_error *err), json_t **row)
+{
+    *row = NULL;
+    while (!atomic_load(&w->stopping)) {
+        if (next(db, row, NULL) == GT_OK)
+            return 1;
+        worker_thread_nap(w, 1);
+    }
+    return 0;
+}
+
 void worker_thread_stop(worker_thread *w)
 {
     /* under mu: a worker between its check of stopping and its wait

@@ -42,6 +42,13 @@ void worker_thread_nap(worker_thread *w, int seconds);
 /* The same in milliseconds (the Slurm poller's interval). */
 void worker_thread_nap_ms(worker_thread *w, long ms);
 
+/* On a worker whose work is the rows of its table (datasets_next_pending,
+ * evaluations_next_queued): the next row next reads, a new reference in
+ * *row, napping a second at a time while there is none or it cannot be
+ * read.  Returns 1 with a row, or 0 with none once stopping is set. */
+int worker_thread_next_row(worker_thread *w, store *db,
+                           int (*next)(store *db, json_t **row, gt_error *err), json_t **row);
+
 /* Sets stopping, wakes the worker, waits for its thread to end and
  * releases the lock and condition.  The owner then frees its own state. */
 void worker_thread_stop(worker_thread *w);

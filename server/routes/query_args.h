@@ -1,5 +1,6 @@
 /* query_args: the numbers clients put in paths, query strings and headers
- * ({id} captures, limit, cursor, since_step, max_points, Last-Event-ID),
+ * ({id} captures, limit, cursor, since_step, max_points, Last-Event-ID,
+ * an ingested checkpoint's {step}, an acceptance test's showers),
  * parsed one way for every route and without HTTP in it, so the fuzz
  * target (tests/fuzz/fuzz_query.c) calls what the routes call.  Depends on
  * nothing. */

@@ -3,17 +3,7 @@
 #include <string.h>
 
 #include "auth.h"
-#include "routes_datasets.h"
-#include "routes_evaluations.h"
-#include "routes_events.h"
-#include "routes_ingest.h"
-#include "routes_metrics.h"
-#include "routes_models.h"
-#include "routes_runs.h"
-#include "routes_samples.h"
-#include "routes_service.h"
-#include "routes_tokens.h"
-#include "routes_ui.h"
+#include "routes_handlers.h"
 
 /* ---------------------------------------------------------------------------
  * A sampling replica's answer to the routes that need a trainer

@@ -3,7 +3,7 @@
  * what a sampling replica answers on each), and its registration in a
  * router.  Each handler's contract is described in api/openapi.json.  The
  * helpers route files share are in routes_common.h.  Depends on http, auth
- * and the routes_*.h it registers. */
+ * and the handlers it registers (routes_handlers.h). */
 #ifndef ROUTES_H
 #define ROUTES_H
 

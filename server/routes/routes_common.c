@@ -35,6 +35,18 @@ void routes_reply_internal(http_request *req, const gt_error *err)
     http_reply_error(req, 500, HTTP_E_INTERNAL, NULL, "%s", err->message);
 }
 
+void routes_reply_list(http_request *req, store *db,
+                       int (*list)(store *db, json_t **rows, gt_error *err))
+{
+    json_t *rows = NULL;
+    gt_error err = {0};
+    if (list(db, &rows, &err) != GT_OK) {
+        routes_reply_internal(req, &err);
+        return;
+    }
+    http_reply_json(req, 200, json_pack("{s:o}", "items", rows));
+}
+
 int routes_reply_rc(http_request *req, int rc, const gt_error *err, unsigned notfound,
                     unsigned invalid, const char *field)
 {

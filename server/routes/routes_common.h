@@ -29,6 +29,11 @@ void routes_reply_no_run(http_request *req);
  * with err's message. */
 void routes_reply_internal(http_request *req, const gt_error *err);
 
+/* GET of a whole list: 200 {"items": [...]} with every row list reads
+ * (models_list, auth_token_list), or the 500 of its failure. */
+void routes_reply_list(http_request *req, store *db,
+                       int (*list)(store *db, json_t **rows, gt_error *err));
+
 /* The one answer of a handler to a call's code: GT_OK sends nothing and
  * returns 1; GT_ENOTFOUND is answered with status `notfound` and GT_EINVAL
  * with status `invalid` (404 not_found, 409 conflict or 422

@@ -4,7 +4,7 @@
  * the same time for any size) and queues it: the datasets worker reads and
  * checks every row.  A synthetic dataset is only queued: the datasets
  * worker makes it.  Contracts: api/openapi.json. */
-#include "routes_datasets.h"
+#include "routes_handlers.h"
 
 #include <errno.h>
 #include <limits.h>

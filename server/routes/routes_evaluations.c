@@ -1,7 +1,7 @@
 /* routes_evaluations: /v1/runs/{id}/evaluations.  A POST is validated
  * here and only queued (the evaluations worker generates and compares);
  * the reads shape the table's rows.  Contracts: api/openapi.json. */
-#include "routes_evaluations.h"
+#include "routes_handlers.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* routes_events: GET /v1/runs/{id}/events, a run's events as Server-Sent
  * Events read from run_events (runs_events_after).  Contracts:
  * api/openapi.json; how the stream holds its pool thread: server/README.md. */
-#include "routes_events.h"
+#include "routes_handlers.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -12,6 +12,7 @@
 
 #include "app.h"
 #include "evaluations.h"
+#include "gt_array.h"
 #include "routes_common.h"
 #include "runs.h"
 
@@ -40,16 +41,8 @@ static void sse_free(void *user)
 
 static void sse_append(sse *s, const char *text, size_t n)
 {
-    if (s->len + n > s->cap) {
-        size_t cap = s->cap ? s->cap : 8192;
-        while (cap < s->len + n)
-            cap *= 2;
-        char *p = realloc(s->pending, cap);
-        if (!p)
-            return;            /* dropped; the client resumes by id */
-        s->pending = p;
-        s->cap = cap;
-    }
+    if (gt_array_reserve(&s->pending, &s->cap, s->len + n, 8192) != 0)
+        return;                /* dropped; the client resumes by id */
     memcpy(s->pending + s->len, text, n);
     s->len += n;
 }

@@ -1,4 +1,7 @@
-#include "routes_ingest.h"
+/* routes_ingest: what a Slurm job's trainer sends back to the service
+ * (the routes: routes_handlers.h; the rules: ingest.h), on the job's own
+ * ingest token. */
+#include "routes_handlers.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -13,6 +16,7 @@
 #include "log.h"
 #include "model_accept.h"
 #include "model_data.h"
+#include "query_args.h"
 #include "routes_common.h"
 #include "runs.h"
 #include "slurm.h"
@@ -237,10 +241,8 @@ void route_ingest_checkpoint_put(http_request *req, void *ctx)
     int64_t id = path_run_stage(req, a->db, &stage);
     if (!id)
         return;
-    const char *sp = http_param(req, "step");
-    char *end = NULL;
-    long long step = sp ? strtoll(sp, &end, 10) : -1;
-    if (!sp || !*sp || *end || step < 0 || step > 1000000000000LL) {
+    long long step = query_args_ll(http_param(req, "step"), -1, 0, 1000000000000LL);
+    if (step < 0) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "step",
                          "step must be an integer from 0 to 10^12");
         return;
@@ -248,6 +250,7 @@ void route_ingest_checkpoint_put(http_request *req, void *ctx)
     const char *vl = http_query(req, "val_loss");
     double val = NAN;
     if (vl && strcmp(vl, "nan") != 0) {
+        char *end = NULL;
         val = strtod(vl, &end);
         if (!*vl || *end || !isfinite(val)) {
             http_reply_error(req, 422, HTTP_E_VALIDATION, "val_loss",
@@ -283,10 +286,8 @@ void route_ingest_acceptance_put(http_request *req, void *ctx)
     int64_t id = routes_path_run(req, a->db);
     if (!id)
         return;
-    const char *sp = http_query(req, "showers");
-    char *end = NULL;
-    long long showers = sp ? strtoll(sp, &end, 10) : -1;
-    if (!sp || !*sp || *end || showers < 1 || showers > 1000000000LL) {
+    long long showers = routes_query_ll(req, "showers", -1, 1, 1000000000LL);
+    if (showers < 0) {
         http_reply_error(req, 422, HTTP_E_VALIDATION, "showers",
                          "showers (the training showers the test was trained on) must be an "
                          "integer from 1 to 10^9");

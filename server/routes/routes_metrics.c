@@ -1,5 +1,5 @@
-/* routes_metrics: the Prometheus exposition (routes_metrics.h). */
-#include "routes_metrics.h"
+/* routes_metrics: the Prometheus exposition (routes_handlers.h). */
+#include "routes_handlers.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* routes_models: export a run as a model file, import, list and read
  * models.  Contracts: api/openapi.json; the file: server/model_format.md. */
-#include "routes_models.h"
+#include "routes_handlers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,13 +71,7 @@ void route_models_create(http_request *req, void *ctx)
 void route_models_list(http_request *req, void *ctx)
 {
     app *a = ctx;
-    json_t *rows = NULL;
-    gt_error err = {0};
-    if (models_list(a->db, &rows, &err) != GT_OK) {
-        routes_reply_internal(req, &err);
-        return;
-    }
-    http_reply_json(req, 200, json_pack("{s:o}", "items", rows));
+    routes_reply_list(req, a->db, models_list);
 }
 
 void route_models_get(http_request *req, void *ctx)

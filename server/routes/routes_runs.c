@@ -2,7 +2,7 @@
  * get, cancel.  Training runs on the scheduler's worker; these handlers
  * parse requests, call runs_* and shape the replies.  Contracts:
  * api/openapi.json. */
-#include "routes_runs.h"
+#include "routes_handlers.h"
 
 #include <limits.h>
 #include <math.h>

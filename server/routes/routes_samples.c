@@ -5,7 +5,7 @@
  * here, queued on the sampling worker and its connection suspended; the
  * reply is formatted when the worker resumes it.  Contracts:
  * api/openapi.json. */
-#include "routes_samples.h"
+#include "routes_handlers.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* routes_service: the service's own routes (routes_service.h). */
-#include "routes_service.h"
+/* routes_service: the service's own routes (routes_handlers.h). */
+#include "routes_handlers.h"
 
 #include <stdio.h>
 #include <string.h>

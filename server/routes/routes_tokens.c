@@ -1,4 +1,6 @@
-#include "routes_tokens.h"
+/* routes_tokens: /v1/tokens, the admin's view of the bearer tokens; the
+ * body is checked by token_body, the rows are auth_tokens'. */
+#include "routes_handlers.h"
 
 #include <stdio.h>
 
@@ -44,13 +46,7 @@ void route_tokens_create(http_request *req, void *ctx)
 void route_tokens_list(http_request *req, void *ctx)
 {
     app *a = ctx;
-    json_t *rows = NULL;
-    gt_error err = {0};
-    if (auth_token_list(a->db, &rows, &err) != GT_OK) {
-        routes_reply_internal(req, &err);
-        return;
-    }
-    http_reply_json(req, 200, json_pack("{s:o}", "items", rows));
+    routes_reply_list(req, a->db, auth_token_list);
 }
 
 /* DELETE /v1/tokens/{id}: revokes (the row stays, with revoked_at); a

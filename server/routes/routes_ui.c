@@ -5,7 +5,7 @@
  * the file and asks again with If-None-Match: 304 when unchanged) and a
  * Content-Security-Policy that lets the page load and call only this
  * origin.  Contracts: api/openapi.json. */
-#include "routes_ui.h"
+#include "routes_handlers.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -92,6 +92,34 @@ static int name_ok(const char *name)
     return 1;
 }
 
+/* A new token's name and role, checked; *field names the one refused. */
+static int check_name_role(const char *name, const char *role, const char **field,
+                           gt_error *err)
+{
+    if (!name_ok(name)) {
+        *field = "name";
+        return gt_error_set(err, GT_EINVAL, "a token's name is 1 to %d letters, digits, '.', '_'"
+                            " or '-', not only digits", AUTH_NAME_MAX);
+    }
+    if (!auth_role_parse(role)) {
+        *field = "role";
+        return gt_error_set(err, GT_EINVAL, "role '%s' is not admin, trainer, sampler or reader",
+                            role ? role : "");
+    }
+    return GT_OK;
+}
+
+/* What the table keeps of a token: its public prefix and its SHA-256 in
+ * hex, never the token. */
+static int token_digest(const char *token, char prefix[AUTH_PREFIX_LEN + 1], char hash[65],
+                        gt_error *err)
+{
+    snprintf(prefix, AUTH_PREFIX_LEN + 1, "%.*s", AUTH_PREFIX_LEN, token);
+    if (gt_sha256_hex(token, strlen(token), hash) != 0)
+        return gt_error_set(err, GT_EIO, "SHA-256 failed");
+    return GT_OK;
+}
+
 int auth_expiry(store *s, const char *iso, const char *ttl, char out[40], gt_error *err)
 {
     out[0] = '\0';
@@ -132,12 +160,8 @@ int auth_expiry(store *s, const char *iso, const char *ttl, char out[40], gt_err
 
 int auth_token_get(store *s, int64_t id, json_t **row, gt_error *err)
 {
-    int rc = store_row_json(s, "reading a token",
-                            "SELECT " TOKEN_COLUMNS " FROM api_tokens WHERE id = ?",
-                            STORE_ARGS(STORE_INT(id)), row, err);
-    return rc == GT_ENOTFOUND
-               ? gt_error_set(err, GT_ENOTFOUND, "token %lld does not exist", (long long)id)
-               : rc;
+    return store_row_by_id(s, "reading a token", "token",
+                           "SELECT " TOKEN_COLUMNS " FROM api_tokens WHERE id = ?", id, row, err);
 }
 
 int auth_token_list(store *s, json_t **rows, gt_error *err)
@@ -174,18 +198,11 @@ int auth_token_create(store *s, const char *name, const char *role, const char *
         field = &unused;
     *field = NULL;
     token[0] = '\0';
-    if (!name_ok(name)) {
-        *field = "name";
-        return gt_error_set(err, GT_EINVAL, "a token's name is 1 to %d letters, digits, '.', '_'"
-                            " or '-', not only digits", AUTH_NAME_MAX);
-    }
-    if (!auth_role_parse(role)) {
-        *field = "role";
-        return gt_error_set(err, GT_EINVAL, "role '%s' is not admin, trainer, sampler or reader",
-                            role ? role : "");
-    }
+    int rc = check_name_role(name, role, field, err);
+    if (rc)
+        return rc;
     int64_t id = 0;
-    int rc = usable_by_name(s, name, &id, err);
+    rc = usable_by_name(s, name, &id, err);
     if (rc == GT_OK) {
         *field = "name";
         return gt_error_set(err, GT_EINVAL, "token '%s' exists (id %lld): revoke it first or"
@@ -202,10 +219,9 @@ int auth_token_create(store *s, const char *name, const char *role, const char *
     OPENSSL_cleanse(raw, sizeof raw);
     snprintf(token, AUTH_TOKEN_LEN + 1, "gt_%s", digits);
     OPENSSL_cleanse(digits, sizeof digits);
-    snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
-    if (gt_sha256_hex(token, strlen(token), hash) != 0) {
+    if ((rc = token_digest(token, prefix, hash, err))) {
         OPENSSL_cleanse(token, AUTH_TOKEN_LEN + 1);
-        return gt_error_set(err, GT_EIO, "SHA-256 failed");
+        return rc;
     }
     rc = store_int64(s, "creating a token",
                      "INSERT INTO api_tokens (name, prefix, token_hash, role, expires_at)"
@@ -235,23 +251,20 @@ int auth_token_register(store *s, const char *token, const char *name, const cha
     if (!auth_token_well_formed(token))
         return gt_error_set(err, GT_EINVAL, "not a token: a token is 'gt_' and %d more"
                             " characters", AUTH_TOKEN_LEN - 3);
-    if (!name_ok(name))
-        return gt_error_set(err, GT_EINVAL, "a token's name is 1 to %d letters, digits, '.', '_'"
-                            " or '-', not only digits", AUTH_NAME_MAX);
-    if (!auth_role_parse(role))
-        return gt_error_set(err, GT_EINVAL, "role '%s' is not admin, trainer, sampler or reader",
-                            role ? role : "");
+    const char *field;
+    int rc = check_name_role(name, role, &field, err);
+    if (rc)
+        return rc;
     int64_t other = 0;
-    int rc = usable_by_name(s, name, &other, err);
+    rc = usable_by_name(s, name, &other, err);
     if (rc == GT_OK)
         return gt_error_set(err, GT_EINVAL, "token '%s' exists (id %lld): pick another name",
                             name, (long long)other);
     if (rc != GT_ENOTFOUND)
         return rc;
     char hash[65], prefix[AUTH_PREFIX_LEN + 1];
-    if (gt_sha256_hex(token, strlen(token), hash) != 0)
-        return gt_error_set(err, GT_EIO, "SHA-256 failed");
-    snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
+    if ((rc = token_digest(token, prefix, hash, err)))
+        return rc;
     char *taken = NULL;
     rc = store_string(s, "finding a token", "SELECT name FROM api_tokens WHERE token_hash = ?",
                       STORE_ARGS(STORE_TEXT(hash)), &taken, err);
@@ -303,12 +316,12 @@ int auth_token_verify(store *s, const char *token, auth_verdict *verdict, auth_i
     if (!auth_token_well_formed(token))
         return GT_OK;
     char hash[65], prefix[AUTH_PREFIX_LEN + 1];
-    if (gt_sha256_hex(token, strlen(token), hash) != 0)
-        return gt_error_set(err, GT_EIO, "SHA-256 failed");
-    snprintf(prefix, sizeof prefix, "%.*s", AUTH_PREFIX_LEN, token);
+    int rc = token_digest(token, prefix, hash, err);
+    if (rc)
+        return rc;
     sqlite3_stmt *st = NULL;
     const char *what = "checking a token";
-    int rc = store_query(s, what,
+    rc = store_query(s, what,
                          "SELECT id, name, role, token_hash, revoked_at IS NOT NULL,"
                          " expires_at IS NOT NULL AND expires_at <= " NOW_SQL ", expires_at"
                          " FROM api_tokens WHERE prefix = ?",

@@ -15,12 +15,8 @@
 
 int datasets_get(store *db, int64_t id, json_t **row, gt_error *err)
 {
-    int rc = store_row_json(db, "reading a dataset",
-                            "SELECT " DATASET_COLUMNS " FROM datasets WHERE id = ?",
-                            STORE_ARGS(STORE_INT(id)), row, err);
-    return rc == GT_ENOTFOUND
-               ? gt_error_set(err, GT_ENOTFOUND, "dataset %lld does not exist", (long long)id)
-               : rc;
+    return store_row_by_id(db, "reading a dataset", "dataset",
+                           "SELECT " DATASET_COLUMNS " FROM datasets WHERE id = ?", id, row, err);
 }
 
 int datasets_list(store *db, int limit, json_t **rows, gt_error *err)

@@ -78,97 +78,113 @@ static int check_time(const json_t *v, const char *where, char *field, size_t ca
     return GT_OK;
 }
 
+/* What a member of an object in a batch must be. */
+typedef enum {
+    M_STAGE,            /* "energy" or "shower" */
+    M_NAME,             /* a metric's name (name_ok) */
+    M_STEP,             /* check_step */
+    M_NUMBER,           /* check_number_or_null */
+    M_SAMPLES,          /* absent, or an integer from 1 to 2^24 */
+    M_TIME,             /* check_time */
+} member_kind;
+
+/* One member; where names it ("metrics[3].step"). */
+static int check_member(const json_t *v, member_kind kind, const char *where, char *field,
+                        size_t cap, gt_error *err)
+{
+    switch (kind) {
+    case M_STAGE:
+        if (!ingest_stage(json_string_value(v)))
+            return bad(field, cap, err, where, "must be \"energy\" or \"shower\"");
+        return GT_OK;
+    case M_NAME:
+        if (!name_ok(json_string_value(v)))
+            return bad(field, cap, err, where, "must be 1 to 64 of A-Z a-z 0-9 _ - .");
+        return GT_OK;
+    case M_STEP:
+        return check_step(v, where, field, cap, err);
+    case M_NUMBER:
+        return check_number_or_null(v, where, field, cap, err);
+    case M_SAMPLES:
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                  json_integer_value(v) > (1 << 24)))
+            return bad(field, cap, err, where, "must be an integer from 1 to 2^24");
+        return GT_OK;
+    case M_TIME:
+        return check_time(v, where, field, cap, err);
+    }
+    return GT_OK;
+}
+
+/* An object of only the members keys names (NULL-terminated), each of
+ * the kind kinds gives it, checked in that order: the first fault is
+ * named.  where names the object ("metrics[3]", "progress"); shape is the
+ * refusal of a value that is no object. */
+static int check_object(const json_t *o, const char *const *keys, const member_kind *kinds,
+                        const char *where, const char *shape, char *field, size_t cap,
+                        gt_error *err)
+{
+    if (!json_is_object(o))
+        return bad(field, cap, err, where, shape);
+    int rc = only_keys(o, keys, where, field, cap, err);
+    for (size_t k = 0; rc == GT_OK && keys[k]; k++) {
+        char f[160];
+        snprintf(f, sizeof f, "%s.%s", where, keys[k]);
+        rc = check_member(json_object_get(o, keys[k]), kinds[k], f, field, cap, err);
+    }
+    return rc;
+}
+
+/* The list body[list], when there: an array of at most max objects, each
+ * checked by check_object.  hint ends the refusal of a longer one. */
+static int check_list(const json_t *body, const char *list, size_t max, const char *hint,
+                      const char *const *keys, const member_kind *kinds, const char *shape,
+                      char *field, size_t cap, gt_error *err)
+{
+    const json_t *a = json_object_get(body, list);
+    if (a && !json_is_array(a))
+        return bad(field, cap, err, list, "must be an array");
+    if (json_array_size(a) > max) {
+        snprintf(field, cap, "%s", list);
+        return gt_error_set(err, GT_EINVAL, "%s: %zu in one batch, at most %zu%s", list,
+                            json_array_size(a), max, hint);
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e) {
+        char f[160];
+        snprintf(f, sizeof f, "%s[%zu]", list, i);
+        int rc = check_object(e, keys, kinds, f, shape, field, cap, err);
+        if (rc)
+            return rc;
+    }
+    return GT_OK;
+}
+
 int ingest_batch_check(const json_t *body, char *field, size_t cap, gt_error *err)
 {
     static const char *const top[] = {"metrics", "validations", "progress", "status", "error",
                                       NULL};
     static const char *const mkeys[] = {"stage", "name", "step", "value", "time", NULL};
+    static const member_kind mkinds[] = {M_STAGE, M_NAME, M_STEP, M_NUMBER, M_TIME};
     static const char *const vkeys[] = {"stage", "step", "loss", "n_samples", "time", NULL};
+    static const member_kind vkinds[] = {M_STAGE, M_STEP, M_NUMBER, M_SAMPLES, M_TIME};
     static const char *const pkeys[] = {"stage", "step", "done_steps", NULL};
-    char f[160];
+    static const member_kind pkinds[] = {M_STAGE, M_STEP, M_STEP};
     if (!json_is_object(body))
         return bad(field, cap, err, "", "the batch must be a JSON object");
     int rc = only_keys(body, top, "", field, cap, err);
-    if (rc)
+    if (rc ||
+        (rc = check_list(body, "metrics", INGEST_MAX_METRICS, ": send them in several", mkeys,
+                         mkinds, "must be an object {stage, name, step, value}", field, cap,
+                         err)) ||
+        (rc = check_list(body, "validations", INGEST_MAX_VALIDATIONS, "", vkeys, vkinds,
+                         "must be an object {stage, step, loss, n_samples}", field, cap, err)))
         return rc;
-    const json_t *m = json_object_get(body, "metrics");
-    if (m && !json_is_array(m))
-        return bad(field, cap, err, "metrics", "must be an array");
-    if (json_array_size(m) > INGEST_MAX_METRICS) {
-        snprintf(field, cap, "metrics");
-        return gt_error_set(err, GT_EINVAL,
-                            "metrics: %zu in one batch, at most %d: send them in several",
-                            json_array_size(m), INGEST_MAX_METRICS);
-    }
-    size_t i;
-    json_t *e;
-    json_array_foreach(m, i, e) {
-        snprintf(f, sizeof f, "metrics[%zu]", i);
-        if (!json_is_object(e))
-            return bad(field, cap, err, f, "must be an object {stage, name, step, value}");
-        if ((rc = only_keys(e, mkeys, f, field, cap, err)))
-            return rc;
-        snprintf(f, sizeof f, "metrics[%zu].stage", i);
-        if (!ingest_stage(json_string_value(json_object_get(e, "stage"))))
-            return bad(field, cap, err, f, "must be \"energy\" or \"shower\"");
-        snprintf(f, sizeof f, "metrics[%zu].name", i);
-        if (!name_ok(json_string_value(json_object_get(e, "name"))))
-            return bad(field, cap, err, f, "must be 1 to 64 of A-Z a-z 0-9 _ - .");
-        snprintf(f, sizeof f, "metrics[%zu].step", i);
-        if ((rc = check_step(json_object_get(e, "step"), f, field, cap, err)))
-            return rc;
-        snprintf(f, sizeof f, "metrics[%zu].value", i);
-        if ((rc = check_number_or_null(json_object_get(e, "value"), f, field, cap, err)))
-            return rc;
-        snprintf(f, sizeof f, "metrics[%zu].time", i);
-        if ((rc = check_time(json_object_get(e, "time"), f, field, cap, err)))
-            return rc;
-    }
-    const json_t *v = json_object_get(body, "validations");
-    if (v && !json_is_array(v))
-        return bad(field, cap, err, "validations", "must be an array");
-    if (json_array_size(v) > INGEST_MAX_VALIDATIONS) {
-        snprintf(field, cap, "validations");
-        return gt_error_set(err, GT_EINVAL, "validations: %zu in one batch, at most %d",
-                            json_array_size(v), INGEST_MAX_VALIDATIONS);
-    }
-    json_array_foreach(v, i, e) {
-        snprintf(f, sizeof f, "validations[%zu]", i);
-        if (!json_is_object(e))
-            return bad(field, cap, err, f, "must be an object {stage, step, loss, n_samples}");
-        if ((rc = only_keys(e, vkeys, f, field, cap, err)))
-            return rc;
-        snprintf(f, sizeof f, "validations[%zu].stage", i);
-        if (!ingest_stage(json_string_value(json_object_get(e, "stage"))))
-            return bad(field, cap, err, f, "must be \"energy\" or \"shower\"");
-        snprintf(f, sizeof f, "validations[%zu].step", i);
-        if ((rc = check_step(json_object_get(e, "step"), f, field, cap, err)))
-            return rc;
-        snprintf(f, sizeof f, "validations[%zu].loss", i);
-        if ((rc = check_number_or_null(json_object_get(e, "loss"), f, field, cap, err)))
-            return rc;
-        const json_t *ns = json_object_get(e, "n_samples");
-        snprintf(f, sizeof f, "validations[%zu].n_samples", i);
-        if (ns && (!json_is_integer(ns) || json_integer_value(ns) < 1 ||
-                   json_integer_value(ns) > (1 << 24)))
-            return bad(field, cap, err, f, "must be an integer from 1 to 2^24");
-        snprintf(f, sizeof f, "validations[%zu].time", i);
-        if ((rc = check_time(json_object_get(e, "time"), f, field, cap, err)))
-            return rc;
-    }
     const json_t *p = json_object_get(body, "progress");
-    if (p) {
-        if (!json_is_object(p))
-            return bad(field, cap, err, "progress", "must be an object {stage, step, done_steps}");
-        if ((rc = only_keys(p, pkeys, "progress", field, cap, err)))
-            return rc;
-        if (!ingest_stage(json_string_value(json_object_get(p, "stage"))))
-            return bad(field, cap, err, "progress.stage", "must be \"energy\" or \"shower\"");
-        if ((rc = check_step(json_object_get(p, "step"), "progress.step", field, cap, err)) ||
-            (rc = check_step(json_object_get(p, "done_steps"), "progress.done_steps", field, cap,
-                             err)))
-            return rc;
-    }
+    if (p && (rc = check_object(p, pkeys, pkinds, "progress",
+                                "must be an object {stage, step, done_steps}", field, cap, err)))
+        return rc;
     const json_t *st = json_object_get(body, "status");
     if (st) {
         const char *s = json_string_value(st);

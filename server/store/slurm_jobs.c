@@ -2,6 +2,9 @@
 
 #define NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
+/* An update of run ?1's job: every one stamps updated_at. */
+#define UPDATE_JOB(set) "UPDATE slurm_jobs SET " set ", updated_at = " NOW " WHERE run_id = ?1"
+
 int slurm_jobs_submitted(store *s, int64_t run, long long job_id, const char *token_hash,
                          gt_error *err)
 {
@@ -34,24 +37,20 @@ int slurm_jobs_finish(store *s, int64_t run, const char *state, const char *reas
                       gt_error *err)
 {
     return store_exec(s, "finishing a Slurm job",
-                      "UPDATE slurm_jobs SET state = ?2, reason = ?3, active = 0,"
-                      " updated_at = " NOW " WHERE run_id = ?1",
+                      UPDATE_JOB("state = ?2, reason = ?3, active = 0"),
                       STORE_ARGS(STORE_INT(run), STORE_TEXT(state), STORE_TEXT(reason)), err);
 }
 
 int slurm_jobs_mark_scancel(store *s, int64_t run, gt_error *err)
 {
-    return store_exec(s, "recording scancel",
-                      "UPDATE slurm_jobs SET scancel_sent = 1, updated_at = " NOW
-                      " WHERE run_id = ?",
+    return store_exec(s, "recording scancel", UPDATE_JOB("scancel_sent = 1"),
                       STORE_ARGS(STORE_INT(run)), err);
 }
 
 int slurm_jobs_count_restart(store *s, int64_t run, gt_error *err)
 {
     return store_exec(s, "counting a restart",
-                      "UPDATE slurm_jobs SET restarts = restarts + 1, reported = NULL,"
-                      " report_error = NULL, updated_at = " NOW " WHERE run_id = ?",
+                      UPDATE_JOB("restarts = restarts + 1, reported = NULL, report_error = NULL"),
                       STORE_ARGS(STORE_INT(run)), err);
 }
 
@@ -59,8 +58,7 @@ int slurm_jobs_report(store *s, int64_t run, const char *outcome, const char *er
                       gt_error *err)
 {
     return store_exec(s, "recording the trainer's report",
-                      "UPDATE slurm_jobs SET reported = ?2, report_error = ?3,"
-                      " updated_at = " NOW " WHERE run_id = ?1",
+                      UPDATE_JOB("reported = ?2, report_error = ?3"),
                       STORE_ARGS(STORE_INT(run), STORE_TEXT(outcome), STORE_TEXT(error)), err);
 }
 

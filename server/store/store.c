@@ -209,6 +209,15 @@ int store_row_json(store *s, const char *what, const char *sql, const store_val 
     return *out ? GT_OK : gt_error_set(err, GT_ENOMEM, "%s: out of memory", what);
 }
 
+int store_row_by_id(store *s, const char *what, const char *noun, const char *sql, int64_t id,
+                    json_t **out, gt_error *err)
+{
+    int rc = store_row_json(s, what, sql, STORE_ARGS(STORE_INT(id)), out, err);
+    return rc == GT_ENOTFOUND
+               ? gt_error_set(err, GT_ENOTFOUND, "%s %lld does not exist", noun, (long long)id)
+               : rc;
+}
+
 int store_rows_json(store *s, const char *what, const char *sql, const store_val *args,
                     int nargs, json_t **out, gt_error *err)
 {

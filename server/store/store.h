@@ -136,6 +136,11 @@ int store_string(store *s, const char *what, const char *sql, const store_val *a
 int store_row_json(store *s, const char *what, const char *sql, const store_val *args,
                    int nargs, json_t **out, gt_error *err);
 
+/* The row of one id the same way: sql selects it with one parameter, the
+ * id.  GT_ENOTFOUND says "<noun> <id> does not exist". */
+int store_row_by_id(store *s, const char *what, const char *noun, const char *sql, int64_t id,
+                    json_t **out, gt_error *err);
+
 /* Every row so, in an array (keep the result bounded with LIMIT). */
 int store_rows_json(store *s, const char *what, const char *sql, const store_val *args,
                     int nargs, json_t **out, gt_error *err);
