@@ -32,7 +32,7 @@
 #include "sampling.h"
 #include "scheduler.h"
 #include "store.h"
-#include "svc_harness.h"
+#include "svc_check.h"
 
 static store *open_memory(void)
 {
@@ -49,22 +49,8 @@ static store *open_memory(void)
 /* A tiny run trained to the end; with accept, a small acceptance test too. */
 static int64_t train(store *db, const char *name, int steps, int accept)
 {
-    char *text = svc_tiny_config(name, steps, 5, 5, NULL);
-    if (accept)
-        text = svc_with_accept(text, 200, 16, 5, 0.9);
-    model_config cfg;
-    char field[128];
+    int64_t id = svc_check_record_tiny_run(db, name, steps, accept);
     gt_error err = {0};
-    int64_t id = 0;
-    CHECK_EQ_INT(model_config_parse(text, strlen(text), &cfg, field, sizeof field, &err), GT_OK);
-    free(text);
-    /* recorded as the service records it: every default filled in */
-    json_t *canon = model_config_to_json(&cfg);
-    text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(canon);
-    CHECK_EQ_INT(runs_create(db, cfg.name, text, "fp32", NULL, cfg.steps1 + cfg.steps2, &id,
-                             &err), GT_OK);
-    free(text);
     CHECK_MSG(sched_train_run(db, id, ".", "cpu", MODEL_BF16_NATIVE, NULL, &err) == GT_OK,
               "training: %s", err.message);
     return id;
