@@ -76,13 +76,18 @@ int model_energy_from_json(const json_t *obj, const char *path, double lo, doubl
     }
     synth_config sc;
     synth_config_default(&sc);
-    sc.energy_mode = out.mode;
-    sc.e_min_mev = out.min_mev;
-    sc.e_max_mev = out.max_mev;
+    model_energy_apply(&out, &sc);
     if (synth_config_check(&sc, &perr) != GT_OK)
         return fail(field, field_len, path, NULL, err, perr.message);
     *e = out;
     return GT_OK;
+}
+
+void model_energy_apply(const model_energy *e, synth_config *sc)
+{
+    sc->energy_mode = e->mode;
+    sc->e_min_mev = e->min_mev;
+    sc->e_max_mev = e->max_mev;
 }
 
 json_t *model_energy_to_json(const model_energy *e)

@@ -36,6 +36,10 @@ void model_energy_default(model_energy *e);
 int model_energy_from_json(const json_t *obj, const char *path, double lo, double hi,
                            model_energy *e, char *field, size_t field_len, gt_error *err);
 
+/* The spec onto a simulator config: its dist and range (the rest of sc as
+ * it was). */
+void model_energy_apply(const model_energy *e, synth_config *sc);
+
 /* {"dist", "min_mev", "max_mev"} (NULL when out of memory). */
 json_t *model_energy_to_json(const model_energy *e);
 

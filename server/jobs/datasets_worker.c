@@ -62,9 +62,7 @@ static int make_one(datasets_worker *d, int64_t id, const char *path, const char
         return gt_error_wrap(err, "bad dataset spec");
     }
     sc.seed = (uint64_t)seed;
-    sc.energy_mode = en.mode;
-    sc.e_min_mev = en.min_mev;
-    sc.e_max_mev = en.max_mev;
+    model_energy_apply(&en, &sc);
     geo_geometry geo;
     synth_detector det;
     int have_geo = 0, have_det = 0, have_w = 0, rc;

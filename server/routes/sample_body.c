@@ -119,9 +119,7 @@ int sample_body_parse(const json_t *cbody, const sample_body_limits *lim, sample
         sample_body_free(out);
         return body_refuse(f, 422, field, "%s", err.message);
     }
-    sc.energy_mode = spec.mode;
-    sc.e_min_mev = spec.min_mev;
-    sc.e_max_mev = spec.max_mev;
+    model_energy_apply(&spec, &sc);
     if (synth_config_check(&sc, &err) != GT_OK ||
         synth_draw_energies(&sc, out->row0, n, out->e_inc, &err) != GT_OK) {
         sample_body_free(out);

@@ -94,9 +94,7 @@ static void check_spec(const dataset_body *b)
         abort();
     synth_config sc;
     synth_config_default(&sc);
-    sc.energy_mode = en.mode;
-    sc.e_min_mev = en.min_mev;
-    sc.e_max_mev = en.max_mev;
+    model_energy_apply(&en, &sc);
     synth_particle p;
     if (synth_config_check(&sc, NULL) != GT_OK ||
         (particle && synth_parse_particle(particle, &p, NULL) != GT_OK))

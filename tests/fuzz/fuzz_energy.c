@@ -36,9 +36,7 @@ static void check(json_t *root, void *ctx)
             abort();
         synth_config sc;
         synth_config_default(&sc);
-        sc.energy_mode = spec.mode;
-        sc.e_min_mev = spec.min_mev;
-        sc.e_max_mev = spec.max_mev;
+        model_energy_apply(&spec, &sc);
         float e[4];
         if (synth_config_check(&sc, &err) == GT_OK &&
             synth_draw_energies(&sc, first, 4, e, &err) == GT_OK) {

@@ -10,8 +10,6 @@
 #include <sqlite3.h>
 
 #include "check.h"
-#include "model_config.h"
-#include "runs.h"
 #include "svc_harness.h"
 
 /* svc_start; when the server does not start, its log is printed and a
@@ -129,31 +127,6 @@ static inline void svc_check_integrity(const char *path, const char *when)
               sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
     sqlite3_finalize(st);
     sqlite3_close(h);
-}
-
-/* A tiny run (svc_tiny_config: steps a stage, validated and checkpointed
- * every 5) recorded in db as the service records one, every default
- * filled in; with accept, a small acceptance test too (200 showers, a
- * narrow classifier).  Its id, 0 when a check failed. */
-static inline int64_t svc_check_record_tiny_run(store *db, const char *name, int steps,
-                                                int accept)
-{
-    char *text = svc_tiny_config(name, steps, 5, 5, NULL);
-    if (accept)
-        text = svc_with_accept(text, 200, 16, 5, 0.9);
-    model_config cfg;
-    char field[128];
-    gt_error err = {0};
-    int64_t id = 0;
-    CHECK_EQ_INT(model_config_parse(text, strlen(text), &cfg, field, sizeof field, &err), GT_OK);
-    free(text);
-    json_t *canon = model_config_to_json(&cfg);
-    text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(canon);
-    CHECK_EQ_INT(runs_create(db, cfg.name, text, "fp32", NULL, cfg.steps1 + cfg.steps2, &id,
-                             &err), GT_OK);
-    free(text);
-    return id;
 }
 
 #endif

@@ -32,7 +32,7 @@
 #include "sampling.h"
 #include "scheduler.h"
 #include "store.h"
-#include "svc_check.h"
+#include "run_fixture.h"
 
 static store *open_memory(void)
 {
@@ -49,7 +49,7 @@ static store *open_memory(void)
 /* A tiny run trained to the end; with accept, a small acceptance test too. */
 static int64_t train(store *db, const char *name, int steps, int accept)
 {
-    int64_t id = svc_check_record_tiny_run(db, name, steps, accept);
+    int64_t id = run_fixture_record(db, name, steps, accept);
     gt_error err = {0};
     CHECK_MSG(sched_train_run(db, id, ".", "cpu", MODEL_BF16_NATIVE, NULL, &err) == GT_OK,
               "training: %s", err.message);

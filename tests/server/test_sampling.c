@@ -27,7 +27,7 @@
 #include "sampling.h"
 #include "scheduler.h"
 #include "store.h"
-#include "svc_check.h"
+#include "run_fixture.h"
 
 static store *db;
 
@@ -93,7 +93,7 @@ static void run_jobs(sampling *s, job *k, int n)
 
 static int64_t create_run_accept(const char *name, int steps, int accept)
 {
-    return svc_check_record_tiny_run(db, name, steps, accept);
+    return run_fixture_record(db, name, steps, accept);
 }
 
 static int64_t create_run(const char *name, int steps) { return create_run_accept(name, steps, 0); }
