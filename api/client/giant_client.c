@@ -94,7 +94,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     return bytes;
 }
 
-static void header_value(const char *line, size_t len, const char *name, char *out, size_t cap)
+void gc_header_value(const char *line, size_t len, const char *name, char *out, size_t cap)
 {
     size_t nl = strlen(name);
     if (len <= nl + 1 || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
@@ -115,9 +115,9 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 {
     gc_response *r = arg;
     size_t len = size * n;
-    header_value(data, len, "Content-Type", r->content_type, sizeof r->content_type);
-    header_value(data, len, "X-Checksum-SHA256", r->checksum, sizeof r->checksum);
-    header_value(data, len, "Retry-After", r->retry_after, sizeof r->retry_after);
+    gc_header_value(data, len, "Content-Type", r->content_type, sizeof r->content_type);
+    gc_header_value(data, len, "X-Checksum-SHA256", r->checksum, sizeof r->checksum);
+    gc_header_value(data, len, "Retry-After", r->retry_after, sizeof r->retry_after);
     return len;
 }
 

@@ -63,6 +63,12 @@ void gc_set_retries(gc_client *c, int retries);
 
 /* One request. headers: NULL or NULL-terminated "Name: value" strings.
  * Any HTTP status is GT_OK here; only transport failures are errors. */
+/* The value of header name (case-insensitive) in one raw header line of
+ * len bytes ("Retry-After: 5\r\n"), its leading blanks and line end cut,
+ * into out[cap] (truncated to fit); out is left as it was when the line is
+ * another header. */
+void gc_header_value(const char *line, size_t len, const char *name, char *out, size_t cap);
+
 int gc_request(gc_client *c, const char *method, const char *path, const char *content_type,
                const void *body, size_t len, const char *const *headers, gc_response *out,
                gt_error *err);

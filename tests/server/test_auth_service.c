@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "auth.h"
+#include "giant_client.h"
 #include "http.h"
 #include "routes.h"
 #include "svc_check.h"
@@ -61,25 +62,11 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
     return b;
 }
 
-static void header(const char *line, size_t len, const char *name, char *out, size_t cap)
-{
-    size_t nl = strlen(name);
-    if (len <= nl + 1 || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
-        return;
-    const char *v = line + nl + 1;
-    size_t vl = len - nl - 1;
-    while (vl && *v == ' ')
-        v++, vl--;
-    while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
-        vl--;
-    snprintf(out, cap, "%.*s", (int)vl, v);
-}
-
 static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
     reply *r = arg;
-    header(p, size * n, "WWW-Authenticate", r->www, sizeof r->www);
-    header(p, size * n, "Retry-After", r->retry, sizeof r->retry);
+    gc_header_value(p, size * n, "WWW-Authenticate", r->www, sizeof r->www);
+    gc_header_value(p, size * n, "Retry-After", r->retry, sizeof r->retry);
     return size * n;
 }
 
