@@ -97,31 +97,39 @@ int main(void)
                       "none"));
         json_decref(o);
     }
-    expect_bad("{\"model\":{\"stage2\":{\"dequantize\":1}}}", "model.stage2.dequantize");
-    expect_bad("{\"model\":{\"stage1\":{\"dequantize\":true}}}", "model.stage1.dequantize");
-    expect_bad("{\"model\":{\"stage2\":{\"voxel_alpha\":0}}}", "model.stage2.voxel_alpha");
-    expect_bad("{\"model\":{\"stage2\":{\"voxel_alpha\":0.1}}}", "model.stage2.voxel_alpha");
-    expect_bad("{\"model\":{\"stage2\":{\"rings\":\"yes\"}}}", "model.stage2.rings");
-    expect_bad("{\"model\":{\"stage1\":{\"rings\":true}}}", "model.stage1.rings");
-    expect_bad("{\"model\":{\"stage2\":{\"dequantize_top\":0}}}",
-               "model.stage2.dequantize_top");
-    expect_bad("{\"model\":{\"stage2\":{\"dequantize_top\":1.5}}}",
-               "model.stage2.dequantize_top");
-    expect_bad("{\"model\":{\"stage2\":{\"keep_largest\":0}}}", "model.stage2.keep_largest");
-    expect_bad("{\"model\":{\"stage2\":{\"ring_counts\":1}}}", "model.stage2.ring_counts");
-    expect_bad("{\"model\":{\"stage1\":{\"ring_counts\":true}}}", "model.stage1.ring_counts");
-    expect_bad("{\"model\":{\"stage2\":{\"rings\":false,\"ring_counts\":true}}}",
-               "model.stage2.ring_counts");
+    /* stage 2's representation: wrong types, out of range, on stage 1, counts without rings */
+    static const char *const repr_refused[][2] = {
+        {"{\"model\":{\"stage2\":{\"dequantize\":1}}}", "model.stage2.dequantize"},
+        {"{\"model\":{\"stage1\":{\"dequantize\":true}}}", "model.stage1.dequantize"},
+        {"{\"model\":{\"stage2\":{\"voxel_alpha\":0}}}", "model.stage2.voxel_alpha"},
+        {"{\"model\":{\"stage2\":{\"voxel_alpha\":0.1}}}", "model.stage2.voxel_alpha"},
+        {"{\"model\":{\"stage2\":{\"rings\":\"yes\"}}}", "model.stage2.rings"},
+        {"{\"model\":{\"stage1\":{\"rings\":true}}}", "model.stage1.rings"},
+        {"{\"model\":{\"stage2\":{\"dequantize_top\":0}}}", "model.stage2.dequantize_top"},
+        {"{\"model\":{\"stage2\":{\"dequantize_top\":1.5}}}", "model.stage2.dequantize_top"},
+        {"{\"model\":{\"stage2\":{\"keep_largest\":0}}}", "model.stage2.keep_largest"},
+        {"{\"model\":{\"stage2\":{\"ring_counts\":1}}}", "model.stage2.ring_counts"},
+        {"{\"model\":{\"stage1\":{\"ring_counts\":true}}}", "model.stage1.ring_counts"},
+        {"{\"model\":{\"stage2\":{\"rings\":false,\"ring_counts\":true}}}",
+         "model.stage2.ring_counts"},
+    };
+    for (size_t i = 0; i < sizeof repr_refused / sizeof repr_refused[0]; i++)
+        expect_bad(repr_refused[i][0], repr_refused[i][1]);
     /* a run recorded before counts names them off, with rings on */
     CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"ring_counts\":false}}}", &cfg, field, &err),
                  GT_OK);
     CHECK_EQ_INT(cfg.stage2.rings, 1);
     CHECK_EQ_INT(cfg.stage2.ring_counts, 0);
     CHECK_EQ_INT(cfg.stage2.count_stick, 0);
-    expect_bad("{\"model\":{\"stage2\":{\"count_stick\":1}}}", "model.stage2.count_stick");
-    expect_bad("{\"model\":{\"stage1\":{\"count_stick\":true}}}", "model.stage1.count_stick");
-    expect_bad("{\"model\":{\"stage2\":{\"ring_counts\":false,\"count_stick\":true}}}",
-               "model.stage2.count_stick");
+    /* count_stick: a boolean of stage 2, and only with ring counts */
+    static const char *const stick_refused[][2] = {
+        {"{\"model\":{\"stage2\":{\"count_stick\":1}}}", "model.stage2.count_stick"},
+        {"{\"model\":{\"stage1\":{\"count_stick\":true}}}", "model.stage1.count_stick"},
+        {"{\"model\":{\"stage2\":{\"ring_counts\":false,\"count_stick\":true}}}",
+         "model.stage2.count_stick"},
+    };
+    for (size_t i = 0; i < sizeof stick_refused / sizeof stick_refused[0]; i++)
+        expect_bad(stick_refused[i][0], stick_refused[i][1]);
     /* a run recorded before 0013 names it off, with counts on */
     CHECK_EQ_INT(parse("{\"model\":{\"stage2\":{\"count_stick\":false}}}", &cfg, field, &err),
                  GT_OK);
