@@ -45,31 +45,34 @@ def main():
             t = f"   (target >= {target}x: {'met' if x >= target else 'NOT met'})" if target else ""
             print(f"{label:<52} {x:6.2f}x{t}")
 
-    # the whole training step runs eager and as one graph (AdamW clips on
-    # the device); its gradient part alone also runs as one graph
-    ratio("bf16 vs fp32 training, eager (speed-up)", "train_bf16_eager", "train_fp32_eager", 1.35)
-    ratio("bf16 vs fp32 training, graph (speed-up)", "train_bf16_graph", "train_fp32_graph", 1.35)
-    ratio("graph vs eager, fp32 whole step", "train_fp32_graph", "train_fp32_eager")
-    ratio("graph vs eager, bf16 whole step", "train_bf16_graph", "train_bf16_eager")
-    ratio("bf16 vs fp32 gradient part, graph (speed-up)", "grad_bf16_graph", "grad_fp32_graph")
-    ratio("graph vs eager, fp32 gradient part", "grad_fp32_graph", "grad_fp32_eager")
-    ratio("graph vs eager, bf16 gradient part", "grad_bf16_graph", "grad_bf16_eager")
-    ratio("graph vs eager, bf16 forward", "fwd_bf16_graph", "fwd_bf16_eager")
-    ratio("giant bf16 vs PyTorch eager bf16 autocast, train", "train_bf16_eager",
-          "torch_train_bf16_eager", 2.0)
-    ratio("giant fp32 vs PyTorch eager fp32, train", "train_fp32_eager",
-          "torch_train_fp32_eager")
-    ratio("giant bf16 graph vs PyTorch eager bf16, train", "train_bf16_graph",
-          "torch_train_bf16_eager", 2.0)
-    ratio("giant bf16 graph vs PyTorch eager bf16, forward", "fwd_bf16_graph",
-          "torch_fwd_bf16_eager")
-    # the real stage trainer (bench_stage): a step eager and as one graph
-    ratio("stage trainer: graph vs eager, fp32", "stage_fp32_graph", "stage_fp32_eager")
-    ratio("stage trainer: graph vs eager, bf16", "stage_bf16_graph", "stage_bf16_eager")
-    ratio("stage trainer: bf16 vs fp32, graph (speed-up)", "stage_bf16_graph",
-          "stage_fp32_graph", 1.35)
-    ratio("stage trainer speed vs the trunk step alone, bf16 graph", "stage_bf16_graph",
-          "train_bf16_graph")
+    ratios = (
+        # the whole training step runs eager and as one graph (AdamW clips on
+        # the device); its gradient part alone also runs as one graph
+        ("bf16 vs fp32 training, eager (speed-up)", "train_bf16_eager", "train_fp32_eager", 1.35),
+        ("bf16 vs fp32 training, graph (speed-up)", "train_bf16_graph", "train_fp32_graph", 1.35),
+        ("graph vs eager, fp32 whole step", "train_fp32_graph", "train_fp32_eager"),
+        ("graph vs eager, bf16 whole step", "train_bf16_graph", "train_bf16_eager"),
+        ("bf16 vs fp32 gradient part, graph (speed-up)", "grad_bf16_graph", "grad_fp32_graph"),
+        ("graph vs eager, fp32 gradient part", "grad_fp32_graph", "grad_fp32_eager"),
+        ("graph vs eager, bf16 gradient part", "grad_bf16_graph", "grad_bf16_eager"),
+        ("graph vs eager, bf16 forward", "fwd_bf16_graph", "fwd_bf16_eager"),
+        ("giant bf16 vs PyTorch eager bf16 autocast, train",
+         "train_bf16_eager", "torch_train_bf16_eager", 2.0),
+        ("giant fp32 vs PyTorch eager fp32, train", "train_fp32_eager", "torch_train_fp32_eager"),
+        ("giant bf16 graph vs PyTorch eager bf16, train",
+         "train_bf16_graph", "torch_train_bf16_eager", 2.0),
+        ("giant bf16 graph vs PyTorch eager bf16, forward",
+         "fwd_bf16_graph", "torch_fwd_bf16_eager"),
+        # the real stage trainer (bench_stage): a step eager and as one graph
+        ("stage trainer: graph vs eager, fp32", "stage_fp32_graph", "stage_fp32_eager"),
+        ("stage trainer: graph vs eager, bf16", "stage_bf16_graph", "stage_bf16_eager"),
+        ("stage trainer: bf16 vs fp32, graph (speed-up)",
+         "stage_bf16_graph", "stage_fp32_graph", 1.35),
+        ("stage trainer speed vs the trunk step alone, bf16 graph",
+         "stage_bf16_graph", "train_bf16_graph"),
+    )
+    for row in ratios:
+        ratio(*row)
     # device memory: the trunk's training step (what it allocates through
     # the backend) and the real trainer (nvidia-smi's peak beyond idle)
     for label, bf, fp in (("bf16 / fp32 training memory, trunk step", "train_bf16", "train_fp32"),
