@@ -43,7 +43,7 @@ fi
 
 DEV_PKGS="libmicrohttpd-dev libjansson-dev libsqlite3-dev libopenblas-pthread-dev \
 libdnnl-dev libhdf5-dev libxml2-dev libicu-dev libcurl4-openssl-dev libssl-dev zlib1g-dev \
-libdeflate-dev"
+libdeflate-dev libxgboost-dev"
 # libmicrohttpd.pc names gnutls under Requires.private, and pkg-config
 # refuses a module whose requirements it cannot find, even for --cflags; so
 # gnutls.pc and the .pc files it names come along (their headers are small;
@@ -58,7 +58,8 @@ TEST_TOOLS="curl sqlite3"
 # the run-time roots: the libraries the -dev packages' .so links point at,
 # and pkgconf's binary
 RUNTIME_ROOTS="libmicrohttpd12 libjansson4 libsqlite3-0 libopenblas0-pthread libdnnl2 \
-libhdf5-103-1 libxml2 libicu72 libcurl4 libssl3 zlib1g libdeflate0 pkgconf-bin $TEST_TOOLS"
+libhdf5-103-1 libxml2 libicu72 libcurl4 libssl3 zlib1g libdeflate0 libxgboost0 libdmlc0 \
+pkgconf-bin $TEST_TOOLS"
 # on every machine with a C compiler and apt: not carried (see above).
 # zlib1g is carried although every machine has it: zlib1g-dev's libz.so
 # link points into it

@@ -85,7 +85,7 @@ typedef struct cls_data {
 
 /* Fisher-Yates with a counter-based stream: the split depends on the seed
  * and the sample only. */
-static void shuffle(int64_t *idx, int64_t n, uint64_t seed, uint64_t stream)
+void model_classify_shuffle(int64_t *idx, int64_t n, uint64_t seed, uint64_t stream)
 {
     rng_state r = rng_init(seed, stream);
     for (int64_t i = 0; i < n; i++)
@@ -438,8 +438,8 @@ static int classify_once(nn_backend *b, const float *xa, int64_t na, const float
         rc = gt_error_set(err, GT_ENOMEM, "classifier: out of memory");
         goto done;
     }
-    shuffle(D.order[0], nb, seed, 0);
-    shuffle(D.order[1], na, seed, 1);
+    model_classify_shuffle(D.order[0], nb, seed, 0);
+    model_classify_shuffle(D.order[1], na, seed, 1);
     fit_standardise(&D);
     /* at least ~20 steps an epoch: a small sample in batches of 1000 would
      * train for a handful of steps and understate the difference */
@@ -459,7 +459,7 @@ static int classify_once(nn_backend *b, const float *xa, int64_t na, const float
             rc = gt_error_set(err, GT_ECANCELLED, "classifier: stopped");
             goto done;
         }
-        shuffle(perm, 2 * D.n_train, seed, 100 + (uint64_t)epoch);
+        model_classify_shuffle(perm, 2 * D.n_train, seed, 100 + (uint64_t)epoch);
         for (int64_t k0 = 0; k0 < 2 * D.n_train; k0 += net.batch) {
             int rows = 2 * D.n_train - k0 < net.batch ? (int)(2 * D.n_train - k0) : net.batch;
             if (rows < 2)
@@ -536,30 +536,36 @@ static int model_classify_run(nn_backend *b, const float *xa, int64_t na, const 
                             (long long)na, (long long)nb);
     /* Each repeat is a whole test of its own (seed + r: another split, start
      * and order); the mean over them is the estimate, their spread its noise. */
-    double auc[MODEL_CLASSIFY_MAX_REPEATS];
+    model_classify_result one[MODEL_CLASSIFY_MAX_REPEATS];
     for (int r = 0; r < cfg->repeats; r++) {
-        model_classify_result one;
-        int rc = classify_once(b, xa, na, xb, nb, d, cfg, cfg->seed + (uint64_t)r, &one, keep,
-                                err);
+        int rc = classify_once(b, xa, na, xb, nb, d, cfg, cfg->seed + (uint64_t)r, &one[r],
+                               keep, err);
         if (rc) {
             memset(out, 0, sizeof *out);
             return rc;
         }
-        auc[r] = one.auc;
-        out->auc += one.auc / cfg->repeats;
-        out->bce += one.bce / cfg->repeats;
-        out->jsd_bits += one.jsd_bits / cfg->repeats;
-        out->select_bce += one.select_bce / cfg->repeats;
-        if (one.best_epoch > out->best_epoch)
-            out->best_epoch = one.best_epoch;
-        out->n_train = one.n_train;
-        out->n_select = one.n_select;
-        out->n_test = one.n_test;
     }
-    out->repeats = cfg->repeats;
-    double ss = 0.0;
-    for (int r = 0; r < cfg->repeats; r++)
-        ss += (auc[r] - out->auc) * (auc[r] - out->auc);
-    out->auc_sd = cfg->repeats > 1 ? sqrt(ss / (cfg->repeats - 1)) : 0.0;
+    model_classify_mean(one, cfg->repeats, out);
     return GT_OK;
+}
+
+void model_classify_mean(const model_classify_result *one, int n, model_classify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int r = 0; r < n; r++) {
+        out->auc += one[r].auc / n;
+        out->bce += one[r].bce / n;
+        out->jsd_bits += one[r].jsd_bits / n;
+        out->select_bce += one[r].select_bce / n;
+        if (one[r].best_epoch > out->best_epoch)
+            out->best_epoch = one[r].best_epoch;
+        out->n_train = one[r].n_train;
+        out->n_select = one[r].n_select;
+        out->n_test = one[r].n_test;
+    }
+    out->repeats = n;
+    double ss = 0.0;
+    for (int r = 0; r < n; r++)
+        ss += (one[r].auc - out->auc) * (one[r].auc - out->auc);
+    out->auc_sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
 }

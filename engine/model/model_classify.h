@@ -105,6 +105,18 @@ void model_classify_net_free(model_classify_net *net);   /* zeroes it; NULL ok *
  * scratch: 2 * max(d, hidden) floats. */
 double model_classify_net_logit(const model_classify_net *net, const float *row, float *scratch);
 
+/* The split's shuffle: idx = a permutation of 0 .. n-1 drawn by
+ * Fisher-Yates from a counter-based stream, a pure function of (seed,
+ * stream).  Stream 0 orders sample B, stream 1 sample A: the first 60 % of
+ * each are the train rows, the next 20 % the select rows, the rest the test
+ * rows (at the smaller sample's count).  Public so that a classifier of
+ * another family (eval_trees.h) splits the showers exactly as this one. */
+void model_classify_shuffle(int64_t *idx, int64_t n, uint64_t seed, uint64_t stream);
+
+/* The result of n whole tests (repeats): the means, the AUCs' sample
+ * standard deviation (0 for one), the latest best epoch. */
+void model_classify_mean(const model_classify_result *one, int n, model_classify_result *out);
+
 /* ROC AUC of scores (higher = more "positive") against labels 0/1, ties
  * counted half (the Mann-Whitney U statistic).  NAN when a class is
  * missing. */

@@ -2,16 +2,19 @@
  * CaloChallenge way, beside the reference-vs-reference floor.
  *
  *   giant eval GENERATED.h5 REFERENCE.h5 --geometry FILE.xml
- *              [--ref2 REFERENCE2.h5] [--classifier high,low|none] [--json OUT]
+ *              [--ref2 REFERENCE2.h5] [--classifier LIST] [--json OUT]
  *
  * Files are streamed in blocks; the high-level features (a few hundred
  * floats per shower) are kept, and the voxels only when the low-level
  * classifier needs them.  Prints, per feature group, the mean separation
  * power of GENERATED against REFERENCE and, with --ref2, of a second
  * independent reference against the same REFERENCE (the floor a perfect
- * model would reach at these sample sizes) and their ratio; FPD and KPD;
- * and the AUC of a classifier trained to tell the files apart
- * (model_classify.h), on the high-level features and on the voxels. */
+ * model would reach at these sample sizes) and their ratio; the voxel
+ * energy spectrum's separation per depth (eval_spectrum.h); FPD and KPD;
+ * and the AUCs of classifiers of two families trained to tell the files
+ * apart (the CaloChallenge MLP, model_classify.h, and gradient-boosted
+ * trees, eval_trees.h), on the high-level features and on the voxels, with
+ * the high-level trees' breakdown by depth and feature kind. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -37,19 +40,29 @@ static void cmd_eval_usage(FILE *f)
             "Compares showers A (generated) against B (reference) with the CaloChallenge\n"
             "high-level features: separation power S = 1/2 sum (h_A - h_B)^2 / (h_A + h_B)\n"
             "of each feature's histogram (0 = identical, 1 = disjoint), summarised per\n"
-            "feature group, the Frechet / kernel physics distances (x 1e3), and the AUC of a\n"
-            "classifier trained to tell A from B (0.5 = indistinguishable).\n"
+            "feature group, the voxel energy spectrum per depth, the Frechet / kernel physics\n"
+            "distances (x 1e3), and the AUCs of classifiers of two families trained to tell\n"
+            "A from B (0.5 = indistinguishable): the CaloChallenge MLP and gradient-boosted\n"
+            "trees (XGBoost), with the trees' breakdown by depth and feature kind.\n"
             "\n"
             "options:\n"
             "  --geometry FILE   CaloChallenge binning XML of the files (required)\n"
             "  --ref2 FILE       a second reference, independent of B: every number is also\n"
             "                    computed for it against B, the floor A is judged against\n"
-            "  --classifier LIST high (high-level features), low (voxels / E_inc and\n"
-            "                    log10 E_inc), high,low (default) or none\n"
+            "  --classifier LIST comma-separated: high (the MLP on the high-level features),\n"
+            "                    low (the MLP on voxels / E_inc and log10 E_inc), trees-high,\n"
+            "                    trees-low (gradient-boosted trees on the same), mlp\n"
+            "                    (= high,low), trees (= trees-high,trees-low), all (the\n"
+            "                    default) or none\n"
+            "  --no-breakdown    skip the breakdown: the high-level trees again on layers\n"
+            "                    0-9, 10-24, 25- and on each feature kind\n"
+            "  --trees-rounds N  boosting rounds at most (default 300; early stopping)\n"
+            "  --trees-depth N   tree depth (default 6)\n"
             "  --cls-hidden N    classifier width (default 512; CaloChallenge uses 2048)\n"
             "  --cls-depth N     classifier hidden layers (default 3)\n"
             "  --cls-epochs N    classifier epochs (default 50)\n"
-            "  --cls-repeats N   whole classifier tests averaged, seeds S .. S + N - 1\n"
+            "  --cls-repeats N   whole classifier tests averaged (each family), seeds\n"
+            "                    S .. S + N - 1\n"
             "                    (default 1, at most 20); prints the mean AUC and their sd\n"
             "  --json OUT        write per-feature values, every summary, the features left\n"
             "                    out of FPD/KPD (constant in a sample) and every feature's\n"
@@ -121,8 +134,9 @@ static void eval_print(const eval_core_result *a, const eval_core_result *floor,
     } else if (distances) {
         printf("FPD/KPD: not computed (too few showers for the feature dimension)\n");
     }
-    static const char *const kind[2] = {"high-level", "low-level"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const kind[EVAL_CORE_N_CLS] = {"high-level", "low-level",
+                                                      "trees, high-level", "trees, low-level"};
+    for (int k = 0; k < EVAL_CORE_N_CLS; k++) {
         if (!a->has_cls[k])
             continue;
         const model_classify_result *c = &a->cls[k];
@@ -131,10 +145,39 @@ static void eval_print(const eval_core_result *a, const eval_core_result *floor,
             printf(" (sd %.4f over %d repeats)", c->auc_sd, c->repeats);
         if (floor && floor->has_cls[k])
             printf("   (floor %.4f)", floor->cls[k].auc);
-        printf("   JSD %.4f bits, best epoch %d, %lld + %lld + %lld showers each\n", c->jsd_bits,
-               c->best_epoch, (long long)c->n_train, (long long)c->n_select,
-               (long long)c->n_test);
+        printf("   JSD %.4f bits, best %s %d, %lld + %lld + %lld showers each\n", c->jsd_bits,
+               k >= EVAL_CORE_TREES_HIGH ? "rounds" : "epoch", c->best_epoch,
+               (long long)c->n_train, (long long)c->n_select, (long long)c->n_test);
     }
+    for (int k = 0; k < a->n_subsets; k++) {
+        printf("  breakdown (%s): %-12s AUC %.4f", kind[a->breakdown_of], a->subset_name[k],
+               a->subset[k].auc);
+        if (a->subset[k].repeats > 1)
+            printf(" (sd %.4f)", a->subset[k].auc_sd);
+        printf("\n");
+    }
+}
+
+/* The voxel energy spectrum's separation per feature, beside the floor's. */
+static void eval_print_spectrum(const eval_core_result *a, const eval_core_result *floor)
+{
+    if (a->n_spec == 0)
+        return;
+    printf("voxel energy spectrum (all hits of a layer group):\n");
+    double worst = 0;
+    for (int k = 0; k < a->n_spec; k++) {
+        if (floor) {
+            double q = a->spec_sep[k] / floor->spec_sep[k];
+            worst = q > worst ? q : worst;
+            printf("  %-22s S %.5f   floor %.5f   %7.1fx\n", a->spec_name[k], a->spec_sep[k],
+                   floor->spec_sep[k], q);
+        } else {
+            printf("  %-22s S %.5f\n", a->spec_name[k], a->spec_sep[k]);
+        }
+    }
+    if (floor)
+        printf("voxel energy spectrum: mean S %.5f, floor %.5f; worst %.1fx the floor\n",
+               eval_core_spectrum_mean(a), eval_core_spectrum_mean(floor), worst);
 }
 
 /* A JSON file opened for a comparison that failed: closed and removed, so
@@ -174,26 +217,36 @@ typedef struct eval_args {
     eval_core_options o;
 } eval_args;
 
-/* --classifier high, low, high,low or none into want[2].  1, or 0 after
- * saying why. */
-static int parse_classifier(const char *val, int want[2])
+/* --classifier LIST into want[EVAL_CORE_N_CLS].  1, or 0 after saying
+ * why. */
+static int parse_classifier(const char *val, int want[EVAL_CORE_N_CLS])
 {
-    want[0] = want[1] = 0;
+    for (int k = 0; k < EVAL_CORE_N_CLS; k++)
+        want[k] = 0;
     if (strcmp(val, "none") == 0)
         return 1;
-    char list[64];
+    static const struct {
+        const char *name;
+        int cls[EVAL_CORE_N_CLS];
+    } names[] = {
+        {"high", {1, 0, 0, 0}},       {"low", {0, 1, 0, 0}},   {"trees-high", {0, 0, 1, 0}},
+        {"trees-low", {0, 0, 0, 1}},  {"mlp", {1, 1, 0, 0}},   {"trees", {0, 0, 1, 1}},
+        {"all", {1, 1, 1, 1}},
+    };
+    char list[128];
     snprintf(list, sizeof list, "%s", val);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        if (!strcmp(tok, "high"))
-            want[0] = 1;
-        else if (!strcmp(tok, "low"))
-            want[1] = 1;
-        else {
-            fprintf(stderr, "giant eval: --classifier takes high, low, high,low or "
-                            "none, not \"%s\"\n",
+        size_t i = 0;
+        while (i < sizeof names / sizeof names[0] && strcmp(tok, names[i].name))
+            i++;
+        if (i == sizeof names / sizeof names[0]) {
+            fprintf(stderr, "giant eval: --classifier takes a list of high, low, trees-high, "
+                            "trees-low, mlp, trees, all, or none, not \"%s\"\n",
                     val);
             return 0;
         }
+        for (int k = 0; k < EVAL_CORE_N_CLS; k++)
+            want[k] |= names[i].cls[k];
     }
     return 1;
 }
@@ -218,6 +271,10 @@ static int parse_option(eval_args *e, const char *a, const char *val)
         return parse_int(a, val, 1, 64, &cc->depth);
     } else if (!strcmp(a, "--cls-epochs")) {
         return parse_int(a, val, 1, 100000, &cc->epochs);
+    } else if (!strcmp(a, "--trees-rounds")) {
+        return parse_int(a, val, 1, 100000, &e->o.trees.max_rounds);
+    } else if (!strcmp(a, "--trees-depth")) {
+        return parse_int(a, val, 1, 32, &e->o.trees.max_depth);
     } else if (!strcmp(a, "--cls-repeats")) {
         return parse_int(a, val, 1, MODEL_CLASSIFY_MAX_REPEATS, &cc->repeats);
     } else if (!strcmp(a, "--max-showers")) {
@@ -252,6 +309,7 @@ static int parse_args(int argc, char **argv, eval_args *e)
 {
     *e = (eval_args){.max_rows = INT64_MAX, .threshold = -1};
     eval_core_options_default(&e->o);
+    e->o.breakdown = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -260,6 +318,10 @@ static int parse_args(int argc, char **argv, eval_args *e)
         }
         if (!strcmp(a, "--no-distances")) {
             e->o.distances = 0;
+            continue;
+        }
+        if (!strcmp(a, "--no-breakdown")) {
+            e->o.breakdown = 0;
             continue;
         }
         if (a[0] != '-') {
@@ -295,8 +357,10 @@ int cmd_eval(int argc, char **argv)
     const char *const *files = e.files, *geometry = e.geometry, *json = e.json, *ref2 = e.ref2;
     const int64_t max_rows = e.max_rows;
     double threshold = e.threshold;
-    eval_core_options o = e.o;
+    eval_core_options o = e.o, floor_o = e.o;
+    floor_o.breakdown = 0;   /* where a reference's own differences sit says little */
     const int *want_cls = o.classifier;
+    const int want_low = want_cls[EVAL_CORE_MLP_LOW] || want_cls[EVAL_CORE_TREES_LOW];
 
     /* The JSON file is opened before the work, so a path that cannot be
      * written fails at once instead of after the classifiers have trained. */
@@ -340,12 +404,13 @@ int cmd_eval(int argc, char **argv)
         eval_json_abandon(json_f, json);
         return 1;
     }
-    if (eval_core_sample_read(&sa, files[0], &geo, &fl, max_rows, want_cls[1], &err) ||
-        eval_core_sample_read(&sb, files[1], &geo, &fl, max_rows, want_cls[1], &err) ||
-        (ref2 && eval_core_sample_read(&s2, ref2, &geo, &fl, max_rows, want_cls[1], &err)) ||
-        ((want_cls[0] || want_cls[1]) && model_backend_open("cpu", &cls_b, &err)) ||
+    if (eval_core_sample_read(&sa, files[0], &geo, &fl, max_rows, want_low, &err) ||
+        eval_core_sample_read(&sb, files[1], &geo, &fl, max_rows, want_low, &err) ||
+        (ref2 && eval_core_sample_read(&s2, ref2, &geo, &fl, max_rows, want_low, &err)) ||
+        ((want_cls[EVAL_CORE_MLP_HIGH] || want_cls[EVAL_CORE_MLP_LOW]) &&
+         model_backend_open("cpu", &cls_b, &err)) ||
         eval_core_compare(&sa, &sb, &fl, &o, cls_b, stderr, &res, &err) ||
-        (ref2 && eval_core_compare(&s2, &sb, &fl, &o, cls_b, stderr, &flo, &err))) {
+        (ref2 && eval_core_compare(&s2, &sb, &fl, &floor_o, cls_b, stderr, &flo, &err))) {
         fprintf(stderr, "giant eval: %s\n", err.message);
         goto done;
     }
@@ -354,6 +419,8 @@ int cmd_eval(int argc, char **argv)
     if (ref2)
         printf("floor: %s (%lld showers) against B\n", s2.label, (long long)s2.n);
     eval_print(&res, ref2 ? &flo : NULL, &fl, o.distances);
+    if (o.separation)
+        eval_print_spectrum(&res, ref2 ? &flo : NULL);
     if (json_f) {
         doc = eval_core_json(&sa, &sb, ref2 ? &s2 : NULL, geometry, &fl, &o, &res,
                              ref2 ? &flo : NULL);

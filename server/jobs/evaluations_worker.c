@@ -80,7 +80,9 @@ static int parse_request(const char *text, eval_request *r, gt_error *err)
     r->n = n;
     r->seed = (uint64_t)seed;
     r->opt.separation = r->opt.distances = 0;
-    r->opt.classifier[0] = r->opt.classifier[1] = 0;
+    for (int k = 0; k < EVAL_CORE_N_CLS; k++)
+        r->opt.classifier[k] = 0;
+    r->opt.breakdown = 0;
     size_t i;
     json_t *m;
     json_array_foreach(metrics, i, m) {
@@ -89,8 +91,11 @@ static int parse_request(const char *text, eval_request *r, gt_error *err)
             continue;
         r->opt.separation |= !strcmp(s, "separation_power");
         r->opt.distances |= !strcmp(s, "fpd_kpd");
-        r->opt.classifier[0] |= !strcmp(s, "classifier_high");
-        r->opt.classifier[1] |= !strcmp(s, "classifier_low");
+        r->opt.classifier[EVAL_CORE_MLP_HIGH] |= !strcmp(s, "classifier_high");
+        r->opt.classifier[EVAL_CORE_MLP_LOW] |= !strcmp(s, "classifier_low");
+        r->opt.classifier[EVAL_CORE_TREES_HIGH] |= !strcmp(s, "classifier_trees_high");
+        r->opt.classifier[EVAL_CORE_TREES_LOW] |= !strcmp(s, "classifier_trees_low");
+        r->opt.breakdown |= !strcmp(s, "classifier_breakdown");
     }
     r->opt.cls.hidden = hidden;
     r->opt.cls.depth = depth;
@@ -161,7 +166,10 @@ static int generate(evaluations_worker *e, int64_t eid, int64_t run, const eval_
                             (long long)run);
     char label[64];
     snprintf(label, sizeof label, "run %lld", (long long)run);
-    if (rc || (rc = eval_core_sample_alloc(a, label, r->n, fl, r->opt.classifier[1], err)))
+    if (rc || (rc = eval_core_sample_alloc(a, label, r->n, fl,
+                                                    r->opt.classifier[EVAL_CORE_MLP_LOW] ||
+                                                        r->opt.classifier[EVAL_CORE_TREES_LOW],
+                                                    err)))
         return rc;
     chunk_wait c;
     memset(&c, 0, sizeof c);
@@ -253,14 +261,14 @@ static int evaluate(evaluations_worker *e, int64_t eid, int64_t run, const char 
     if (rc)
         goto out;
     have_fl = 1;
-    const int low = r.opt.classifier[1];
+    const int low = r.opt.classifier[EVAL_CORE_MLP_LOW] || r.opt.classifier[EVAL_CORE_TREES_LOW];
     if ((rc = read_reference(e, r.dataset, r.n, &geo, &fl, low, &b, err)) ||
         (r.ref2 && (rc = read_reference(e, r.ref2, r.n, &geo, &fl, low, &r2, err))))
         goto out;
     evaluations_set_phase(e->db, run, eid, "generating", 0.05);
     if ((rc = generate(e, eid, run, &r, &b, &fl, &a, err)))
         goto out;
-    if ((r.opt.classifier[0] || r.opt.classifier[1]) &&
+    if ((r.opt.classifier[EVAL_CORE_MLP_HIGH] || r.opt.classifier[EVAL_CORE_MLP_LOW]) &&
         (rc = model_backend_open("cpu", &cls_b, err)))
         goto out;
     evaluations_set_phase(e->db, run, eid, "comparing", 0.5);
@@ -268,7 +276,9 @@ static int evaluate(evaluations_worker *e, int64_t eid, int64_t run, const char 
         goto out;
     if (r.ref2) {
         evaluations_set_phase(e->db, run, eid, "floor", 0.75);
-        if ((rc = eval_core_compare(&r2, &b, &fl, &r.opt, cls_b, NULL, &flo, err)))
+        eval_core_options fo = r.opt;
+        fo.breakdown = 0;   /* where a reference's own differences sit says little */
+        if ((rc = eval_core_compare(&r2, &b, &fl, &fo, cls_b, NULL, &flo, err)))
             goto out;
     }
     doc = eval_core_json(&a, &b, r.ref2 ? &r2 : NULL, geometry, &fl, &r.opt, &res,

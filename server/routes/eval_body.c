@@ -8,8 +8,9 @@
 
 #include "model_classify.h"
 
-const char *const eval_body_metrics[4] = {"separation_power", "fpd_kpd", "classifier_high",
-                                          "classifier_low"};
+const char *const eval_body_metrics[EVAL_BODY_N_METRICS] = {
+    "separation_power",      "fpd_kpd",   "classifier_high", "classifier_low",
+    "classifier_trees_high", "classifier_trees_low", "classifier_breakdown"};
 
 /* body_refuse where the request is returned: NULL, with the fault filled
  * (every refusal here is a 422). */
@@ -42,7 +43,7 @@ static long long body_int(eval_body_fault *f, json_t *obj, const char *key, cons
 
 static int known_metric(json_t *v)
 {
-    for (size_t k = 0; k < 4; k++)
+    for (size_t k = 0; k < EVAL_BODY_N_METRICS; k++)
         if (json_is_string(v) && !strcmp(json_string_value(v), eval_body_metrics[k]))
             return 1;
     return 0;
@@ -81,15 +82,13 @@ json_t *eval_body_normalise(const json_t *cbody, long max_showers, eval_body_fau
     json_t *metrics = json_object_get(body, "metrics");
     if (metrics && (!json_is_array(metrics) || json_array_size(metrics) == 0))
         return REFUSE(f, "metrics",
-                      "metrics must be a non-empty array of separation_power, fpd_kpd,"
-                      " classifier_high, classifier_low");
+                      "metrics must be a non-empty array of " EVAL_BODY_METRIC_LIST);
     size_t i;
     json_array_foreach(metrics, i, v) {
         if (!known_metric(v)) {
             char field[32];
             snprintf(field, sizeof field, "metrics[%zu]", i);
-            return REFUSE(f, field, "a metric is separation_power, fpd_kpd, classifier_high or"
-                                    " classifier_low");
+            return REFUSE(f, field, "a metric is one of " EVAL_BODY_METRIC_LIST);
         }
     }
     json_t *cls = json_object_get(body, "classifier");
@@ -116,8 +115,10 @@ json_t *eval_body_normalise(const json_t *cbody, long max_showers, eval_body_fau
         return NULL;
     /* in the documented order, each once, whatever order they came in */
     json_t *norm_metrics = json_array();
-    for (size_t k = 0; norm_metrics && k < 4; k++) {
-        int want = !metrics;
+    for (size_t k = 0; norm_metrics && k < EVAL_BODY_N_METRICS; k++) {
+        /* no list: every metric but the breakdown, which trains the
+         * strongest classifier a dozen times more */
+        int want = !metrics && strcmp(eval_body_metrics[k], "classifier_breakdown");
         json_array_foreach(metrics, i, v)
             want |= json_is_string(v) && !strcmp(json_string_value(v), eval_body_metrics[k]);
         if (want)

@@ -14,7 +14,11 @@
 #define EVAL_BODY_MIN_SHOWERS 20
 
 /* The metrics, in the order a request's are written back. */
-extern const char *const eval_body_metrics[4];
+#define EVAL_BODY_N_METRICS 7
+extern const char *const eval_body_metrics[EVAL_BODY_N_METRICS];
+#define EVAL_BODY_METRIC_LIST                                                                   \
+    "separation_power, fpd_kpd, classifier_high, classifier_low, classifier_trees_high, "     \
+    "classifier_trees_low, classifier_breakdown"
 
 /* status 422, or 500 when out of memory; field the body's key at fault
  * ("" = the body); message. */

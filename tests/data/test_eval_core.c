@@ -32,6 +32,11 @@ static double at_(json_t *doc, ...)
 
 #define at(doc, ...) at_(doc, __VA_ARGS__, (const char *)NULL)
 
+static json_t *at_obj(json_t *doc, const char *k1, const char *k2)
+{
+    return json_object_get(json_object_get(doc, k1), k2);
+}
+
 /* The sample of a file handed over in memory in two blocks, as the
  * service hands over the showers it generates. */
 static int put_file(eval_core_sample *s, const char *path, const feat_layout *fl, int low)
@@ -88,6 +93,29 @@ int main(void)
     CHECK_CLOSE(at(cmd, "classifier", "high", "auc"), 0.48546875, 2e-3, 0);
     CHECK_CLOSE(at(cmd, "classifier", "low", "auc"), 0.4209375, 2e-3, 0);
     CHECK_CLOSE(at(cmd, "floor", "classifier", "high", "auc"), 0.49171875, 2e-3, 0);
+    /* The second family on the same split; its breakdown (dataset 1's
+     * layers 0-3 and 12-14: two depths, ten kinds), not for the floor. */
+    static const char *const trees[2] = {"trees_high", "trees_low"};
+    for (int k = 0; k < 2; k++) {
+        double auc = at(cmd, "classifier", trees[k], "auc");
+        CHECK_MSG(auc >= 0.3 && auc <= 0.7, "%s AUC %g on two samples of one simulator",
+                  trees[k], auc);
+        CHECK(at(cmd, "classifier", trees[k], "rounds") >= 1);
+        CHECK(at(cmd, "classifier", trees[k], "n_test") == 80);
+        CHECK(!isnan(at(cmd, "floor", "classifier", trees[k], "auc")));
+    }
+    json_t *bd = json_object_get(cmd, "breakdown");
+    CHECK(json_is_string(json_object_get(bd, "classifier")) &&
+          !strcmp(json_string_value(json_object_get(bd, "classifier")), "trees_high"));
+    CHECK(json_object_size(json_object_get(bd, "subsets")) == 12);
+    CHECK(!isnan(at(bd, "subsets", "layers 0-9", "auc")) &&
+          !isnan(at(bd, "subsets", "layers 10-24", "auc")) &&
+          !isnan(at(bd, "subsets", "sparsity", "auc")));
+    CHECK(!json_object_get(json_object_get(cmd, "floor"), "breakdown"));
+    /* The voxel energy spectrum: two depth groups with voxels, two units. */
+    CHECK(json_object_size(at_obj(cmd, "voxel_spectrum", "features")) == 4);
+    CHECK(!isnan(at(cmd, "voxel_spectrum", "features", "E_vox_MeV_L0-4")) &&
+          !isnan(at(cmd, "floor", "voxel_spectrum", "features", "E_vox/E_inc_L10-19")));
 
     /* The histograms: shared edges, counts of each sample inside them. */
     json_t *h = json_object_get(json_object_get(cmd, "histograms"), "E_layer_2");
@@ -95,7 +123,10 @@ int main(void)
     CHECK(json_array_size(json_object_get(h, "a")) == 39);
     CHECK(json_array_size(json_object_get(h, "b")) == 39);
     CHECK(json_array_size(json_object_get(h, "ref2")) == 39);
-    CHECK(json_object_size(json_object_get(cmd, "histograms")) == 30);
+    CHECK(json_object_size(json_object_get(cmd, "histograms")) == 30 + 4);
+    h = json_object_get(json_object_get(cmd, "histograms"), "E_vox/E_inc_L0-4");
+    CHECK(json_array_size(json_object_get(h, "edges")) == EVAL_SPECTRUM_BINS + 1);
+    CHECK(json_array_size(json_object_get(h, "ref2")) == EVAL_SPECTRUM_BINS);
 
     /* The same document from the showers in memory. */
     geo_geometry geo;
@@ -117,8 +148,9 @@ int main(void)
     nn_backend *cb = NULL;
     CHECK_EQ_INT(model_backend_open("cpu", &cb, &err), GT_OK);
     eval_core_result res, flo;
-    CHECK_EQ_INT(eval_core_compare(&a, &b, &fl, &o, cb, NULL, &res, &err), GT_OK);
     CHECK_EQ_INT(eval_core_compare(&r2, &b, &fl, &o, cb, NULL, &flo, &err), GT_OK);
+    o.breakdown = 1;   /* the command's default, for the comparison, not the floor */
+    CHECK_EQ_INT(eval_core_compare(&a, &b, &fl, &o, cb, NULL, &res, &err), GT_OK);
     json_t *mem = eval_core_json(&a, &b, &r2, g1, &fl, &o, &res, &flo);
     CHECK(mem != NULL);
     /* through text, as a stored evaluation is */
@@ -128,7 +160,8 @@ int main(void)
 
     /* Without the separation power: no per-feature values, no histograms. */
     o.separation = 0;
-    o.classifier[0] = o.classifier[1] = 0;
+    for (int k = 0; k < EVAL_CORE_N_CLS; k++)
+        o.classifier[k] = 0;
     eval_core_result bare;
     CHECK_EQ_INT(eval_core_compare(&a, &b, &fl, &o, NULL, NULL, &bare, &err), GT_OK);
     json_t *nosep = eval_core_json(&a, &b, NULL, g1, &fl, &o, &bare, NULL);
@@ -138,8 +171,11 @@ int main(void)
     /* The low-level classifier without the voxels is an error, not a crash. */
     eval_core_sample nolow;
     CHECK_EQ_INT(put_file(&nolow, "ec1.h5", &fl, 0), 0);
-    o.classifier[1] = 1;
+    o.classifier[EVAL_CORE_MLP_LOW] = 1;
     eval_core_result bad;
+    CHECK_EQ_INT(eval_core_compare(&nolow, &b, &fl, &o, cb, NULL, &bad, &err), GT_EINVAL);
+    o.classifier[EVAL_CORE_MLP_LOW] = 0;
+    o.classifier[EVAL_CORE_TREES_LOW] = 1;
     CHECK_EQ_INT(eval_core_compare(&nolow, &b, &fl, &o, cb, NULL, &bad, &err), GT_EINVAL);
 
     json_decref(nosep);

@@ -38,14 +38,14 @@ static void check(json_t *body, void *ctx)
             abort();
         json_t *m = json_object_get(n, "metrics");
         size_t nm = json_array_size(m), k = 0, i;
-        if (nm < 1 || nm > 4)
+        if (nm < 1 || nm > EVAL_BODY_N_METRICS)
             abort();
         json_t *v;
         json_array_foreach(m, i, v) {   /* a strictly increasing walk of the known list */
-            while (k < 4 && strcmp(json_string_value(v) ? json_string_value(v) : "",
-                                   eval_body_metrics[k]))
+            while (k < EVAL_BODY_N_METRICS &&
+                   strcmp(json_string_value(v) ? json_string_value(v) : "", eval_body_metrics[k]))
                 k++;
-            if (k++ >= 4)
+            if (k++ >= EVAL_BODY_N_METRICS)
                 abort();
         }
         json_t *c = json_object_get(n, "classifier");

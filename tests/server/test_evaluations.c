@@ -229,7 +229,8 @@ static void test_evaluation(gc_client *c)
     CHECK(svc_str(j, "status") && !strcmp(svc_str(j, "status"), "queued"));
     json_t *rq = json_object_get(j, "request");
     CHECK_EQ_INT(svc_num(rq, "n"), 300);
-    CHECK_EQ_INT(json_array_size(json_object_get(rq, "metrics")), 4);
+    /* every metric but the breakdown, which is asked for by name */
+    CHECK_EQ_INT(json_array_size(json_object_get(rq, "metrics")), 6);
     CHECK(!json_object_get(j, "result"));
     json_decref(j);
     /* one queued or running is the most --max-active-evaluations 1 takes:
@@ -269,6 +270,16 @@ static void test_evaluation(gc_client *c)
     CHECK(json_number_value(json_object_get(high, "auc_sd")) > 0);
     CHECK(json_is_number(json_object_get(json_object_get(json_object_get(res, "classifier"),
                                                          "low"), "auc")));
+    /* the second family, and the voxel energy spectrum with its floor */
+    CHECK(json_is_number(json_object_get(json_object_get(json_object_get(res, "classifier"),
+                                                         "trees_high"), "auc")) &&
+          json_is_number(json_object_get(json_object_get(json_object_get(res, "classifier"),
+                                                         "trees_low"), "auc")));
+    CHECK(json_object_size(json_object_get(json_object_get(res, "voxel_spectrum"),
+                                           "features")) == 4 &&
+          json_is_number(json_object_get(json_object_get(json_object_get(res, "floor"),
+                                                         "voxel_spectrum"), "mean")));
+    CHECK(!json_object_get(res, "breakdown"));
     CHECK(json_is_number(json_object_get(res, "fpd_x1e3")) &&
           json_number_value(json_object_get(res, "kpd_err_x1e3")) > 0 &&
           json_is_number(json_object_get(res, "fpd_err_x1e3")));
@@ -304,7 +315,8 @@ static void test_evaluation(gc_client *c)
              root ? root : "../..");
     CHECK(fetch_generated(c, run, ref_path, 300, 7, gen));
     CHECK_EQ_INT(svc_sh("%s eval %s %s --ref2 %s --geometry %s --max-showers 300 --seed 7"
-                    " --cls-hidden 32 --cls-depth 2 --cls-epochs 5 --cls-repeats 2 --json %s"
+                    " --cls-hidden 32 --cls-depth 2 --cls-epochs 5 --cls-repeats 2 --no-breakdown"
+                    " --json %s"
                     " > /dev/null"
                     " 2>&1",
                     svc_binary(), gen, ref_path, ref2_path, geo, out),
