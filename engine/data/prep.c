@@ -21,6 +21,7 @@ int prep_layout_init(prep_layout *p, const geo_geometry *g, float threshold_mev,
     p->n_voxels = g->n_voxels;
     p->dim = p->n_u + p->n_voxels;
     p->threshold_mev = threshold_mev;
+    p->readout_mev = threshold_mev;
     p->voxel_alpha = PREP_ALPHA;
     p->dequant_top = PREP_DEQUANT_TOP;
     prep_layout_set_rings(p, 0);
@@ -523,22 +524,32 @@ int64_t prep_first_nonfinite_row(const float *x, int64_t n, int64_t per)
     return first;
 }
 
-void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower)
+/* The readout, last of all: every voxel under p->readout_mev becomes 0.
+ * Its energy is dropped, not given back to its layer: the simulator and the
+ * CaloChallenge files drop what a cell reads under the threshold (a layer's
+ * recorded energy is the sum of its read-out voxels), and giving it back
+ * would rescale the survivors, changing voxels that were already read out.
+ * What goes is voxels the survivors' rescaling took back under the
+ * threshold (a ring's or a layer's dequantized fractions can add up to more
+ * than 1, and scaling them down to its energy shrinks every survivor), and
+ * those between threshold_mev and a higher readout_mev; each held less
+ * than the threshold.  A NaN stays (the sampler checks for them before
+ * decoding). */
+static void readout_cut(const prep_layout *p, float *shower)
+{
+    const float cut = p->readout_mev;
+    for (int v = 0; v < p->n_voxels; v++)
+        if (shower[v] < cut)
+            shower[v] = 0.0f;
+}
+
+/* Decoding without rings: each layer's voxel fractions times its energy,
+ * the threshold, keep_largest, and (dequantized) the survivors scaled to
+ * the layer's energy. */
+static void decode_layers(const prep_layout *p, const float *xv, const double *layer_e,
+                          float *shower)
 {
     const geo_geometry *g = p->geo;
-    double layer_e[GEO_MAX_LAYERS], u[GEO_MAX_LAYERS];
-    for (int k = 0; k < p->n_u; k++)
-        u[k] = prep_logit_unmap(x[k]);
-    prep_stick_join(u, p->n_layers, e_dep, layer_e);
-    const float *xv = x + p->n_u;
-    /* voxels of layers without voxels do not exist; zero the whole row first
-     * so nothing stale survives */
-    memset(shower, 0, (size_t)p->n_voxels * sizeof *shower);
-    if (p->rings) {
-        for (int k = 0; k < p->n_layers; k++)
-            decode_layer_rings(p, k, xv + p->block_off[k], layer_e[k], shower);
-        return;
-    }
     for (int k = 0; k < p->n_layers; k++) {
         const geo_layer *l = &g->layers[g->active[k]];
         double sum = 0;
@@ -566,6 +577,25 @@ void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float
         if (p->dequantize)
             scale_survivors(shower + l->offset, l->n_voxels, 1, layer_e[k]);
     }
+}
+
+void prep_decode_shower(const prep_layout *p, const float *x, float e_dep, float *shower)
+{
+    double layer_e[GEO_MAX_LAYERS], u[GEO_MAX_LAYERS];
+    for (int k = 0; k < p->n_u; k++)
+        u[k] = prep_logit_unmap(x[k]);
+    prep_stick_join(u, p->n_layers, e_dep, layer_e);
+    const float *xv = x + p->n_u;
+    /* voxels of layers without voxels do not exist; zero the whole row first
+     * so nothing stale survives */
+    memset(shower, 0, (size_t)p->n_voxels * sizeof *shower);
+    if (p->rings) {
+        for (int k = 0; k < p->n_layers; k++)
+            decode_layer_rings(p, k, xv + p->block_off[k], layer_e[k], shower);
+    } else {
+        decode_layers(p, xv, layer_e, shower);
+    }
+    readout_cut(p, shower);
 }
 
 int prep_encode_batch(const prep_layout *p, const float *showers, const float *e_inc,

@@ -32,7 +32,10 @@ typedef struct prep_layout {
     int n_u;                 /* L - 1 stick-breaking fractions                 */
     int n_voxels;            /* V                                              */
     int dim;                 /* n_u + n_voxels: length of a stage-2 vector     */
-    float threshold_mev;     /* decoded voxels under it become 0               */
+    float threshold_mev;     /* the representation's threshold: dequantization,
+                              * hit counts and decoding's survivors (below) */
+    float readout_mev;       /* a decoded voxel under it becomes 0, last of
+                              * all (threshold_mev after prep_layout_init) */
     double voxel_alpha;      /* alpha of the voxel fractions' logit-map
                               * (PREP_ALPHA after prep_layout_init)          */
     int dequantize;          /* 0 after prep_layout_init; see below            */
@@ -156,7 +159,12 @@ int prep_encode_shower_keyed(const prep_layout *p, const float *shower, uint64_t
 
 /* x (dim) + E_dep -> shower (V) in MeV with the readout threshold applied.
  * Voxel fractions are renormalised per layer so every layer keeps exactly
- * the energy the stick-breaking gives it (before the threshold).  With
+ * the energy the stick-breaking gives it (before the threshold).  Last of
+ * all, every voxel under p->readout_mev becomes 0 and its energy is
+ * dropped, as a detector's readout drops it: the survivors' rescaling above
+ * can take a voxel back under the threshold it passed, and a model's data
+ * may show a higher threshold than threshold_mev; after this step every
+ * voxel is 0 or at least readout_mev.  With
  * p->keep_largest, a ring or layer whose energy reaches the threshold but
  * left no voxel over it keeps its largest voxel, holding all of it (a
  * recorded shower never has energy without a hit, so a round trip is

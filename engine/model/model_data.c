@@ -1,5 +1,6 @@
 #include "model_data.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -202,11 +203,14 @@ void model_repr_free(model_repr *r)
 }
 
 #define REPR_MAGIC "GTRP"
+/* Version 2 appends the readout threshold (f64, MeV) to version 1's three
+ * statistics; version 1 is still read (model_repr_from_bytes). */
+#define REPR_VERSION 2
 
 size_t model_repr_size(const model_repr *r)
 {
     return 8 + 3 * 8 + prep_stats_size(&r->cond) + prep_stats_size(&r->ratio) +
-           prep_stats_size(&r->shower);
+           prep_stats_size(&r->shower) + 8;
 }
 
 int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *len,
@@ -216,7 +220,7 @@ int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *l
     if (cap < need)
         return gt_error_set(err, GT_EINVAL, "buffer of %zu bytes, need %zu", cap, need);
     memcpy(buf, REPR_MAGIC, 4);
-    buf[4] = 1; /* version */
+    buf[4] = REPR_VERSION;
     buf[5] = buf[6] = buf[7] = 0;
     size_t off = 8;
     const prep_stats *parts[3] = {&r->cond, &r->ratio, &r->shower};
@@ -226,7 +230,8 @@ int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *l
         gt_le_put_u64(buf + off, n);
         off += 8 + n;
     }
-    *len = off;
+    gt_le_put_f64(buf + off, (double)r->layout.readout_mev);
+    *len = off + 8;
     return GT_OK;
 }
 
@@ -234,8 +239,9 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
                           const uint8_t *buf, size_t len, gt_error *err)
 {
     memset(r, 0, sizeof *r);
-    if (len < 8 || memcmp(buf, REPR_MAGIC, 4) != 0 || buf[4] != 1)
-        return gt_error_set(err, GT_EFORMAT, "not a model representation block (v1)");
+    if (len < 8 || memcmp(buf, REPR_MAGIC, 4) != 0 || buf[4] < 1 || buf[4] > REPR_VERSION)
+        return gt_error_set(err, GT_EFORMAT, "not a model representation block (v1 or v2)");
+    const int version = buf[4];
     int rc = prep_layout_init(&r->layout, geo, threshold_mev, err);
     if (rc)
         return rc;
@@ -256,6 +262,25 @@ int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshol
             return rc;
         }
         off += 8 + (size_t)n;
+    }
+    /* The readout threshold the training showers showed (model_arrays_build).
+     * A block written before it was recorded (version 1) gets the threshold
+     * of the geometry's detector, the caller's threshold_mev: that is what
+     * the simulator cut its showers at, and the CaloChallenge threshold of
+     * datasets 2 and 3; such a model opens and serves as before, with its
+     * sub-threshold voxels now zeroed. */
+    if (version >= 2) {
+        if (len - off < 8) {
+            model_repr_free(r);
+            return gt_error_set(err, GT_EFORMAT, "model representation block is truncated");
+        }
+        double t = gt_le_get_f64(buf + off);
+        if (!(t >= 0 && t <= FLT_MAX)) {
+            model_repr_free(r);
+            return gt_error_set(err, GT_EFORMAT,
+                                "model representation block: readout threshold %g MeV", t);
+        }
+        r->layout.readout_mev = (float)t;
     }
     /* a model trained with rings (and ring hit counts) has their features;
      * the statistics' width says which */
@@ -475,6 +500,21 @@ static int64_t keep_live_tokens(const model_repr *r, const model_ar_dims *d, con
     return kept;
 }
 
+/* The smallest non-zero voxel energy (MeV) of the listed showers, or 0
+ * when they have none: the readout threshold as the data shows it. */
+static float smallest_hit(const model_dataset *ds, const int64_t *rows, int64_t n)
+{
+    const size_t V = (size_t)ds->geo.n_voxels;
+    float least = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = ds->showers + (size_t)rows[i] * V;
+        for (size_t v = 0; v < V; v++)
+            if (x[v] > 0 && (least == 0 || x[v] < least))
+                least = x[v];
+    }
+    return least;
+}
+
 static int build_tokens(model_arrays *a, int history, int skip_spent, gt_error *err)
 {
     model_ar_dims_of(&a->repr.layout, history, a->repr.n_profile, &a->ar_dims);
@@ -540,6 +580,15 @@ int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_a
     prep_layout_set_rings(&a->repr.layout, cfg->stage2.rings);
     prep_layout_set_counts(&a->repr.layout, cfg->stage2.ring_counts);
     prep_layout_set_count_stick(&a->repr.layout, cfg->stage2.count_stick);
+    /* The readout threshold the sampler applies last (prep_decode_shower):
+     * the training showers' smallest hit, the detector's threshold as the
+     * data shows it (about 15.15 keV in the CaloChallenge dataset-2 files),
+     * not the geometry's guess; the representation keeps the geometry's
+     * threshold, so the encoded vectors do not depend on it.  Data without
+     * a hit keep the geometry's. */
+    const float least = smallest_hit(ds, tr, ntr);
+    if (least > 0)
+        a->repr.layout.readout_mev = least;
     a->repr.n_profile = cfg->stage1.profile ? MODEL_PROFILE_DIM : 0;
     const int dim = a->repr.layout.dim, D1 = model_repr_dim1(&a->repr),
               C2 = model_repr_cond2(&a->repr);

@@ -91,10 +91,17 @@ static inline int model_repr_dim1(const model_repr *r) { return 1 + r->n_profile
 static inline int model_repr_cond2(const model_repr *r) { return 2 + r->n_profile; }
 
 void model_repr_free(model_repr *r);
+/* The transforms as stored in every checkpoint (and a model file's
+ * transforms.bin), little-endian: "GTRP", version (u8, 2) and three zero
+ * bytes; the condition's, stage 1's and the shower vector's statistics,
+ * each as a u64 length and its prep_stats bytes; then (version 2) the
+ * readout threshold layout.readout_mev as an f64 in MeV. */
 size_t model_repr_size(const model_repr *r);
 int model_repr_to_bytes(const model_repr *r, uint8_t *buf, size_t cap, size_t *len,
                         gt_error *err);
-/* geo must outlive r. */
+/* geo must outlive r.  threshold_mev is the geometry's detector threshold
+ * (model_geometry_threshold): the representation's, and the readout
+ * threshold of a version-1 block, which has none of its own. */
 int model_repr_from_bytes(model_repr *r, const geo_geometry *geo, float threshold_mev,
                           const uint8_t *buf, size_t len, gt_error *err);
 
@@ -164,7 +171,9 @@ typedef struct model_arrays {
 } model_arrays;
 
 /* Splits (dataset.val_fraction, dataset.split_seed), encodes, fits the
- * statistics on the training rows and standardises both splits. */
+ * statistics on the training rows and standardises both splits; records
+ * the training showers' smallest hit as the readout threshold
+ * (repr.layout.readout_mev). */
 int model_arrays_build(const model_config *cfg, const model_dataset *ds, model_arrays *a,
                        gt_error *err);
 void model_arrays_free(model_arrays *a);

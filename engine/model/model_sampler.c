@@ -55,6 +55,8 @@ void model_sampler_close(model_sampler *s)
 
 int model_sampler_voxels(const model_sampler *s) { return s->geo.n_voxels; }
 
+float model_sampler_readout_mev(const model_sampler *s) { return s->repr.layout.readout_mev; }
+
 int model_sampler_layers(const model_sampler *s, int *voxels_per_layer, int max)
 {
     for (int l = 0; l < s->geo.n_layers && l < max; l++)
@@ -256,6 +258,9 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
         rc = gt_error_set(err, GT_EINVAL, "a geometry file of %zu bytes", geo_len);
         goto fail;
     }
+    /* the geometry's detector threshold: the representation's, and the
+     * readout threshold of transforms recorded before they carried one
+     * (model_repr_from_bytes) */
     if ((rc = geo_xml ? geo_load_memory(&s->geo, geo_xml, (int)geo_len, err)
                       : model_geometry_load(cfg->geometry, &s->geo, err)) ||
         (rc = model_geometry_threshold(&s->geo, &threshold, err)) ||

@@ -3,8 +3,9 @@
  * Composes the stage-1 and stage-2 trunks (each loaded from its model_ckpt),
  * integrates each stage's ODE (flow: Euler or Heun from t = 0 to 1; ddpm:
  * deterministic DDIM from t = 1 to 0), inverts the transforms and applies
- * the readout threshold.  Several requests are served in one call, batched
- * together on the device up to max_batch rows at a time.
+ * the readout threshold: every voxel of every shower served is 0 or at least
+ * model_sampler_readout_mev.  Several requests are served in one call,
+ * batched together on the device up to max_batch rows at a time.
  *
  * Reproducibility: a shower is a pure function of (checkpoint bytes, request
  * seed, row index in the request, incident energy, sampler settings, backend
@@ -63,6 +64,12 @@ int model_sampler_open_xml(nn_backend *b, const model_config *cfg, const void *g
 void model_sampler_close(model_sampler *s);
 
 int model_sampler_voxels(const model_sampler *s);
+
+/* The readout threshold (MeV) the sampler applies last: what the run's
+ * training showers showed (the checkpoint's transforms), or for a
+ * checkpoint written before it was recorded, the threshold of the
+ * geometry's detector. */
+float model_sampler_readout_mev(const model_sampler *s);
 
 /* The layers of the sampler's geometry: returns how many there are and
  * writes the voxels of the first max of them (empty layers are 0) into

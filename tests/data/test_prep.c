@@ -322,6 +322,60 @@ static void count_stick_cases(const char *file, const prep_layout *base, double 
     free(e);
 }
 
+/* The readout cut, last of decoding (dequantized, no rings): a layer of
+ * 10 thr whose voxel shares add up to more than 1 (0.95 and 0.105, the rest
+ * noise) passes both voxels at the threshold, then scales them down to the
+ * layer's energy, which takes the smaller (1.05 thr) under it: it is cut
+ * and its energy dropped (the layer keeps 9.5 / 10.55 of its energy, not
+ * all of it).  A readout threshold over the representation's cuts more and
+ * changes nothing else; 0 cuts nothing, and the voxel under the threshold
+ * is what the scaling left. */
+static void readout_cases(const char *file, const prep_layout *base, double thr)
+{
+    prep_layout p = *base;
+    p.dequantize = 1;
+    p.voxel_alpha = 1e-10;
+    prep_layout_set_rings(&p, 0);
+    const geo_geometry *g = p.geo;
+    int k = -1;
+    for (int i = 0; i < g->n_active && k < 0 && thr > 0; i++)
+        if (g->layers[g->active[i]].n_voxels >= 2)
+            k = i;
+    CHECK_MSG(k >= 0, "%s: no layer to test the readout cut on", file);
+    if (k < 0)
+        return;
+    const geo_layer *l = &g->layers[g->active[k]];
+    float *x = malloc((size_t)p.dim * sizeof *x), *e = malloc((size_t)p.n_voxels * sizeof *e);
+    float *xb = layer_only(&p, k, x);
+    xb[0] = (float)prep_logit_map_alpha(0.95, 1e-10);
+    xb[1] = (float)prep_logit_map_alpha(0.105, 1e-10);
+    const double el = 10.0 * thr, a = 9.5 * thr * (10.0 / 10.55);
+    int hits;
+    prep_decode_shower(&p, x, (float)el, e);
+    double sum = layer_sum(&p, e, k, &hits);
+    CHECK_MSG(hits == 1 && e[l->offset + 1] == 0.0f && fabs(e[l->offset] - a) <= 1e-6 * a &&
+                  fabs(sum - a) <= 1e-6 * a,
+              "%s: the readout cut: %d hits, voxels %g and %g thr, layer %g thr (want %g)", file,
+              hits, e[l->offset] / thr, e[l->offset + 1] / thr, sum / thr, a / thr);
+    p.readout_mev = (float)(0.5 * thr);
+    prep_decode_shower(&p, x, (float)el, e);
+    CHECK_MSG(layer_sum(&p, e, k, &hits) > a && hits == 2 && e[l->offset + 1] < thr &&
+                  e[l->offset + 1] >= 0.5 * thr,
+              "%s: a readout under the threshold: %d hits, voxel 1 at %g thr", file, hits,
+              e[l->offset + 1] / thr);
+    p.readout_mev = (float)(9.5 * thr); /* over voxel 0's 9.0 thr: nothing is left */
+    prep_decode_shower(&p, x, (float)el, e);
+    CHECK_MSG(layer_sum(&p, e, k, &hits) == 0 && hits == 0,
+              "%s: a readout over every voxel leaves %d hits", file, hits);
+    p.readout_mev = (float)(8.9 * thr); /* under it: voxel 0 as at the threshold */
+    prep_decode_shower(&p, x, (float)el, e);
+    CHECK_MSG(layer_sum(&p, e, k, &hits) > 0 && hits == 1 && fabs(e[l->offset] - a) <= 1e-6 * a,
+              "%s: a readout between the voxels: %d hits, voxel 0 at %g thr", file, hits,
+              e[l->offset] / thr);
+    free(x);
+    free(e);
+}
+
 static void roundtrip_geometry(const char *file, int n)
 {
     geo_geometry g;
@@ -564,6 +618,7 @@ static void roundtrip_geometry(const char *file, int n)
     keep_largest_cases(file, &p, d.threshold_mev);
     counts_cases(file, &p, d.threshold_mev);
     count_stick_cases(file, &p, d.threshold_mev);
+    readout_cases(file, &p, d.threshold_mev);
 
     /* an empty layer: uniform fractions, and zeros when decoded */
     float *one = calloc(g.n_voxels, sizeof *one);

@@ -23,7 +23,8 @@ static inline uint64_t fuzz_fnv1a(const uint8_t *p, size_t n)
 
 /* The fitted transforms (model_data.c): an 8-byte header, then three
  * blocks of u64 length + statistics blob, each blob ending in its
- * checksum, which is rewritten where the lengths allow. */
+ * checksum, which is rewritten where the lengths allow (version 2 then
+ * has an f64 readout threshold, which has no checksum). */
 static inline void fuzz_fix_repr(uint8_t *b, size_t len)
 {
     size_t off = 8;

@@ -2,7 +2,8 @@
  *
  * score_samples samples showers from a pair of stage checkpoints for the
  * incident energies of a reference data set and compares them with it
- * (CaloChallenge separation power, engine/data/metric.h).
+ * (CaloChallenge separation power, engine/data/metric.h); a shower with a
+ * voxel under the sampler's readout threshold fails a check.
  * score_untrained_checkpoints makes the baseline: checkpoints of an
  * untrained model with the transforms fitted to a data set, which already
  * has the right marginals (its noise goes through the fitted
@@ -52,8 +53,15 @@ static void score_samples(nn_backend *b, const model_config *cfg, const void *ck
     rc = model_sampler_run(s, &rq, 1, 0, &err);
     CHECK_MSG(rc == GT_OK, "%s", err.message);
     out->evals = model_sampler_evals_per_shower(s);
-    for (size_t i = 0; i < (size_t)n * V; i++)
+    const float readout = model_sampler_readout_mev(s);
+    size_t under = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++) {
         out->bad_voxels += gen[i] < 0 || !isfinite(gen[i]);
+        under += gen[i] != 0.0f && !(gen[i] >= readout);
+    }
+    CHECK_MSG(under == 0 && readout >= ref->threshold_mev,
+              "%zu generated voxels under the readout threshold of %g MeV (the geometry's: %g)",
+              under, readout, ref->threshold_mev);
     feat_layout fl;
     feat_layout_init(&fl, &ref->geo, ref->threshold_mev, &err);
     float *fa = malloc((size_t)n * fl.n_features * sizeof(float));

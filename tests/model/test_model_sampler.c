@@ -20,6 +20,12 @@
  * drawn again: the showers are still the same bytes through every batch,
  * split and thread count, a row kept at its first draw is the shower the
  * sampler makes without the test, and a damaged or foreign test is refused.
+ * Every voxel served, by every variant, batching and kernel, with and
+ * without the acceptance test, on the CPU and the GPU, is 0 or at least the
+ * readout threshold the transforms carry (the training showers' smallest
+ * hit; the geometry's for version-1 transforms, which the variants standing
+ * for runs recorded before a migration have); raised to the median hit, it
+ * cuts exactly the hits under it and changes nothing else.
  * The models are trained for a few steps only: invariance holds for any
  * weights, and a tiny run keeps the test fast.  The autoregressive variant
  * samples energies from 300 MeV to 260 GeV, so rows leave the active set
@@ -128,37 +134,43 @@ static const variant VARIANTS[] = {
  * this file exists to catch.  A change of the model or its data pipeline
  * changes them too; then print and update. */
 static const uint64_t GOLDEN[][2] = {
-    {0xdde47c35cafd83e1ull, 0x186042157379844bull},   /* flow oneshot heun */
-    {0x92a02d6eb094a404ull, 0x6c58f006e53e327cull},   /* flow oneshot euler */
-    {0x8cd1e081163d6399ull, 0x48a6f457d07dff71ull},   /* routed */
-    {0x504fb1e6fe9f70b5ull, 0x519b2873e41f8454ull},   /* autoregressive */
-    {0x9114d8c2b395b0ffull, 0xf26b76d1d0a47ef9ull},   /* wgan */
-    {0x7ccee495888c94f6ull, 0xc302493663dc5b02ull},   /* ddpm */
-    {0x4a8fdee51390d80cull, 0xd2baaaa56980d0b4ull},   /* flow oneshot no rings */
-    {0x2e23259302f0059bull, 0x4ddb94cb16c5a831ull},   /* flow oneshot before 0005 */
-    {0x8aa2befe3ce04a6full, 0x0a19f2356b0bf149ull},   /* flow oneshot before 0008 */
-    {0x95ad46cd352fb008ull, 0xaf28e7ac8b28adf2ull},   /* autoregressive before 0008 */
-    {0x7e0a4f12f5a20b9eull, 0x2a7d73f6252ef185ull},   /* flow oneshot heun before 0009 */
-    {0xcb28bd4c969c3c4full, 0x82dbc07caf1582b8ull},   /* flow oneshot euler before 0009 */
-    {0xefbafc1a69961de8ull, 0xe2383821416aa877ull},   /* autoregressive before 0009 */
-    {0x028f120583b2bd06ull, 0x66f520ad670b45d8ull},   /* autoregressive history 2 */
-    {0x8253c55eec2f8020ull, 0x35036c6eb1254828ull},   /* flow oneshot heun before 0012 */
-    {0xf32e78a6dce20502ull, 0x7d64dde8f5128c01ull},   /* autoregressive before 0012 */
-    {0x934f29aab9673f12ull, 0xb4e8b1fa03bd0190ull},   /* flow oneshot heun before 0013 */
-    {0x639ca6f8be16a6acull, 0xbc11de01a979fcf5ull},   /* autoregressive before 0013 */
-    {0x97fc0d4df14602a2ull, 0xf79be6178078239eull},   /* flow oneshot heun before 0014 */
-    {0xc06856c575e698e7ull, 0x8575ec77844541a4ull},   /* autoregressive before 0014 */
-    {0x8f248ab81035e073ull, 0x1badd4704cbde247ull},   /* autoregressive history 2 ab2 */
-    {0x82c1c155ec99e511ull, 0x7d8d06ff3dddcd62ull},   /* flow oneshot ab2 */
-    {0x0251b556d8034b54ull, 0x70dc0b0ed38fcc5aull},   /* autoregressive block_cond all */
-    {0xe10c992a521bc2cfull, 0x8121d5a5c21558d7ull},   /* autoregressive history 2 ab2 temperature 0.9 */
-    {0x9f64868cb5ccd7b6ull, 0xc5085693a48ba09full},   /* flow oneshot ab2 temperature 0.9 */
+    {0x2cc6b0cc3521cb59ull, 0xbe94fd89af62bbe3ull},   /* flow oneshot heun */
+    {0xee5bc0767440a804ull, 0x70bcae79412adf21ull},   /* flow oneshot euler */
+    {0x9adfd602ee323b63ull, 0xfe4b6a8a99192fe4ull},   /* routed */
+    {0x64366513e269af99ull, 0xc337a8edc516c146ull},   /* autoregressive */
+    {0xd345a0c7d0f02b58ull, 0x421abf8b7a9fbfb3ull},   /* wgan */
+    {0x987ffb6798240095ull, 0x5e9fe47612a0f071ull},   /* ddpm */
+    {0x2879c7a27af703dfull, 0x8495cf414cc2d700ull},   /* flow oneshot no rings */
+    {0x1f90f0ded75b85a0ull, 0x708ece49d9fd9cf3ull},   /* flow oneshot before 0005 */
+    {0x93b3d64a623ad1cfull, 0xf6c06d9a852d5c75ull},   /* flow oneshot before 0008 */
+    {0x11c6fc3417b04de8ull, 0xbf602d4449b1e863ull},   /* autoregressive before 0008 */
+    {0x42587d6e94309c86ull, 0xbdae3664fcdac2adull},   /* flow oneshot heun before 0009 */
+    {0x202cb99bd4058e8dull, 0xcb67106ac892a201ull},   /* flow oneshot euler before 0009 */
+    {0x1bdee4b6164b353bull, 0x4545e16440dc0c5dull},   /* autoregressive before 0009 */
+    {0xda71f98dde206404ull, 0x8afde02da0e8b3ebull},   /* autoregressive history 2 */
+    {0x018236d69841f27eull, 0x0c113c146a908238ull},   /* flow oneshot heun before 0012 */
+    {0xb5823913f310d4afull, 0x5e230af7359f0a04ull},   /* autoregressive before 0012 */
+    {0x4b6dabeb3e87796aull, 0xe90c49c87ea0152aull},   /* flow oneshot heun before 0013 */
+    {0x9911cb3c95aeae5bull, 0x82c36c44e33c7a34ull},   /* autoregressive before 0013 */
+    {0x5cd4167802da74efull, 0x1a06beabef135888ull},   /* flow oneshot heun before 0014 */
+    {0x7501cbcb4d25da1bull, 0xe99bb0d6e5744915ull},   /* autoregressive before 0014 */
+    {0x1d892047f4e4ac9eull, 0x1d4dc7f84a4d6020ull},   /* autoregressive history 2 ab2 */
+    {0x94053ddd45ac5597ull, 0x02103a8f9f206dd8ull},   /* flow oneshot ab2 */
+    {0x8a17ceeab8e387e0ull, 0xbe7c79061cd8f298ull},   /* autoregressive block_cond all */
+    {0xcaae8434ad2fde2aull, 0x5122ad849085c5c9ull},   /* autoregressive history 2 ab2 temperature 0.9 */
+    {0x2477fc3efadeed3dull, 0x0b8c42c1c5187e49ull},   /* flow oneshot ab2 temperature 0.9 */
 };
 
 typedef struct trained {
     model_config cfg;
     void *ck[3];        /* stage 1 and 2 checkpoints (index 0 unused) */
     size_t len[3];
+    int v1;             /* the transforms written as version 1, without a readout
+                         * threshold: a run recorded before it was (the
+                         * geometry's detector threshold applies) */
+    float readout;      /* > 0: the readout threshold the transforms carry instead of
+                         * the training showers' smallest hit; after
+                         * make_checkpoints, the one the sampler must apply */
 } trained;
 
 static void tiny_config(const variant *v, int bf16, model_config *c)
@@ -219,6 +231,25 @@ static void tiny_config(const variant *v, int bf16, model_config *c)
     if (v->before)
         c->stage1.profile = 0; /* every run recorded before 0014 */
     c->temperature = v->temperature > 0 ? v->temperature : 1;
+}
+
+/* A variant's config in fp32 or bf16, no checkpoints yet; a variant that
+ * stands for a run recorded before a migration has version-1 transforms,
+ * as every such run has. */
+static void trained_init(const variant *v, int bf16, trained *t)
+{
+    memset(t, 0, sizeof *t);
+    tiny_config(v, bf16, &t->cfg);
+    t->v1 = v->before != 0;
+}
+
+/* Voxels neither 0 nor at least the readout threshold thr (a NaN too). */
+static size_t under_readout(const float *x, size_t n, float thr)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += x[i] != 0.0f && !(x[i] >= thr);
+    return bad;
 }
 
 static uint64_t fnv(const float *x, size_t n)
@@ -336,9 +367,16 @@ static int make_checkpoints(nn_backend *b, trained *t, int poison, gt_error *err
     model_dataset_free(&ds);
     if (rc)
         return rc;
+    if (t->readout > 0)
+        a.repr.layout.readout_mev = t->readout;
     size_t rl = model_repr_size(&a.repr), got = 0;
     uint8_t *repr = malloc(rl);
     rc = model_repr_to_bytes(&a.repr, repr, rl, &got, err);
+    if (!rc && t->v1) { /* version 1 (model_data.h): the byte says 1, no threshold after */
+        repr[4] = 1;
+        got -= 8;
+    }
+    t->readout = t->v1 ? a.repr.layout.threshold_mev : a.repr.layout.readout_mev;
     for (int stage = 1; stage <= 2 && !rc; stage++) {
         model_stage_data d = model_arrays_stage(&a, stage);
         model_stage *s = NULL;
@@ -477,8 +515,7 @@ static void check_diverged(const variant *v, nn_backend *b, int stage)
 {
     gt_error err;
     trained t;
-    tiny_config(v, 0, &t.cfg);
-    memset(t.ck, 0, sizeof t.ck);
+    trained_init(v, 0, &t);
     int rc = make_checkpoints(b, &t, stage, &err);
     CHECK_MSG(rc == GT_OK, "%s: checkpoints: %s", v->name, err.message);
     model_sampler *s = NULL;
@@ -565,12 +602,63 @@ static void check_turned(const variant *v, int bf16, nn_backend *b, const traine
     free(again);
 }
 
+/* The readout threshold raised to the median hit of ref (the unraised
+ * showers of the variant), as transforms recorded from showers that showed
+ * that threshold carry it: every voxel served is 0 or at least it, batched
+ * either way, and the showers are ref with exactly its hits under it set to
+ * 0: the cut is the last step of decoding and changes nothing else (the
+ * representation, the survivors' scaling and the autoregressive active set
+ * keep the geometry's threshold).  Half the hits of ref lie under it, so a
+ * path that serves what it should cut fails. */
+static void check_readout_raised(const variant *v, int bf16, nn_backend *b, const float *e_inc,
+                                 const float *ref, size_t n)
+{
+    gt_error err;
+    trained t;
+    trained_init(v, bf16, &t);
+    t.v1 = 0; /* the threshold needs version 2 (the same representation) */
+    size_t hits = 0;
+    float *sorted = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        if (ref[i] > 0)
+            sorted[hits++] = ref[i];
+    qsort(sorted, hits, sizeof(float), cmp_float);
+    const float raised = hits ? sorted[hits / 2] : 1.0f;
+    free(sorted);
+    t.readout = raised;
+    int rc = make_checkpoints(b, &t, 0, &err);
+    CHECK_MSG(rc == GT_OK && t.readout == raised, "%s: checkpoints: %s", v->name, err.message);
+    float *got = calloc(n, sizeof(float)), *again = calloc(n, sizeof(float));
+    const int whole[1] = {0}, cuts[3] = {0, 7, 26};
+    if (!rc)
+        CHECK(sample(b, &t, 64, whole, 1, e_inc, got, NULL, &err) == GT_OK &&
+              sample(b, &t, 8, cuts, 3, e_inc, again, NULL, &err) == GT_OK);
+    size_t under = under_readout(got, n, raised), other = 0, cut = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ref[i] >= raised)
+            other += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+        else /* 0 now, or counted in `under` */
+            other += got[i] >= raised;
+        cut += ref[i] > 0 && ref[i] < raised;
+    }
+    CHECK_MSG(under == 0 && other == 0 && memcmp(got, again, n * sizeof(float)) == 0,
+              "%s %s, readout threshold raised to %g MeV: %zu voxels under it served, %zu "
+              "others changed, batched differently %s",
+              v->name, bf16 ? "bf16" : "fp32", raised, under, other,
+              memcmp(got, again, n * sizeof(float)) ? "other bytes" : "the same bytes");
+    printf("%-20s %s: readout threshold raised to %.6g MeV: %zu of %zu hits cut, nothing else "
+           "changed\n", v->name, bf16 ? "bf16" : "fp32", raised, cut, hits);
+    free(got);
+    free(again);
+    free(t.ck[1]);
+    free(t.ck[2]);
+}
+
 static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t golden)
 {
     gt_error err;
     trained t;
-    tiny_config(v, bf16, &t.cfg);
-    memset(t.ck, 0, sizeof t.ck);
+    trained_init(v, bf16, &t);
     int rc = make_checkpoints(b, &t, 0, &err);
     CHECK_MSG(rc == GT_OK, "%s %s: checkpoints: %s", v->name, bf16 ? "bf16" : "fp32",
               err.message);
@@ -592,6 +680,13 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
         return;
     }
     const size_t V = (size_t)model_sampler_voxels(s0), n = (size_t)N_ROWS * V;
+    /* the threshold recorded from the training showers (their smallest
+     * hit, over the geometry's 1 MeV), or the geometry's for transforms
+     * without one */
+    const float readout = model_sampler_readout_mev(s0);
+    CHECK_MSG(readout == t.readout && (t.v1 ? readout == 1.0f : readout > 1.0f),
+              "%s: the sampler applies a readout threshold of %.9g MeV, the transforms say "
+              "%.9g", v->name, readout, t.readout);
     model_sampler_close(s0);
     /* a config that says the other representation is refused with a
      * reason, never served with the wrong decoding */
@@ -620,6 +715,10 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
     for (size_t i = 0; i < n; i++)
         sum += ref[i];
     CHECK_MSG(isfinite(sum) && sum > 0, "%s: showers sum to %g", v->name, sum);
+    /* the other ways to sample below give these bytes, so this holds for them */
+    size_t under = under_readout(ref, n, readout);
+    CHECK_MSG(under == 0, "%s %s: %zu voxels under the readout threshold of %g MeV", v->name,
+              bf16 ? "bf16" : "fp32", under, readout);
     int checks = 0, same = 0;
 #define SAME(what)                                                                       \
     do {                                                                                 \
@@ -675,10 +774,12 @@ static void check_variant(const variant *v, int bf16, nn_backend *b, uint64_t go
     check_copies(v, bf16, b, &t, e_inc, ref, n);
     if (v->before == 12)
         check_turned(v, bf16, b, &t, e_inc, ref, V);
+    check_readout_raised(v, bf16, b, e_inc, ref, n);
     uint64_t h = fnv(ref, n);
     printf("%-20s %s: %d of %d ways to sample agree; %.2f network calls per shower; "
-           "hash %016llx (%zu voxels)\n",
-           v->name, bf16 ? "bf16" : "fp32", same, checks, evals, (unsigned long long)h, n);
+           "readout threshold %.9g MeV (%s); hash %016llx (%zu voxels)\n",
+           v->name, bf16 ? "bf16" : "fp32", same, checks, evals, readout,
+           t.v1 ? "the geometry's" : "recorded", (unsigned long long)h, n);
     CHECK_MSG(h == golden,
               "%s %s: the showers hash to %016llx, but to %016llx on the machine that wrote "
               "this test: the same request gives other bytes on this CPU (or the model "
@@ -757,8 +858,7 @@ static void check_accept(const variant *v, nn_backend *b)
 {
     gt_error err;
     trained t;
-    tiny_config(v, 0, &t.cfg);
-    memset(t.ck, 0, sizeof t.ck);
+    trained_init(v, 0, &t);
     if (make_checkpoints(b, &t, 0, &err) != GT_OK) {
         CHECK_MSG(0, "%s: checkpoints: %s", v->name, err.message);
         return;
@@ -791,6 +891,11 @@ static void check_accept(const variant *v, nn_backend *b)
            draws, redrawn, N_ROWS);
     CHECK_MSG(draws > 1.2 && draws <= 4.0, "%s: %.3f draws a shower", v->name, draws);
     CHECK_MSG(redrawn > 5 && redrawn < N_ROWS, "%s: %d rows redrawn", v->name, redrawn);
+    /* redrawn showers are decoded as the first draws are: read out alike */
+    CHECK_MSG(under_readout(plain, n, t.readout) == 0 && under_readout(ref, n, t.readout) == 0,
+              "%s, acceptance test: voxels under the readout threshold of %g MeV: %zu without "
+              "the test, %zu with it", v->name, t.readout, under_readout(plain, n, t.readout),
+              under_readout(ref, n, t.readout));
     /* the draws are the same too, but for the split behind another request,
      * whose own draws count in its run's figure */
 #define SAME_ACC(what, alone)                                                            \
@@ -907,8 +1012,7 @@ static void check_gpu_variant(const variant *v, int bf16, nn_backend *cpu, nn_ba
 {
     gt_error err;
     trained t;
-    tiny_config(v, bf16, &t.cfg);
-    memset(t.ck, 0, sizeof t.ck);
+    trained_init(v, bf16, &t);
     int rc = make_checkpoints(cpu, &t, 0, &err);
     CHECK_MSG(rc == GT_OK, "%s: checkpoints: %s", v->name, err.message);
     float e_inc[N_ROWS];
@@ -953,6 +1057,9 @@ static void check_gpu_variant(const variant *v, int bf16, nn_backend *cpu, nn_ba
             ec += on_cpu[i];
         }
     CHECK_MSG(isfinite(eg) && eg > 0, "%s %s on the GPU: showers sum to %g", v->name, name, eg);
+    CHECK_MSG(under_readout(ref, n, t.readout) == 0,
+              "%s %s on the GPU: %zu voxels under the readout threshold of %g MeV", v->name,
+              name, under_readout(ref, n, t.readout), t.readout);
     printf("%-20s %s on the GPU: batch-invariant, graphs replay the eager bytes (%lld replays); "
            "total energy %.6g MeV (CPU %.6g)\n",
            v->name, name, (long long)replays, eg, ec);

@@ -22,6 +22,7 @@
 #include "model_run.h"
 #include "model_stage_internal.h" /* the average, for test_ema */
 #include "model_sampler.h"
+#include "gt_le.h"
 #include "loader.h"
 #include "synth.h"
 
@@ -48,6 +49,77 @@ static void tiny_config(model_config *cfg, const char *objective)
              objective, objective, steps1, steps2);
     int rc = model_config_parse(text, strlen(text), cfg, field, sizeof field, &err);
     CHECK_MSG(rc == GT_OK, "%s", err.message);
+}
+
+/* The readout threshold: model_arrays_build records the training showers'
+ * smallest hit (at or over the geometry's threshold, where the simulator
+ * cut) and leaves the representation's threshold the geometry's; the
+ * transforms carry it (version 2) and read it back; a version-1 block
+ * (written before it was recorded) reads with the geometry's; a block cut
+ * short or with a negative threshold is refused; showers without a hit
+ * keep the geometry's. */
+static void test_readout_threshold(void)
+{
+    gt_error err;
+    model_config cfg;
+    tiny_config(&cfg, "flow");
+    cfg.synthetic_n = 400;
+    model_dataset ds;
+    model_arrays a;
+    CHECK(model_dataset_load(&cfg, NULL, &ds, &err) == GT_OK);
+    CHECK(model_arrays_build(&cfg, &ds, &a, &err) == GT_OK);
+    int64_t *tr = NULL, *va = NULL, ntr = 0, nva = 0;
+    CHECK(loader_split(ds.n, cfg.val_fraction, cfg.split_seed, &tr, &ntr, &va, &nva, &err) ==
+          GT_OK);
+    const size_t V = (size_t)ds.geo.n_voxels;
+    float least = 0;
+    for (int64_t i = 0; i < ntr; i++)
+        for (size_t v = 0; v < V; v++) {
+            float e = ds.showers[(size_t)tr[i] * V + v];
+            if (e > 0 && (least == 0 || e < least))
+                least = e;
+        }
+    const prep_layout *lay = &a.repr.layout;
+    CHECK_MSG(lay->readout_mev == least && least >= ds.threshold_mev &&
+                  lay->threshold_mev == ds.threshold_mev,
+              "recorded readout threshold %.9g MeV, the training showers' smallest hit %.9g, "
+              "the geometry's %.9g (the representation's %.9g)",
+              lay->readout_mev, least, ds.threshold_mev, lay->threshold_mev);
+    printf("readout threshold: %.9g MeV recorded (the geometry's: %.9g MeV)\n", least,
+           ds.threshold_mev);
+    size_t cap = model_repr_size(&a.repr), len = 0;
+    uint8_t *blk = malloc(cap);
+    CHECK(model_repr_to_bytes(&a.repr, blk, cap, &len, &err) == GT_OK && len == cap);
+    CHECK_EQ_INT(blk[4], 2);
+    model_repr back;
+    CHECK(model_repr_from_bytes(&back, &ds.geo, ds.threshold_mev, blk, len, &err) == GT_OK);
+    CHECK(back.layout.readout_mev == least && back.layout.threshold_mev == ds.threshold_mev);
+    model_repr_free(&back);
+    /* version 1: the same statistics, no threshold after them */
+    blk[4] = 1;
+    CHECK(model_repr_from_bytes(&back, &ds.geo, ds.threshold_mev, blk, len - 8, &err) == GT_OK);
+    CHECK_MSG(back.layout.readout_mev == ds.threshold_mev, "a version-1 block reads with %g MeV",
+              back.layout.readout_mev);
+    model_repr_free(&back);
+    blk[4] = 2;
+    CHECK_EQ_INT(model_repr_from_bytes(&back, &ds.geo, ds.threshold_mev, blk, len - 8, &err),
+                 GT_EFORMAT);
+    CHECK_MSG(strstr(err.message, "truncated") != NULL, "%s", err.message);
+    gt_le_put_f64(blk + len - 8, -1.0);
+    CHECK_EQ_INT(model_repr_from_bytes(&back, &ds.geo, ds.threshold_mev, blk, len, &err),
+                 GT_EFORMAT);
+    CHECK_MSG(strstr(err.message, "readout threshold") != NULL, "%s", err.message);
+    free(blk);
+    model_arrays_free(&a);
+    /* no hit at all */
+    memset(ds.showers, 0, (size_t)ds.n * V * sizeof(float));
+    CHECK(model_arrays_build(&cfg, &ds, &a, &err) == GT_OK);
+    CHECK_MSG(a.repr.layout.readout_mev == ds.threshold_mev,
+              "showers without a hit record %g MeV", a.repr.layout.readout_mev);
+    model_arrays_free(&a);
+    free(tr);
+    free(va);
+    model_dataset_free(&ds);
 }
 
 static void test_objective(nn_backend *b, const char *objective)
@@ -611,6 +683,7 @@ int main(void)
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
+    test_readout_threshold();
     test_objective(b, "flow");
     test_objective(b, "ddpm");
     test_spent_layers();

@@ -2,7 +2,8 @@
  * synthetic dataset and register a file, submit a tiny run naming it,
  * watch it succeed over the event stream, read metrics (fp32 validation
  * loss per stage), list and download checkpoints (one best per stage),
- * sample in the three formats (shapes, energies, reproducibility by seed),
+ * sample in the three formats (shapes, energies, reproducibility by seed,
+ * no voxel under the readout threshold the run's checkpoints carry),
  * serve many concurrent sample requests in fewer device batches, check
  * each documented error while the server keeps serving, and train and
  * sample each stage-2 variant (wgan in fp32 and bf16, autoregressive,
@@ -25,6 +26,8 @@
 
 #include "giant_client.h"
 #include "gt_sha256.h"
+#include "model_ckpt.h"
+#include "model_data.h"
 #include "runs.h"
 #include "svc_check.h"
 #include "svc_harness.h"
@@ -287,10 +290,55 @@ static int write_file(const char *path, const void *buf, size_t len)
     return fclose(f) == 0 && w == len ? 0 : -1;
 }
 
+/* The readout threshold the run's best stage-2 checkpoint carries (what its
+ * sampler applies: the training showers' smallest hit), read from the
+ * checkpoint as downloaded; 0 when it cannot be read (a failed check). */
+static float run_readout(gc_client *c, long long id)
+{
+    char path[128];
+    json_t *j = NULL, *item;
+    size_t i;
+    long long best = 0;
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints", id);
+    CHECK_EQ_INT(svc_json(c, "GET", path, NULL, NULL, &j), 200);
+    json_array_foreach(json_object_get(j, "items"), i, item)
+        if (json_is_true(json_object_get(item, "best")) &&
+            strcmp(svc_str(item, "stage"), "shower") == 0)
+            best = svc_num(item, "id");
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/runs/%lld/checkpoints/%lld", id, best);
+    gc_response r;
+    gt_error err = {0};
+    float readout = 0, geometry = 0;
+    geo_geometry g;
+    memset(&g, 0, sizeof g);
+    model_ckpt_view v;
+    model_repr repr;
+    if (gc_request(c, "GET", path, NULL, NULL, 0, NULL, &r, &err) != GT_OK) {
+        CHECK_MSG(0, "checkpoint %lld: %s", best, err.message);
+        return 0.0f;
+    }
+    int rc = r.status != 200 ? GT_EINVAL : model_ckpt_unpack(r.body, r.len, &v, &err);
+    if (!rc && !(rc = model_geometry_load("dataset_1_photons", &g, &err)) &&
+        !(rc = model_geometry_threshold(&g, &geometry, &err)) &&
+        !(rc = model_repr_from_bytes(&repr, &g, geometry, v.repr, v.repr_len, &err))) {
+        readout = repr.layout.readout_mev;
+        model_repr_free(&repr);
+    }
+    CHECK_MSG(rc == GT_OK && readout >= geometry && geometry == 1.0f,
+              "checkpoint %lld (HTTP %ld): readout threshold %g MeV, the geometry's %g: %s", best,
+              r.status, readout, geometry, rc ? err.message : "");
+    geo_free(&g);
+    gc_response_free(&r);
+    return readout;
+}
+
 static void test_samples(gc_client *c, long long id)
 {
     gt_error err = {0};
     gc_response r;
+    /* every voxel served is 0 or at least it, in each format */
+    const float readout = run_readout(c, id);
     /* JSON: the energies asked for, one row of 368 voxels each. */
     CHECK_EQ_INT(gc_sample(c, id, "{\"energies\": [1000, 20000, 300000], \"seed\": 5}",
                            GC_ACCEPT_JSON, &r, &err), GT_OK);
@@ -301,12 +349,20 @@ static void test_samples(gc_client *c, long long id)
     json_t *showers = json_object_get(j, "showers");
     CHECK_EQ_INT(json_array_size(showers), 3);
     CHECK_EQ_INT(json_array_size(json_array_get(showers, 2)), 368);
-    int bad = 0;
+    int bad = 0, under = 0;
     for (size_t k = 0; k < 368; k++) {
         double v = json_number_value(json_array_get(json_array_get(showers, 0), k));
         bad += !(isfinite(v) && v >= 0);
     }
     CHECK_EQ_INT(bad, 0);
+    for (size_t k = 0; k < 3 * 368; k++) {
+        /* a float's shortest digits read back as that float */
+        float v = (float)json_number_value(json_array_get(json_array_get(showers, k / 368),
+                                                          k % 368));
+        under += v != 0.0f && !(v >= readout);
+    }
+    CHECK_MSG(under == 0, "JSON: %d voxels under the readout threshold of %g MeV", under,
+              readout);
     json_decref(j);
     gc_response_free(&r);
 
@@ -333,6 +389,13 @@ static void test_samples(gc_client *c, long long id)
         out_of_range += !(e >= 2000 * 0.999 && e <= 50000 * 1.001);
     }
     CHECK_EQ_INT(out_of_range, 0);
+    size_t under_bin = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++) {
+        float v = f32(p + head + 4 * (size_t)n + 4 * i);
+        under_bin += v != 0.0f && !(v >= readout);
+    }
+    CHECK_MSG(under_bin == 0, "binary: %zu voxels under the readout threshold of %g MeV",
+              under_bin, readout);
     CHECK_EQ_INT(gc_sample(c, id, body, GC_ACCEPT_BINARY, &b2, &err), GT_OK);
     CHECK(b1.len == b2.len && memcmp(b1.body, b2.body, b1.len) == 0);
     CHECK_EQ_INT(gc_sample(c, id, "{\"count\": 20, \"seed\": 8, \"energy\": {\"dist\":"
@@ -359,8 +422,9 @@ static void test_samples(gc_client *c, long long id)
                  "b = open('%s', 'rb').read(); L = int(np.frombuffer(b[16:20], '<u4')[0]); h = 20 + 4 * L\n"
                  "be = np.frombuffer(b[h:h + 80], '<f4'); bs = np.frombuffer(b[h + 80:], '<f4').reshape(20, 368)\n"
                  "assert e.shape == (20, 1) and s.shape == (20, 368), (e.shape, s.shape)\n"
-                 "assert (e.ravel() == be).all() and (s == bs).all()\n\"",
-                 h5, bin);
+                 "assert (e.ravel() == be).all() and (s == bs).all()\n"
+                 "t = np.float32(%.9g); assert ((s == 0) | (s >= t)).all(), s[(s > 0) & (s < t)]\n\"",
+                 h5, bin, (double)readout);
         int rc = system(cmd);
         CHECK_MSG(WIFEXITED(rc) && (WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 77),
                   "h5py check failed (%d)", rc);
