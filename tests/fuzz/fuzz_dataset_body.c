@@ -7,12 +7,12 @@
  * synthetic dataset n in [1, the cap], a seed >= 0, a particle and a
  * simulator the engine knows, and a spec that the worker, reading it back
  * as it does (json_unpack, model_energy_from_json, synth_parse_simulator,
- * synth_config_check), takes with the same values.  A refused body must be a 422 with a message and a
- * field that is "" (the body is no object, it has both or neither of path
- * and synthetic, or it has the unknown key ""), "name" when the name is
- * missing or breaks the pattern, or a dotted path into the body
- * ("synthetic.energy.min_mev") whose members are there, the last one
- * possibly a bound left at its default. */
+ * synth_config_check), takes with the same values.  A refused body must
+ * be a 422 with a message and a field that is "" (the body is no object,
+ * it has both or neither of path and synthetic, or it has the unknown key
+ * ""), "name" when the name is missing or breaks the pattern, or a dotted
+ * path into the body ("synthetic.energy.min_mev") whose members are there,
+ * the last one possibly a bound left at its default. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
