@@ -101,9 +101,10 @@ typedef struct synth_config {
     synth_particle particle;
     synth_energy_mode energy_mode;
     double e_min_mev, e_max_mev;
-    int max_spots;  /* cap on spots per shower; spot energy is scaled up */
+    int max_spots;  /* cap on spots per shower; spot energy is scaled up
+                       (cascade: quanta beyond it are grouped)          */
     int threads;    /* OpenMP threads, 0 = the runtime's default         */
-    synth_simulator simulator;
+    synth_simulator simulator; /* default gflash                         */
 } synth_config;
 
 /* Parses "electron" / "e-" / "positron" / "e+" and "photon" / "gamma"
