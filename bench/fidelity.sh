@@ -30,15 +30,25 @@ configs="quickstart"
 n=4000
 device=cpu
 repeats=5
+# --simulator NAME (gflash, the default, or cascade): the simulator of both
+# reference files and of the dataset each config trains on (a copy of the
+# config with dataset.simulator set).
+simulator=gflash
 while [ $# -gt 0 ]; do
   case "$1" in
     --configs) configs=$2; shift 2 ;;
     --n) n=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    *) echo "usage: $0 [--configs LIST] [--n N] [--device SPEC] [--repeats R]" >&2; exit 2 ;;
+    --simulator) simulator=$2; shift 2 ;;
+    *) echo "usage: $0 [--configs LIST] [--n N] [--device SPEC] [--repeats R]" \
+            "[--simulator gflash|cascade]" >&2; exit 2 ;;
   esac
 done
+case "$simulator" in
+  gflash|cascade) ;;
+  *) echo "fidelity.sh: unknown simulator $simulator (gflash or cascade)" >&2; exit 2 ;;
+esac
 . "$root/bench/train_sample.sh"
 bench_build fidelity
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) threads," \
@@ -46,6 +56,12 @@ echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) threads," \
      "$(grep -qw avx512_bf16 /proc/cpuinfo && echo AVX512-BF16 || (grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2))"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); $n showers per sample"
 
+# another simulator's runs, references and results in a folder of their own,
+# so a run of each can go side by side
+if [ "$simulator" != gflash ]; then
+  work="$work/$simulator"
+  mkdir -p "$work"
+fi
 results="$work/results.tsv"
 : > "$results"
 for name in $configs; do
@@ -55,12 +71,21 @@ for name in $configs; do
 import json, sys
 g = json.load(open(sys.argv[1])).get('dataset', {}).get('geometry', 'dataset_2')
 print(g if g.endswith('.xml') else sys.argv[2] + '/configs/geometry/binning_' + g + '.xml')" "$cfg" "$root")
+  if [ "$simulator" != gflash ]; then
+    /usr/bin/python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.setdefault('dataset', {})['simulator'] = sys.argv[2]
+json.dump(c, open(sys.argv[3], 'w'), indent=2)" "$cfg" "$simulator" "$work/$name.$simulator.json"
+    cfg="$work/$name.$simulator.json"
+  fi
   for s in 99 98; do
-    ref="$work/ref-$(basename "$geo" .xml)-$s-$n.h5"
-    [ -f "$ref" ] || "$giant" synth --geometry "$geo" --n "$n" --seed "$s" -o "$ref" >/dev/null 2>&1
+    ref="$work/ref-$(basename "$geo" .xml)-$simulator-$s-$n.h5"
+    [ -f "$ref" ] || "$giant" synth --geometry "$geo" --n "$n" --seed "$s" \
+        --simulator "$simulator" -o "$ref" >/dev/null 2>&1
   done
-  ref="$work/ref-$(basename "$geo" .xml)-99-$n.h5"
-  ref2="$work/ref-$(basename "$geo" .xml)-98-$n.h5"
+  ref="$work/ref-$(basename "$geo" .xml)-$simulator-99-$n.h5"
+  ref2="$work/ref-$(basename "$geo" .xml)-$simulator-98-$n.h5"
   bench_train_sample "$name" "$cfg" "$device" "$n" --device "$device"
   "$giant" sample --n "$n" --seed 1 -o "$work/$name-noaccept.h5" --db "$db" --device "$device" \
       --no-accept 2> "$work/$name-noaccept.sample.log"

@@ -11,6 +11,7 @@
 #endif
 
 #include "rng.h"
+#include "synth_internal.h"
 
 /* Stream offsets: showers and their incident energies use unrelated streams
  * of the same seed. */
@@ -56,11 +57,21 @@ int synth_stack_compute(const synth_material *a, const synth_material *b, synth_
  * stack: presampler region 0-2, strips 2-6.4, middle 6.4-22.4, back
  * 22.4-24.4, then the tile layers (1.5, 4.1, 1.8 interaction lengths, taken
  * as about 9.5 X0 per lambda of steel/scintillator).  Layers 4-11 and 15-23
- * have no voxels and get zero thickness. */
-static const struct { int id; double lo, hi; } synth_ds1_slabs[] = {
-    {0, 0.0, 2.0},   {1, 2.0, 6.4},    {2, 6.4, 22.4},  {3, 22.4, 24.4},
-    {12, 24.4, 38.7}, {13, 38.7, 77.6}, {14, 77.6, 94.7},
+ * have no voxels and get zero thickness.  lambda: the slab's thickness in
+ * interaction lengths where it is not the Pb/LAr stack's (the tile). */
+static const struct { int id; double lo, hi, lambda; } synth_ds1_slabs[] = {
+    {0, 0.0, 2.0, 0},    {1, 2.0, 6.4, 0},     {2, 6.4, 22.4, 0},   {3, 22.4, 24.4, 0},
+    {12, 24.4, 38.7, 1.5}, {13, 38.7, 77.6, 4.1}, {14, 77.6, 94.7, 1.8},
 };
+
+/* Interaction length of a stack of a and b (lambda_a, lambda_b in mm):
+ * like the radiation length, the inverses add by thickness. */
+static double synth_lambda_mix(const synth_material *a, double lambda_a, const synth_material *b,
+                               double lambda_b)
+{
+    return (a->thickness_mm + b->thickness_mm) /
+           (a->thickness_mm / lambda_a + b->thickness_mm / lambda_b);
+}
 
 static int synth_is_ds1_like(const geo_geometry *g)
 {
@@ -84,7 +95,9 @@ int synth_detector_init(synth_detector *d, const geo_geometry *g, gt_error *err)
     d->n_layers = g->n_layers;
     d->t_lo = calloc(g->n_layers, sizeof(double));
     d->t_hi = calloc(g->n_layers, sizeof(double));
-    if (!d->t_lo || !d->t_hi) {
+    d->l_lo = calloc(g->n_layers, sizeof(double));
+    d->l_hi = calloc(g->n_layers, sizeof(double));
+    if (!d->t_lo || !d->t_hi || !d->l_lo || !d->l_hi) {
         synth_detector_free(d);
         return gt_error_set(err, GT_ENOMEM, "out of memory");
     }
@@ -94,33 +107,45 @@ int synth_detector_init(synth_detector *d, const geo_geometry *g, gt_error *err)
         synth_material pb = {82, 11.35, 5.612, 1.5}, lar = {18, 1.396, 140.0, 4.2};
         if ((rc = synth_stack_compute(&pb, &lar, &d->stack, err)))
             goto fail;
+        d->lambda_mm = synth_lambda_mix(&pb, 175.9, &lar, 857.7);
         d->sampling_fraction = 1.0; /* dataset-1 cells are calibrated energies */
         d->threshold_mev = 1.0;
         snprintf(d->name, sizeof d->name, "Pb/LAr barrel (dataset-1 like)");
         /* empty layers sit at the end of the previous slab */
-        double edge = 0;
+        double edge = 0, l_edge = 0, x0_per_lambda = d->stack.x0_mm / d->lambda_mm;
         for (int li = 0; li < g->n_layers; li++) {
             d->t_lo[li] = d->t_hi[li] = edge;
+            d->l_lo[li] = d->l_hi[li] = l_edge;
             for (size_t s = 0; s < sizeof synth_ds1_slabs / sizeof synth_ds1_slabs[0]; s++)
                 if (synth_ds1_slabs[s].id == g->layers[li].id && g->layers[li].n_voxels) {
-                    d->t_lo[li] = synth_ds1_slabs[s].lo;
-                    d->t_hi[li] = edge = synth_ds1_slabs[s].hi;
+                    double lo = synth_ds1_slabs[s].lo, hi = synth_ds1_slabs[s].hi;
+                    d->t_lo[li] = lo;
+                    d->t_hi[li] = edge = hi;
+                    /* the first slab with voxels starts the depth in lambda too */
+                    d->l_lo[li] = l_edge = fmax(l_edge, lo * x0_per_lambda);
+                    d->l_hi[li] = l_edge += synth_ds1_slabs[s].lambda > 0
+                                                ? synth_ds1_slabs[s].lambda
+                                                : (hi - lo) * x0_per_lambda;
                 }
         }
     } else {
         synth_material w = {74, 19.3, 3.504, 1.4}, si = {14, 2.33, 93.7, 0.3};
         if ((rc = synth_stack_compute(&w, &si, &d->stack, err)))
             goto fail;
+        d->lambda_mm = synth_lambda_mix(&w, 99.46, &si, 465.2);
         d->sampling_fraction = 0.033;
         d->threshold_mev = 0.5e-3 / 0.033; /* 0.5 keV in silicon = 15.15 keV */
         snprintf(d->name, sizeof d->name, "W/Si, 3.4 mm per layer (dataset-2/3 like)");
         /* each readout layer is two W/Si pairs, 3.4 mm */
         double dt = 3.4 / d->stack.x0_mm, t = 0;
+        double x0_per_lambda = d->stack.x0_mm / d->lambda_mm;
         for (int li = 0; li < g->n_layers; li++) {
             d->t_lo[li] = t;
+            d->l_lo[li] = t * x0_per_lambda;
             if (g->layers[li].n_voxels)
                 t += dt;
             d->t_hi[li] = t;
+            d->l_hi[li] = t * x0_per_lambda;
         }
     }
     return GT_OK;
@@ -135,7 +160,9 @@ void synth_detector_free(synth_detector *d)
         return;
     free(d->t_lo);
     free(d->t_hi);
-    d->t_lo = d->t_hi = NULL;
+    free(d->l_lo);
+    free(d->l_hi);
+    d->t_lo = d->t_hi = d->l_lo = d->l_hi = NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -168,8 +195,35 @@ int synth_parse_particle(const char *s, synth_particle *p, gt_error *err)
 
 synth_particle synth_particle_for_geometry(const geo_geometry *g)
 {
-    return (g && !strcmp(g->particle, "photon")) ? SYNTH_PARTICLE_PHOTON
-                                                 : SYNTH_PARTICLE_ELECTRON;
+    if (g && !strcmp(g->particle, "photon"))
+        return SYNTH_PARTICLE_PHOTON;
+    if (g && !strcmp(g->particle, "pion"))
+        return SYNTH_PARTICLE_PION;
+    return SYNTH_PARTICLE_ELECTRON;
+}
+
+const char *synth_particle_shower_name(synth_particle p, synth_simulator s)
+{
+    if (p == SYNTH_PARTICLE_PHOTON)
+        return "photon";
+    return p == SYNTH_PARTICLE_PION && s == SYNTH_SIM_CASCADE ? "pion" : "electron";
+}
+
+static const char *const synth_simulator_names[] = {"gflash", "cascade"};
+
+int synth_parse_simulator(const char *s, synth_simulator *out, gt_error *err)
+{
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(s, synth_simulator_names[i])) {
+            *out = (synth_simulator)i;
+            return GT_OK;
+        }
+    return gt_error_set(err, GT_EINVAL, "unknown simulator \"%s\" (gflash or cascade)", s);
+}
+
+const char *synth_simulator_name(synth_simulator s)
+{
+    return s == SYNTH_SIM_GFLASH || s == SYNTH_SIM_CASCADE ? synth_simulator_names[s] : "?";
 }
 
 int synth_parse_energy_mode(const char *s, synth_energy_mode *mode, gt_error *err)
@@ -214,8 +268,11 @@ int synth_config_check(const synth_config *c, gt_error *err)
     }
     if (c->max_spots < 10 || c->max_spots > 10000000)
         return gt_error_set(err, GT_EINVAL, "max_spots %d outside [10, 1e7]", c->max_spots);
-    if (c->particle != SYNTH_PARTICLE_ELECTRON && c->particle != SYNTH_PARTICLE_PHOTON)
+    if (c->particle != SYNTH_PARTICLE_ELECTRON && c->particle != SYNTH_PARTICLE_PHOTON &&
+        c->particle != SYNTH_PARTICLE_PION)
         return gt_error_set(err, GT_EINVAL, "unknown particle %d", (int)c->particle);
+    if (c->simulator != SYNTH_SIM_GFLASH && c->simulator != SYNTH_SIM_CASCADE)
+        return gt_error_set(err, GT_EINVAL, "unknown simulator %d", (int)c->simulator);
     if (c->threads < 0 || c->threads > 4096)
         return gt_error_set(err, GT_EINVAL, "threads %d outside [0, 4096]", c->threads);
     return GT_OK;
@@ -253,7 +310,7 @@ int synth_draw_energies(const synth_config *c, int64_t first, int64_t n, float *
 
 /* P(a, x) with lga = lgamma(a) precomputed: power series below a + 1,
  * Lentz continued fraction above (both converge fast in their domains). */
-static double synth_gamma_p_lg(double a, double x, double lga)
+double synth_gamma_p_lg(double a, double x, double lga)
 {
     if (!(x > 0))
         return 0.0;
@@ -471,6 +528,9 @@ int synth_generate(const synth_detector *d, const geo_geometry *g, const synth_c
         GT_TRY(synth_draw_energies(c, first, n, energies_out, err));
     }
     const float *src = energies ? energies : energies_out;
+    if (c->simulator == SYNTH_SIM_CASCADE && !(d->lambda_mm > 0))
+        return gt_error_set(err, GT_EINVAL, "the cascade simulator needs the detector's "
+                            "interaction length");
     int threads = c->threads;
 #ifdef _OPENMP
     if (threads <= 0)
@@ -480,8 +540,15 @@ int synth_generate(const synth_detector *d, const geo_geometry *g, const synth_c
     for (int64_t i = 0; i < n; i++) {
         /* drawn energies are rounded to float like the ones written out */
         double e = src ? (double)src[i] : (double)(float)synth_energy_at(c, first + i);
-        rng_state r = rng_init(c->seed, (uint64_t)(first + i));
-        synth_one(d, g, c, e, &r, showers + i * (int64_t)g->n_voxels);
+        float *out = showers + i * (int64_t)g->n_voxels;
+        if (c->simulator == SYNTH_SIM_CASCADE) {
+            /* its own streams: its showers share nothing with GFlash's */
+            rng_state r = rng_init(c->seed ^ SYNTH_STREAM_CASCADE, (uint64_t)(first + i));
+            synth_cascade_one(d, g, c, e, &r, out);
+        } else {
+            rng_state r = rng_init(c->seed, (uint64_t)(first + i));
+            synth_one(d, g, c, e, &r, out);
+        }
     }
     (void)threads;
     return GT_OK;

@@ -1,7 +1,9 @@
-/* synth: a seeded, parallel GFlash / Grindhammer-Peters electromagnetic
- * shower simulator that fills any CaloChallenge binning geometry.
+/* synth: seeded, parallel shower simulators that fill any CaloChallenge
+ * binning geometry.  Two of them, chosen by synth_config.simulator:
+ * "gflash" (the default, below) and "cascade" (synth_cascade.c: explicit
+ * sub-showers, track quanta, hadron-like pions; engine/data/README.md).
  *
- * Model (formulas from Grindhammer & Peters, hep-ex/0001020, as in GFlash):
+ * The GFlash model (formulas from Grindhammer & Peters, hep-ex/0001020):
  *  - the detector is a sampling stack (absorber + active) summarised by
  *    X0_eff, R_M, E_c, Z_eff, F_S and e_hat (synth_stack_compute);
  *  - per shower, (ln T, ln alpha) of the longitudinal Gamma profile are drawn
@@ -52,8 +54,11 @@ typedef struct synth_detector {
     double sampling_fraction; /* voxel = active deposit / sampling_fraction   */
     double sampling_term;     /* relative energy resolution at 1 GeV          */
     double threshold_mev;     /* per-voxel readout threshold                  */
+    double lambda_mm;         /* the stack's nuclear interaction length, mm:
+                                 d / sum d_i / lambda_i (the cascade's pions) */
     int n_layers;             /* = geometry n_layers                          */
     double *t_lo, *t_hi;      /* depth range of each layer, radiation lengths */
+    double *l_lo, *l_hi;      /* the same in interaction lengths (cascade)    */
     char name[64];            /* which built-in description was used          */
 } synth_detector;
 
@@ -73,32 +78,56 @@ typedef enum synth_energy_mode {
     SYNTH_ENERGY_FIXED,           /* always e_min                                */
 } synth_energy_mode;
 
-/* The incident particle.  Both shower electromagnetically; a photon's
- * shower starts after its first conversion, at a depth drawn from an
- * exponential with mean 9/7 X0 (the pair-production mean free path). */
+/* The incident particle.  Electrons and photons shower electromagnetically;
+ * a photon's shower starts after its first conversion, at a depth drawn
+ * from an exponential with mean 9/7 X0 (the pair-production mean free
+ * path).  A pion is what a pion geometry gets: the cascade simulator gives
+ * it a hadron-like shower; GFlash has no hadronic model and simulates it
+ * as an electron. */
 typedef enum synth_particle {
     SYNTH_PARTICLE_ELECTRON = 0,
     SYNTH_PARTICLE_PHOTON,
+    SYNTH_PARTICLE_PION,
 } synth_particle;
+
+/* The simulator (the names synth_parse_simulator takes, in this order). */
+typedef enum synth_simulator {
+    SYNTH_SIM_GFLASH = 0, /* "gflash": Grindhammer-Peters parameterisation  */
+    SYNTH_SIM_CASCADE,    /* "cascade": sub-showers, quanta, hadron-like pions */
+} synth_simulator;
 
 typedef struct synth_config {
     uint64_t seed;
     synth_particle particle;
     synth_energy_mode energy_mode;
     double e_min_mev, e_max_mev;
-    int max_spots;  /* cap on spots per shower; spot energy is scaled up */
+    int max_spots;  /* cap on spots per shower; spot energy is scaled up
+                       (cascade: quanta beyond it are grouped)          */
     int threads;    /* OpenMP threads, 0 = the runtime's default         */
+    synth_simulator simulator; /* default gflash                         */
 } synth_config;
 
-/* Parses "electron" / "e-" / "positron" / "e+" and "photon" / "gamma". */
+/* Parses "electron" / "e-" / "positron" / "e+" and "photon" / "gamma"
+ * (a pion comes only from a pion geometry). */
 int synth_parse_particle(const char *s, synth_particle *p, gt_error *err);
 
 /* The particle to simulate for a geometry's <Bin name>: photon for
- * "photon", electron otherwise (pion geometries get electromagnetic
- * showers: there is no hadronic model here). */
+ * "photon", pion for "pion" (hadron-like in the cascade simulator, an
+ * electron's shower in GFlash), electron otherwise. */
 synth_particle synth_particle_for_geometry(const geo_geometry *g);
 
-/* seed 1, electron, log-uniform 1 GeV .. 1 TeV, 2000 spots, default threads. */
+/* "electron", "photon" or "pion": the particle's showers as simulator s
+ * makes them (a pion is "electron" in GFlash, which has no hadronic model). */
+const char *synth_particle_shower_name(synth_particle p, synth_simulator s);
+
+/* Parses "gflash" and "cascade". */
+int synth_parse_simulator(const char *s, synth_simulator *out, gt_error *err);
+
+/* "gflash" or "cascade" ("?" for a value outside the enum). */
+const char *synth_simulator_name(synth_simulator s);
+
+/* seed 1, electron, log-uniform 1 GeV .. 1 TeV, 2000 spots, default
+ * threads, GFlash. */
 void synth_config_default(synth_config *c);
 
 /* Parses "log-uniform", "discrete", "fixed". */
@@ -113,9 +142,10 @@ int synth_draw_energies(const synth_config *c, int64_t first, int64_t n, float *
                         gt_error *err);
 
 /* Generates showers [first, first + n) into showers (n * n_voxels floats,
- * MeV).  energies: when not NULL, the incident energies to use (MeV, > 0);
- * when NULL they are drawn from the configuration and, if energies_out is
- * not NULL, written there.  Runs in parallel over showers. */
+ * MeV) with the configuration's simulator.  energies: when not NULL, the
+ * incident energies to use (MeV, > 0); when NULL they are drawn from the
+ * configuration (the same for both simulators) and, if energies_out is not
+ * NULL, written there.  Runs in parallel over showers. */
 int synth_generate(const synth_detector *d, const geo_geometry *g, const synth_config *c,
                    int64_t first, int64_t n, const float *energies, float *energies_out,
                    float *showers, gt_error *err);

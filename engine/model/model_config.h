@@ -5,7 +5,7 @@
  *
  *   { "config_version": N, "name": "...",
  *     "dataset": { "path" | "synthetic", "geometry", "max_showers",
- *                  "val_fraction", "split_seed" },
+ *                  "val_fraction", "split_seed", "simulator" },
  *       (synthetic: { "n", "seed", "energy": {"dist", "min_mev", "max_mev"} },
  *        the energy spec of model_energy.h; deprecated but still parsed as
  *        before: "energy" the dist's name beside "emin_mev", "emax_mev")
@@ -205,6 +205,7 @@ typedef struct model_config {
     uint64_t synthetic_seed;
     char synthetic_energy[16];    /* "log-uniform" | "discrete" | "fixed" */
     double synthetic_emin_mev, synthetic_emax_mev;
+    int synthetic_simulator;      /* synth_simulator: 0 gflash, 1 cascade */
     int64_t max_showers;          /* 0 = all                             */
     double val_fraction;
     uint64_t split_seed;
@@ -278,7 +279,7 @@ json_t *model_config_to_json(const model_config *cfg);
  * added to it, or a default changed, raises it by one; the field's row
  * names that version (since) and what leaving the field out meant before
  * (older), and model_config_upgrade does the rest: no SQL migration. */
-#define MODEL_CONFIG_VERSION 1
+#define MODEL_CONFIG_VERSION 2
 
 /* Brings a stored config up to MODEL_CONFIG_VERSION in place: every field
  * it leaves out whose meaning changed since its config_version (absent: 0)

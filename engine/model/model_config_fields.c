@@ -18,6 +18,10 @@ const char *const model_config_solvers[] = {"euler", "heun", "ddim", "ab2", NULL
 const char *const model_config_precisions[] = {"fp32", "bf16", NULL};
 const char *const model_config_energies[] = {"log-uniform", "discrete", "fixed", NULL};
 const char *const model_config_executors[] = {"local", "slurm", NULL};
+const char *const model_config_simulators[] = {"gflash", "cascade", NULL};
+
+/* dataset.simulator's index is the engine's synth_simulator. */
+_Static_assert(SYNTH_SIM_GFLASH == 0 && SYNTH_SIM_CASCADE == 1, "simulator names");
 
 /* The enum members are read and written as ints. */
 _Static_assert(sizeof(model_objective) == sizeof(int), "enum size");
@@ -100,6 +104,10 @@ int mcf_lookup(mcf_walk *w, const json_t *obj, const char *path, const char *key
 
 static int has_path(const model_config *c) { return c->dataset_path[0] != '\0'; }
 static int is_synthetic(const model_config *c) { return c->dataset_path[0] == '\0'; }
+static int names_simulator(const model_config *c)
+{
+    return is_synthetic(c) && c->synthetic_simulator != SYNTH_SIM_GFLASH;
+}
 static int stage1_wgan(const model_config *c) { return c->stage1.objective == MODEL_OBJ_WGAN; }
 static int stage2_wgan(const model_config *c) { return c->stage2.objective == MODEL_OBJ_WGAN; }
 static int stage1_routed(const model_config *c)
@@ -115,6 +123,7 @@ static int on_slurm(const model_config *c) { return c->executor.kind != MODEL_EX
 
 static const mcf_when WITH_PATH = {has_path, "when given"};
 static const mcf_when WITHOUT_PATH = {is_synthetic, "without `dataset.path`"};
+static const mcf_when SIMULATOR = {names_simulator, "without `dataset.path`, when not `gflash`"};
 static const mcf_when STAGE1_WGAN = {stage1_wgan, "with objective `wgan`"};
 static const mcf_when STAGE2_WGAN = {stage2_wgan, "with objective `wgan`"};
 static const mcf_when STAGE1_ROUTED = {stage1_routed, "with kind `routed`"};
@@ -139,6 +148,11 @@ static int dataset_check(mcf_walk *w, const json_t *obj, const char *path, void 
         return mcf_fail(w, "dataset.synthetic", "give either path or synthetic, not both");
     if (json_object_get(obj, "path") && !cfg->dataset_path[0])
         return mcf_fail(w, "dataset.path", "must not be empty");
+    /* gflash is what every stored config without the field meant, a file
+     * dataset's too: only another simulator is refused beside a path */
+    if (cfg->dataset_path[0] && cfg->synthetic_simulator != SYNTH_SIM_GFLASH)
+        return mcf_fail(w, "dataset.simulator",
+                        "only without `dataset.path` (a file's showers are already made)");
     return GT_OK;
 }
 
@@ -415,8 +429,15 @@ const model_config_field model_config_fields[] = {
     {REAL("dataset.val_fraction", val_fraction, 0, OPEN, 0.5, "0.1"),
      .doc = "held-out share"},
     {SEED("dataset.split_seed", split_seed, "7"), .doc = "seed of the train/validation split"},
+    {ENUM("dataset.simulator", synthetic_simulator, model_config_simulators, "gflash"),
+     .since = 2, .older = "gflash", .when = &SIMULATOR, .rule = "`gflash` with `path`",
+     .doc = "the simulator that makes the built-in dataset (`dataset.synthetic`): `gflash`, "
+            "the GFlash parameterisation; `cascade`, sub-showers, track quanta and hadron-like "
+            "pions (`engine/data/README.md`)"},
     {SECTION("dataset.synthetic"), .when = &WITHOUT_PATH, .pre = synthetic_pre,
-     .check = synthetic_check, .doc = "the built-in GFlash simulator (the default dataset)"},
+     .check = synthetic_check,
+     .doc = "showers of the built-in simulator (the default dataset; `dataset.simulator` picks "
+            "which)"},
     {INT64("dataset.synthetic.n", synthetic_n, 16, 100000000, "20000"),
      .doc = "showers to simulate"},
     {SEED("dataset.synthetic.seed", synthetic_seed, "1"), .doc = "the simulator's seed"},

@@ -132,5 +132,6 @@ extern const char *const model_config_solvers[];
 extern const char *const model_config_precisions[];
 extern const char *const model_config_energies[];
 extern const char *const model_config_executors[];
+extern const char *const model_config_simulators[];
 
 #endif

@@ -134,6 +134,7 @@ static int load_synthetic(const model_config *cfg, model_dataset *ds, gt_error *
     sc.particle = synth_particle_for_geometry(&ds->geo);
     sc.e_min_mev = cfg->synthetic_emin_mev;
     sc.e_max_mev = cfg->synthetic_emax_mev;
+    sc.simulator = (synth_simulator)cfg->synthetic_simulator;
     int rc = synth_parse_energy_mode(cfg->synthetic_energy, &sc.energy_mode, err);
     if (rc || (rc = synth_config_check(&sc, err)))
         return rc;

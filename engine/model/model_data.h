@@ -5,8 +5,9 @@
  * "dataset_3" name the CaloChallenge binning files compiled into the binary
  * (configs/geometry/); anything else is a path to a binning XML file.
  *
- * Showers: a CaloChallenge HDF5 file (dataset.path) or the built-in GFlash
- * simulator (dataset.synthetic), which is the default.
+ * Showers: a CaloChallenge HDF5 file (dataset.path) or a built-in
+ * simulator (dataset.synthetic, the default), GFlash or, with
+ * dataset.simulator "cascade", the cascade simulator.
  *
  * Representation (see engine/data/README.md for the prep_ transforms):
  *   condition  c = standardised log10(E_inc / MeV)

@@ -24,9 +24,11 @@ static void cmd_synth_usage(FILE *f)
     fprintf(f,
             "usage: giant synth --geometry FILE.xml --n N -o OUT.h5 [options]\n"
             "\n"
-            "Simulates N electromagnetic showers (GFlash parameterisation) in the binning\n"
-            "geometry FILE.xml and writes them as a CaloChallenge HDF5 file\n"
-            "(incident_energies (N,1), showers (N,voxels), MeV, gzip float32).\n"
+            "Simulates N showers in the binning geometry FILE.xml and writes them as a\n"
+            "CaloChallenge HDF5 file (incident_energies (N,1), showers (N,voxels), MeV,\n"
+            "gzip float32).  Two simulators: gflash (electromagnetic showers of the\n"
+            "GFlash parameterisation) and cascade (a toy branching cascade of\n"
+            "sub-showers, track quanta in the first layers, hadron-like pions).\n"
             "\n"
             "options:\n"
             "  --geometry FILE   CaloChallenge binning XML (required)\n"
@@ -36,10 +38,13 @@ static void cmd_synth_usage(FILE *f)
             "  --energy MODE     log-uniform (default), discrete (powers of two), fixed\n"
             "  --emin MEV        lowest incident energy (default 1000)\n"
             "  --emax MEV        highest incident energy (default 1000000)\n"
+            "  --simulator NAME  gflash (default) or cascade\n"
             "  --particle NAME   electron or photon (default: the geometry's <Bin name>;\n"
-            "                    pion geometries get electromagnetic showers)\n"
+            "                    pion geometries get hadron-like showers from cascade,\n"
+            "                    electromagnetic ones from gflash)\n"
             "  --threads T       OpenMP threads (default: all)\n"
-            "  --max-spots K     cap on energy spots per shower (default 2000)\n"
+            "  --max-spots K     cap on energy spots per shower (default 2000; cascade:\n"
+            "                    quanta beyond it are grouped)\n"
             "  --gzip L          gzip level 0..9 (default 1)\n"
             "  -h, --help        this text\n");
 }
@@ -112,6 +117,11 @@ int cmd_synth(int argc, char **argv)
                 fprintf(stderr, "giant synth: %s\n", err.message);
                 return 2;
             }
+        } else if (!strcmp(a, "--simulator")) {
+            if (synth_parse_simulator(val, &cfg.simulator, &err)) {
+                fprintf(stderr, "giant synth: %s\n", err.message);
+                return 2;
+            }
         } else {
             fprintf(stderr, "giant synth: unknown option %s (see --help)\n", a);
             return 2;
@@ -143,9 +153,13 @@ int cmd_synth(int argc, char **argv)
         geo_free(&geo);
         return 2;
     }
-    if (!particle && strcmp(geo.particle, "electron") && strcmp(geo.particle, "photon"))
+    if (!particle && cfg.particle == SYNTH_PARTICLE_ELECTRON && strcmp(geo.particle, "electron"))
         fprintf(stderr, "giant synth: note: geometry is binned for %s; simulating "
                 "electromagnetic (electron) showers\n", geo.particle);
+    else if (!particle && cfg.particle == SYNTH_PARTICLE_PION && cfg.simulator == SYNTH_SIM_GFLASH)
+        fprintf(stderr, "giant synth: note: gflash has no hadronic model; simulating "
+                "electromagnetic (electron) showers for the pion geometry (--simulator "
+                "cascade makes hadron-like ones)\n");
     synth_detector det;
     if (synth_detector_init(&det, &geo, &err)) {
         fprintf(stderr, "giant synth: %s\n", err.message);
@@ -192,9 +206,9 @@ int cmd_synth(int argc, char **argv)
         goto done;
     }
     double total = gt_clock_s() - t0;
-    printf("wrote %lld showers (%d voxels, %s, detector %s) to %s\n", (long long)n,
-           geo.n_voxels, cfg.particle == SYNTH_PARTICLE_PHOTON ? "photon" : "electron",
-           det.name, output);
+    printf("wrote %lld showers (%d voxels, %s, %s, detector %s) to %s\n", (long long)n,
+           geo.n_voxels, synth_particle_shower_name(cfg.particle, cfg.simulator),
+           synth_simulator_name(cfg.simulator), det.name, output);
     printf("simulation: %.0f showers/s (%.3f s); with HDF5 writing: %.0f showers/s (%.3f s)\n",
            t_gen > 0 ? n / t_gen : 0.0, t_gen, total > 0 ? n / total : 0.0, total);
     rc = 0;

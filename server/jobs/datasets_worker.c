@@ -45,11 +45,12 @@ static int make_one(datasets_worker *d, int64_t id, const char *path, const char
     synth_config_default(&sc);
     sc.threads = 1;            /* leave the cores to training and HTTP */
     long long n = 0;
-    const char *particle = NULL;
+    const char *particle = NULL, *simulator = NULL;
     json_int_t seed = 1;
     json_t *energy = NULL;
-    if (!spec || json_unpack_ex(spec, &jerr, 0, "{s:I, s?I, s?s, s?o}", "n", &n, "seed", &seed,
-                                "particle", &particle, "energy", &energy) != 0) {
+    if (!spec || json_unpack_ex(spec, &jerr, 0, "{s:I, s?I, s?s, s?o, s?s}", "n", &n, "seed",
+                                &seed, "particle", &particle, "energy", &energy, "simulator",
+                                &simulator) != 0) {
         json_decref(spec);
         return gt_error_set(err, GT_EINVAL, "bad dataset spec: %s", jerr.text);
     }
@@ -71,8 +72,9 @@ static int make_one(datasets_worker *d, int64_t id, const char *path, const char
     char full[2200], tmp[2300];
     snprintf(full, sizeof full, "%s/%s", d->data_dir, path);
     snprintf(tmp, sizeof tmp, "%s.part", full);
-    if ((rc = synth_config_check(&sc, err)) ||
-        (rc = model_geometry_load(geometry, &geo, err)))
+    /* a spec without a simulator was stored before there were two: gflash */
+    if ((simulator && (rc = synth_parse_simulator(simulator, &sc.simulator, err))) ||
+        (rc = synth_config_check(&sc, err)) || (rc = model_geometry_load(geometry, &geo, err)))
         goto out;
     have_geo = 1;
     sc.particle = synth_particle_for_geometry(&geo);

@@ -45,13 +45,13 @@ static int parse_file(json_t *body, json_t *path, dataset_body *out, dataset_bod
 static int parse_synthetic(json_t *syn, long max_showers, dataset_body *out,
                            dataset_body_fault *f)
 {
-    const char *geometry = "dataset_2", *particle = NULL;
+    const char *geometry = "dataset_2", *particle = NULL, *simulator = NULL;
     json_int_t n = 0, seed = 1;
     json_t *energy = NULL;
     json_error_t jerr;
-    if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?o}", "geometry",
+    if (json_unpack_ex(syn, &jerr, JSON_STRICT, "{s?s, s?s, s:I, s?I, s?o, s?s}", "geometry",
                        &geometry, "particle", &particle, "n", &n, "seed", &seed, "energy",
-                       &energy) != 0)
+                       &energy, "simulator", &simulator) != 0)
         return body_refuse(f, 422, "synthetic", "%s", jerr.text);
     if (n < 1 || n > max_showers)
         return body_refuse(f, 422, "synthetic.n",
@@ -70,10 +70,14 @@ static int parse_synthetic(json_t *syn, long max_showers, dataset_body *out,
     synth_particle p;
     if (particle && synth_parse_particle(particle, &p, &err) != GT_OK)
         return body_refuse(f, 422, "synthetic.particle", "%s", err.message);
+    synth_simulator sim;
+    if (simulator && synth_parse_simulator(simulator, &sim, &err) != GT_OK)
+        return body_refuse(f, 422, "synthetic.simulator", "%s", err.message);
     if (!model_geometry_is_builtin(geometry))
         return body_refuse(f, 422, "synthetic.geometry", "%s", builtin_only);
     out->geometry = geometry;
     out->particle = particle;
+    out->simulator = simulator;
     out->n = n;
     out->seed = seed;
     return 1;
@@ -108,7 +112,9 @@ json_t *dataset_body_spec(const dataset_body *b)
 {
     json_t *doc = json_pack("{s:I, s:I, s:o}", "n", (json_int_t)b->n, "seed",
                             (json_int_t)b->seed, "energy", model_energy_to_json(&b->energy));
-    if (doc && b->particle && json_object_set_new(doc, "particle", json_string(b->particle))) {
+    if (doc && ((b->particle && json_object_set_new(doc, "particle", json_string(b->particle))) ||
+                (b->simulator &&
+                 json_object_set_new(doc, "simulator", json_string(b->simulator))))) {
         json_decref(doc);
         return NULL;
     }

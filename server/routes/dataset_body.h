@@ -5,9 +5,10 @@
  * sizes a synthetic dataset against the free space and inserts the row.
  *
  * A body is {"name", "path", "geometry"} (a file to register) or
- * {"name", "synthetic": {"geometry", "particle", "n", "seed", "energy"}}
- * (a dataset the datasets worker simulates; energy is the spec of run
- * configs and sample requests, model_energy).  Depends on body_check,
+ * {"name", "synthetic": {"geometry", "particle", "n", "seed", "energy",
+ * "simulator"}} (a dataset the datasets worker simulates; energy is the
+ * spec of run configs and sample requests, model_energy; simulator one
+ * synth_parse_simulator takes, gflash when left out).  Depends on body_check,
  * Jansson and the engine's model_data (the built-in geometries),
  * model_energy and synth. */
 #ifndef GIANT_DATASET_BODY_H
@@ -37,6 +38,8 @@ typedef struct dataset_body {
                                   for the geometry's own                    */
     model_energy energy;       /* the checked spec (default log-uniform
                                   1 GeV to 1 TeV)                           */
+    const char *simulator;     /* one synth_parse_simulator takes, or NULL
+                                  for gflash                                */
 } dataset_body;
 
 /* 1 with out filled, or 0 with fault filled (422: the checks run in the
@@ -46,8 +49,9 @@ int dataset_body_parse(const json_t *body, long max_synthetic_showers, dataset_b
                        dataset_body_fault *fault);
 
 /* A synthetic dataset's spec as the datasets worker reads it back:
- * {"n", "seed", "energy", "particle" when given}; a new reference, NULL
- * when out of memory. */
+ * {"n", "seed", "energy", "particle" and "simulator" when given}; a new
+ * reference, NULL when out of memory.  A spec without "simulator" (every
+ * one stored before there were two) is gflash's. */
 json_t *dataset_body_spec(const dataset_body *b);
 
 #endif

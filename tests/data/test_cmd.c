@@ -72,6 +72,11 @@ int main(void)
                      "--particle", "pion"), 2);
     CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5",
                      "--particle", "photon"), 0);
+    /* the simulator: gflash or cascade, nothing else */
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5",
+                     "--simulator", "geant4"), 2);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "a.h5",
+                     "--simulator"), 2);
     CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", "missing.xml", "--n", "5", "-o", "a.h5"),
                  1);
     CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "5", "-o", "no/dir/a.h5"), 1);
@@ -85,6 +90,15 @@ int main(void)
     CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "300", "--seed", "2", "-o",
                      "s2.h5"), 0);
     CHECK(!files_equal("s1.h5", "s2.h5"));
+    /* the cascade simulator: the same across threads, not GFlash's showers */
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "100", "--seed", "1", "-o",
+                     "c1.h5", "--threads", "1", "--simulator", "cascade"), 0);
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "100", "--seed", "1", "-o",
+                     "c1b.h5", "--threads", "2", "--simulator", "cascade"), 0);
+    CHECK(files_equal("c1.h5", "c1b.h5"));
+    CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g2, "--n", "100", "--seed", "1", "-o",
+                     "g1.h5", "--simulator", "gflash"), 0);
+    CHECK(!files_equal("c1.h5", "g1.h5"));
     /* dataset-1 style with discrete energies */
     CHECK_EQ_INT(RUN(cmd_synth, "synth", "--geometry", g1, "--n", "50", "--energy", "discrete",
                      "--emin", "256", "--emax", "4194304", "-o", "d1.h5"), 0);

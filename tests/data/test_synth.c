@@ -149,11 +149,13 @@ static void test_physics(const geo_geometry *g, const synth_detector *d)
               "max at %g X0 for 64 GeV", depth_max[3]);
 }
 
-static void test_reproducible(const geo_geometry *g, const synth_detector *d)
+/* Shower i depends only on (seed, i), for either simulator. */
+static void test_reproducible(const geo_geometry *g, const synth_detector *d, synth_simulator sim)
 {
     synth_config c;
     synth_config_default(&c);
     c.seed = 99;
+    c.simulator = sim;
     const int n = 24;
     size_t bytes = (size_t)n * g->n_voxels * sizeof(float);
     float *a = malloc(bytes), *b = malloc(bytes), *e1 = malloc(n * 4), *e2 = malloc(n * 4);
@@ -375,7 +377,8 @@ int main(void)
            d.stack.z_eff, d.stack.x0_mm, d.stack.ec_mev, d.stack.rm_mm, d.stack.f_s,
            d.stack.e_hat, d.t_hi[0] - d.t_lo[0], d.threshold_mev);
     test_physics(&g, &d);
-    test_reproducible(&g, &d);
+    test_reproducible(&g, &d, SYNTH_SIM_GFLASH);
+    test_reproducible(&g, &d, SYNTH_SIM_CASCADE);
     test_extremes(&g, &d);
     test_photon(&g, &d);
     test_bad_inputs(&g, &d);

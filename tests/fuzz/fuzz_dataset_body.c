@@ -4,15 +4,15 @@
  * the datasets worker rely on: a name of 1 to 100 of [A-Za-z0-9._-] not
  * starting with '.' (it becomes a file name), exactly one of path (a
  * non-empty string) and synthetic, a built-in geometry, and for a
- * synthetic dataset n in [1, the cap], a seed >= 0, a particle the
- * simulator knows, and a spec that the worker, reading it back as it does
- * (json_unpack, model_energy_from_json, synth_config_check), takes with
- * the same values.  A refused body must be a 422 with a message and a
- * field that is "" (the body is no object, it has both or neither of path
- * and synthetic, or it has the unknown key ""), "name" when the name is
- * missing or breaks the pattern, or a dotted path into the body
- * ("synthetic.energy.min_mev") whose members are there, the last one
- * possibly a bound left at its default. */
+ * synthetic dataset n in [1, the cap], a seed >= 0, a particle and a
+ * simulator the engine knows, and a spec that the worker, reading it back
+ * as it does (json_unpack, model_energy_from_json, synth_parse_simulator,
+ * synth_config_check), takes with the same values.  A refused body must
+ * be a 422 with a message and a field that is "" (the body is no object,
+ * it has both or neither of path and synthetic, or it has the unknown key
+ * ""), "name" when the name is missing or breaks the pattern, or a dotted
+ * path into the body ("synthetic.energy.min_mev") whose members are there,
+ * the last one possibly a bound left at its default. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,13 +76,16 @@ static void check_spec(const dataset_body *b)
     json_t *spec = json_loads(text, 0, NULL);
     free(text);
     json_int_t n = 0, seed = 1;
-    const char *particle = NULL;
+    const char *particle = NULL, *simulator = NULL;
     json_t *energy = NULL;
-    if (!spec || json_unpack(spec, "{s:I, s?I, s?s, s?o}", "n", &n, "seed", &seed, "particle",
-                             &particle, "energy", &energy) != 0)
+    if (!spec || json_unpack(spec, "{s:I, s?I, s?s, s?o, s?s}", "n", &n, "seed", &seed,
+                             "particle", &particle, "energy", &energy, "simulator",
+                             &simulator) != 0)
         abort();
     if (n != b->n || seed != b->seed || (particle != NULL) != (b->particle != NULL) ||
-        (particle && strcmp(particle, b->particle)))
+        (particle && strcmp(particle, b->particle)) ||
+        (simulator != NULL) != (b->simulator != NULL) ||
+        (simulator && strcmp(simulator, b->simulator)))
         abort();
     model_energy en;
     model_energy_default(&en);
@@ -96,7 +99,8 @@ static void check_spec(const dataset_body *b)
     synth_config_default(&sc);
     model_energy_apply(&en, &sc);
     synth_particle p;
-    if (synth_config_check(&sc, NULL) != GT_OK ||
+    if ((simulator && synth_parse_simulator(simulator, &sc.simulator, NULL) != GT_OK) ||
+        synth_config_check(&sc, NULL) != GT_OK ||
         (particle && synth_parse_particle(particle, &p, NULL) != GT_OK))
         abort();
     json_decref(spec);
@@ -123,6 +127,10 @@ static void check_accepted(json_t *body, const dataset_body *b, long max)
     json_t *particle = json_object_get(syn, "particle");
     if ((b->particle != NULL) != (particle != NULL) ||
         (particle && !same(b->particle, json_string_value(particle))))
+        abort();
+    json_t *simulator = json_object_get(syn, "simulator");
+    if ((b->simulator != NULL) != (simulator != NULL) ||
+        (simulator && !same(b->simulator, json_string_value(simulator))))
         abort();
     if (!(b->energy.min_mev >= MODEL_ENERGY_MIN_MEV && b->energy.min_mev <= b->energy.max_mev &&
           b->energy.max_mev <= MODEL_ENERGY_MAX_MEV))

@@ -493,6 +493,47 @@ int main(void)
     CHECK(cfg.accept.enabled && cfg.executor.kind == MODEL_EXEC_SLURM);
     expect_bad("{\"name\":\"a\\u0000b\"}", ""); /* Jansson refuses NUL */
 
+    /* dataset.simulator: gflash by default and written back only when it
+     * is another; cascade round-trips; an unknown name, a non-string and
+     * another simulator beside a file are refused */
+    CHECK_EQ_INT(parse("{}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.synthetic_simulator, 0);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        CHECK(json_object_get(json_object_get(o, "dataset"), "simulator") == NULL);
+        json_decref(o);
+    }
+    CHECK_EQ_INT(parse("{\"dataset\":{\"simulator\":\"cascade\"}}", &cfg, field, &err), GT_OK);
+    CHECK_EQ_INT(cfg.synthetic_simulator, 1);
+    {
+        json_t *o = model_config_to_json(&cfg);
+        const char *sim =
+            json_string_value(json_object_get(json_object_get(o, "dataset"), "simulator"));
+        CHECK(sim && strcmp(sim, "cascade") == 0);
+        char *text = json_dumps(o, JSON_COMPACT);
+        model_config again;
+        CHECK_EQ_INT(model_config_parse_stored(text, strlen(text), &again, field, 128, &err),
+                     GT_OK);
+        CHECK_EQ_INT(again.synthetic_simulator, 1);
+        free(text);
+        json_decref(o);
+    }
+    expect_bad("{\"dataset\":{\"simulator\":\"geant4\"}}", "dataset.simulator");
+    expect_bad("{\"dataset\":{\"simulator\":\"\"}}", "dataset.simulator");
+    expect_bad("{\"dataset\":{\"simulator\":1}}", "dataset.simulator");
+    expect_bad("{\"dataset\":{\"path\":\"x.h5\",\"simulator\":\"cascade\"}}",
+               "dataset.simulator");
+    CHECK_EQ_INT(parse("{\"dataset\":{\"path\":\"x.h5\",\"simulator\":\"gflash\"}}", &cfg,
+                       field, &err),
+                 GT_OK);
+    /* a file run recorded by version 1 reads as it did: the upgrade's
+     * gflash beside its path is taken */
+    {
+        const char *v1 = "{\"config_version\":1,\"dataset\":{\"path\":\"x.h5\"}}";
+        CHECK_EQ_INT(model_config_parse_stored(v1, strlen(v1), &cfg, field, 128, &err), GT_OK);
+        CHECK(strcmp(cfg.dataset_path, "x.h5") == 0 && cfg.synthetic_simulator == 0);
+    }
+
     /* Malformed JSON reports line and column; duplicates are refused. */
     CHECK_EQ_INT(parse("{\n  \"train\": {,}\n}", &cfg, field, &err), GT_EINVAL);
     CHECK_MSG(strstr(err.message, "line 2") != NULL, "%s", err.message);

@@ -406,7 +406,8 @@ static void test_round_trip(void)
  * stored configs: each reads to what its run was trained and sampled with,
  * the config asked for with what the era had before each later feature.
  * The newest era's configs are what model_config_to_json writes today,
- * but for config_version. */
+ * but for config_version (the newest era names version 1; a config that
+ * names no simulator writes none back, so version 2 writes the same). */
 static void test_eras(void)
 {
     json_t *fx = config_eras_load();
@@ -452,9 +453,13 @@ static void test_eras(void)
                          GT_OK);
             CHECK(memcmp(&again, &want, sizeof want) == 0);
             if (e + 1 == json_array_size(eras)) {
+                /* but for the version it names (the era's, or none) */
+                json_t *era_cfg = json_deep_copy(cfg);
                 json_object_del(back, "config_version");
-                CHECK_MSG(json_equal(back, cfg), "the newest era's config %zu is written "
-                                                 "otherwise today: %s", i, btext);
+                json_object_del(era_cfg, "config_version");
+                CHECK_MSG(json_equal(back, era_cfg), "the newest era's config %zu is written "
+                                                     "otherwise today: %s", i, btext);
+                json_decref(era_cfg);
             }
             json_decref(back);
             free(btext);

@@ -10,7 +10,8 @@
  *  - resuming from a checkpoint ends exactly where an uninterrupted run does;
  *  - a bf16 run reaches a validation loss comparable to fp32 (within 25%),
  *    and its fp32 validation loss is bit-identical when its weights are
- *    reloaded into an fp32 model. */
+ *    reloaded into an fp32 model;
+ *  - the run's dataset comes from the simulator dataset.simulator names. */
 #include <math.h>
 
 #include "model_backend.h"
@@ -269,6 +270,40 @@ static void test_objective(nn_backend *b, const char *objective)
         free(u[i]);
     model_dataset_free(&ref);
     capture_free(&c);
+}
+
+/* dataset.simulator: a run's built-in dataset is the named simulator's
+ * showers, those synth_generate makes from the dataset's seed. */
+static void test_dataset_simulator(void)
+{
+    model_config cfg;
+    tiny_config(&cfg, "flow");
+    cfg.synthetic_n = 64;
+    gt_error err;
+    model_dataset ds[2];
+    for (int sim = 0; sim < 2; sim++) {
+        cfg.synthetic_simulator = sim;
+        CHECK_EQ_INT(model_dataset_load(&cfg, NULL, &ds[sim], &err), GT_OK);
+        synth_config sc;
+        synth_config_default(&sc);
+        sc.seed = cfg.synthetic_seed;
+        sc.simulator = (synth_simulator)sim;
+        sc.particle = synth_particle_for_geometry(&ds[sim].geo);
+        synth_detector d;
+        CHECK_EQ_INT(synth_detector_init(&d, &ds[sim].geo, &err), GT_OK);
+        size_t nv = (size_t)ds[sim].geo.n_voxels;
+        float *s = malloc(64 * nv * sizeof *s);
+        CHECK_EQ_INT(synth_generate(&d, &ds[sim].geo, &sc, 0, 64, ds[sim].e_inc, NULL, s, &err),
+                     GT_OK);
+        CHECK_MSG(memcmp(s, ds[sim].showers, 64 * nv * sizeof *s) == 0, "simulator %d", sim);
+        free(s);
+        synth_detector_free(&d);
+    }
+    CHECK(memcmp(ds[0].e_inc, ds[1].e_inc, 64 * sizeof(float)) == 0);
+    CHECK(memcmp(ds[0].showers, ds[1].showers,
+                 64 * (size_t)ds[0].geo.n_voxels * sizeof(float)) != 0);
+    model_dataset_free(&ds[0]);
+    model_dataset_free(&ds[1]);
 }
 
 /* model.stage2.skip_spent_layers: the autoregressive training rows are those
@@ -687,6 +722,7 @@ int main(void)
     test_objective(b, "flow");
     test_objective(b, "ddpm");
     test_spent_layers();
+    test_dataset_simulator();
     test_history_conditions();
     test_profile_conditions();
     test_ema(b);

@@ -108,6 +108,17 @@ static long long test_datasets(gc_client *c)
     st = svc_json(c, "GET", "/v1/datasets/999", NULL, NULL, &j);
     CHECK_EQ_INT(st, 404);
     json_decref(j);
+    /* the second simulator, named in the spec the dataset keeps */
+    long long cascade_id;
+    j = dataset_ready(c,
+                      "{\"name\": \"tiny-cascade\", \"synthetic\": {\"geometry\":"
+                      " \"dataset_1_pions\", \"n\": 40, \"simulator\": \"cascade\"}}",
+                      "status", "pending", "cascade dataset", &cascade_id);
+    CHECK_EQ_INT(svc_num(j, "n_voxels"), 533);
+    const char *sim = json_string_value(
+        json_object_get(json_object_get(j, "spec"), "simulator"));
+    CHECK_MSG(sim && !strcmp(sim, "cascade"), "spec.simulator %s", sim ? sim : "(none)");
+    json_decref(j);
     return id;
 }
 
@@ -722,6 +733,12 @@ static void test_errors(gc_client *c, long long id)
     expect(c, "POST", "/v1/datasets",
            "{\"name\": \"e\", \"synthetic\": {\"n\": 10, \"energy\": {\"emin_mev\": 1000}}}",
            NULL, 422, "validation_failed", "synthetic.energy.emin_mev");
+    expect(c, "POST", "/v1/datasets",
+           "{\"name\": \"e\", \"synthetic\": {\"n\": 10, \"simulator\": \"geant4\"}}", NULL,
+           422, "validation_failed", "synthetic.simulator");
+    expect(c, "POST", "/v1/datasets",
+           "{\"name\": \"e\", \"synthetic\": {\"n\": 10, \"simulator\": 1}}", NULL, 422,
+           "validation_failed", "synthetic");
     expect(c, "POST", "/v1/runs", "{\"dataset_id\": 9999}", NULL, 422, "validation_failed",
            "dataset_id");
     expect(c, "POST", "/v1/runs", "{\"name\": ", NULL, 400, "malformed_json", NULL);
