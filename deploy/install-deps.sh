@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="build-essential cmake pkg-config git curl
 libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3
 libopenblas-dev libdnnl-dev libhdf5-dev libxml2-dev libcurl4-openssl-dev libssl-dev zlib1g-dev libdeflate-dev libxgboost-dev
-python3 python3-numpy python3-torch python3-h5py
+python3 python3-numpy python3-torch python3-h5py python3-sklearn
 python3-yaml python3-venv yamllint shellcheck python3-prometheus-client
 chromium haproxy
 clang libclang-rt-14-dev
