@@ -40,6 +40,9 @@ static void usage(FILE *f)
             "  --device SPEC     cpu, cuda:N or auto (default: the run's train.device)\n"
             "  --no-accept       leave out the run's acceptance test (model.accept), when it\n"
             "                    has one: every shower its first draw\n"
+            "  --temperature T   stage 2's starting noise, in (0, 2] (default: the run's\n"
+            "                    sample.temperature); a study's knob: the run's acceptance\n"
+            "                    test was trained against its own temperature\n"
             "  --gzip L          deflate level of the file, 0 (none) to 9 (default 1); on a\n"
             "                    GPU deflating is a large part of the host's time: 4 makes\n"
             "                    a file about 2%% smaller and deflates at two thirds the speed\n"
@@ -92,6 +95,7 @@ typedef struct sample_opts {
     const char *db_path, *device;
     long long batch, gzip;
     int no_accept;
+    double temperature;   /* 0: the run's sample.temperature */
 } sample_opts;
 
 /* The options into o, checked: every refusal says what was wrong; a batch
@@ -107,7 +111,7 @@ static int parse_args(int argc, char **argv, sample_opts *o)
         {"batch", required_argument, 0, 'B'},  {"device", required_argument, 0, 'x'},
         {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
         {"gzip", required_argument, 0, 'z'},   {"no-accept", no_argument, 0, 'A'},
-        {0, 0, 0, 0}};
+        {"temperature", required_argument, 0, 'T'}, {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, SAMPLE_ARGS_SHORT "h", opts, NULL)) != -1) {
@@ -127,6 +131,16 @@ static int parse_args(int argc, char **argv, sample_opts *o)
             break;
         case 'x': o->device = optarg; break;
         case 'A': o->no_accept = 1; break;
+        case 'T': {
+            char *end = NULL;
+            o->temperature = strtod(optarg, &end);
+            if (!end || *end || !(o->temperature > 0 && o->temperature <= 2)) {
+                fprintf(stderr, "giant sample: --temperature must be in (0, 2], not \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'd': o->db_path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -203,6 +217,8 @@ static int open_run(sample_opts *o, sample_src *s, gt_error *err)
         return 1;
     if (o->device)
         snprintf(s->cfg.device, sizeof s->cfg.device, "%s", o->device);
+    if (o->temperature > 0)
+        s->cfg.temperature = o->temperature;
     s->t_open = gt_clock_s();
     if (model_open_backend(&s->cfg, MODEL_BF16_EMULATE, &s->b, err) ||
         model_sampler_open(s->b, &s->cfg, s->ck1, s->l1, s->ck2, s->l2, (int)o->batch, &s->smp,

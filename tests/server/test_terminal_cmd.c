@@ -446,6 +446,20 @@ static void test_sample_gzip(long long run)
                         g, db, run, dir, dir),
                  2);
     CHECK_EQ_INT(svc_sh("grep -q 'gzip must be a deflate level' %s/bad.txt", dir), 0);
+    /* --temperature: the run's own value gives the run's bytes, another
+     * value other showers, and one out of (0, 2] is a usage error */
+    CHECK_EQ_INT(svc_sh("%s sample --db %s --run %lld --n 60 --batch 16 --seed 5 --temperature 1 "
+                        "-o %s/t1.h5 2> /dev/null && cmp -s %s/z1.h5 %s/t1.h5",
+                        g, db, run, dir, dir, dir),
+                 0);
+    CHECK_EQ_INT(svc_sh("%s sample --db %s --run %lld --n 60 --batch 16 --seed 5 --temperature 0.5 "
+                        "-o %s/t05.h5 2> /dev/null && cmp -s %s/z1.h5 %s/t05.h5",
+                        g, db, run, dir, dir, dir),
+                 1);
+    CHECK_EQ_INT(svc_sh("%s sample --db %s --run %lld --n 4 --temperature 0 -o %s/bad.h5 "
+                        "2> %s/bad.txt && grep -q 'temperature must be in' %s/bad.txt",
+                        g, db, run, dir, dir, dir),
+                 2);
 }
 
 /* giant sample whose writing fails in its writing thread (a file size
