@@ -29,7 +29,8 @@
  *    deviation;
  *  - `missing`: the input value that means "no value" (NAN for high-level
  *    features; 0 for voxels, where an empty voxel is then its own branch
- *    of every split and the matrix is stored sparse, 10x faster).
+ *    of every split and the matrix is stored sparse: each split scans
+ *    the hits, not every voxel).
  * The trees see raw values: they are invariant under any monotone map of
  * a column, so voxels / E_inc and log(voxels / E_inc) give one result.
  * XGBoost sums its histograms in double; a result may still move in the
