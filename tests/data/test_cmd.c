@@ -172,6 +172,21 @@ int main(void)
     }
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--classifier",
                      "mid"), 2);
+    /* the second family: the same energy difference found by the trees, and
+     * their options refused out of range */
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "hi.h5", "s1.h5", "--geometry", g2, "--json",
+                     "hi_trees.json", "--no-distances", "--no-breakdown", "--classifier",
+                     "trees-high"), 0);
+    if (dt_have_h5py())
+        CHECK(dt_system("/usr/bin/python3 -c \"import json; c = json.load(open('hi_trees.json'))"
+                        "['classifier']; assert c['trees_high']['auc'] > 0.75, c; "
+                        "assert 'high' not in c and 'trees_low' not in c, c\"") == 0);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--classifier",
+                     "trees-mid"), 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--trees-rounds",
+                     "0"), 2);
+    CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--trees-depth",
+                     "33"), 2);
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--cls-hidden", "0"),
                  2);
     CHECK_EQ_INT(RUN(cmd_eval, "eval", "s1.h5", "s2.h5", "--geometry", g2, "--cls-repeats", "0"),
